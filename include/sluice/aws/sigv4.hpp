@@ -1,0 +1,50 @@
+#pragma once
+// AWS Signature Version 4, header and query (presigned) forms.
+
+#include <chrono>
+#include <string>
+
+#include "sluice/aws/credentials.hpp"
+#include "sluice/aws/http.hpp"
+
+namespace sluice::aws {
+
+struct SigningOptions {
+  std::string region;
+  std::string service;
+  bool normalize_path = true;       // false only for S3-style services
+  bool sign_body = false;           // add x-amz-content-sha256
+  bool omit_session_token = false;  // add the token after signing (e.g. IoT)
+};
+
+// The intermediate artifacts, exposed so that tests can compare them with the
+// official vectors step by step.
+struct SigningResult {
+  std::string canonical_request;
+  std::string string_to_sign;
+  std::string signature;
+};
+
+class SigV4Signer {
+ public:
+  explicit SigV4Signer(SigningOptions options);
+
+  // Adds X-Amz-Date, X-Amz-Security-Token (when there is one) and Authorization.
+  SigningResult sign(HttpRequest& request, const Credentials& credentials,
+                     std::chrono::system_clock::time_point now) const;
+
+  // Adds the X-Amz-* query parameters and X-Amz-Signature to the request target.
+  SigningResult presign(HttpRequest& request, const Credentials& credentials,
+                        std::chrono::system_clock::time_point now,
+                        std::chrono::seconds expires) const;
+
+  const SigningOptions& options() const { return options_; }
+
+ private:
+  SigningOptions options_;
+};
+
+// "20150830T123600Z"
+std::string amz_date(std::chrono::system_clock::time_point time);
+
+}  // namespace sluice::aws

@@ -1,0 +1,80 @@
+#pragma once
+// Amazon SQS client over the JSON 1.0 protocol: signed with SigV4, retried in the
+// AWS standard mode, MD5 of every received body and attribute set verified.
+// Errors are thrown as aws::AwsError carrying the SQS error code
+// (QueueDoesNotExist, ReceiptHandleIsInvalid, OverLimit, ...).
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/aws/credentials.hpp"
+#include "sluice/aws/http.hpp"
+#include "sluice/aws/retry.hpp"
+#include "sluice/sqs/types.hpp"
+
+namespace sluice::sqs {
+
+struct SqsClientOptions {
+  std::string region;       // empty: AWS_REGION, AWS_DEFAULT_REGION, profile
+  std::string endpoint_url; // empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, profile, default
+  std::shared_ptr<aws::CredentialsProvider> credentials;  // null: the default chain
+  aws::RetryOptions retry;
+  aws::HttpClientOptions http;
+  bool verify_md5 = true;
+};
+
+struct SqsClientStats {
+  std::uint64_t requests = 0;
+  std::uint64_t retries = 0;
+  std::uint64_t errors = 0;
+};
+
+class SqsClient {
+ public:
+  // Resolves region and endpoint from options and environment (not instance metadata:
+  // use aws::resolve_region first for that). Throws AwsError{configuration}.
+  SqsClient(boost::asio::any_io_executor executor, SqsClientOptions options = {});
+  ~SqsClient();
+
+  boost::asio::awaitable<std::vector<Message>> receive_message(ReceiveMessageRequest request);
+  boost::asio::awaitable<void> delete_message(std::string queue_url, std::string receipt_handle);
+  boost::asio::awaitable<BatchResult> delete_message_batch(std::string queue_url,
+                                                           std::vector<DeleteMessageEntry> entries);
+  boost::asio::awaitable<void> change_message_visibility(std::string queue_url,
+                                                         std::string receipt_handle,
+                                                         int visibility_timeout);
+  boost::asio::awaitable<BatchResult> change_message_visibility_batch(
+      std::string queue_url, std::vector<ChangeVisibilityEntry> entries);
+  boost::asio::awaitable<SendMessageResult> send_message(std::string queue_url,
+                                                         SendMessageEntry entry);
+  boost::asio::awaitable<BatchResult> send_message_batch(std::string queue_url,
+                                                         std::vector<SendMessageEntry> entries);
+  boost::asio::awaitable<std::string> get_queue_url(std::string queue_name,
+                                                    std::string owner_account_id = {});
+  boost::asio::awaitable<QueueAttributes> get_queue_attributes(std::string queue_url,
+                                                               std::vector<std::string> names);
+  // All attributes. (An overload, not a default argument: GCC 12 mis-compiles braced
+  // default arguments in co_await expressions.)
+  boost::asio::awaitable<QueueAttributes> get_queue_attributes(std::string queue_url);
+  boost::asio::awaitable<std::string> create_queue(std::string queue_name,
+                                                   QueueAttributes attributes = {});
+  boost::asio::awaitable<void> delete_queue(std::string queue_url);
+  boost::asio::awaitable<void> purge_queue(std::string queue_url);
+  // All pages, following NextToken.
+  boost::asio::awaitable<std::vector<std::string>> list_queues(std::string name_prefix = {});
+
+  const std::string& region() const;
+  const aws::Url& endpoint() const;
+  SqsClientStats stats() const;
+  aws::HttpClient& http();
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::sqs

@@ -1,0 +1,64 @@
+#pragma once
+// Publishing to SQS (seed 003): serialize a value to JSON and send it, with
+// retries; or send many, packed into SendMessageBatch calls of at most 10 entries
+// and 1 MiB, resending only the entries that failed for a retriable reason.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sluice/sqs/client.hpp"
+
+namespace sluice::sqs {
+
+struct PublisherOptions {
+  // Attempts per entry on top of the client's own per-request retries; batch
+  // entries that SQS rejects without sender fault are resent this many times.
+  int max_attempts = 5;
+  std::chrono::milliseconds base_delay{200};
+  std::chrono::milliseconds max_delay{20000};
+};
+
+struct PublishOutcome {
+  std::size_t index = 0;  // position in the input
+  bool ok = false;
+  std::string message_id;
+  std::string error_code;
+  std::string error_message;
+  int attempts = 0;
+};
+
+class Publisher {
+ public:
+  Publisher(std::shared_ptr<SqsClient> client, std::string queue_url, PublisherOptions options = {});
+
+  // Serializes with nlohmann::json (define to_json for your type) and sends.
+  template <class T>
+  boost::asio::awaitable<SendMessageResult> publish(const T& value, SendMessageEntry entry = {}) {
+    entry.body = nlohmann::json(value).dump();
+    co_return co_await send(std::move(entry));
+  }
+
+  // Sends one message; throws AwsError once retries are spent or the error is final.
+  boost::asio::awaitable<SendMessageResult> send(SendMessageEntry entry);
+
+  // Sends many messages in batches; one outcome per input entry, in input order.
+  // Entry ids are assigned by the publisher (any given are ignored).
+  boost::asio::awaitable<std::vector<PublishOutcome>> send_batch(std::vector<SendMessageEntry> entries);
+
+  // Packs entries (by index) into batches of at most 10 entries and 1 MiB; exposed for tests.
+  static std::vector<std::vector<std::size_t>> pack(const std::vector<SendMessageEntry>& entries,
+                                                    const std::vector<std::size_t>& indexes);
+
+ private:
+  boost::asio::awaitable<void> wait(int attempt);
+  std::shared_ptr<SqsClient> client_;
+  std::string queue_url_;
+  PublisherOptions options_;
+  aws::RetryStrategy backoff_;
+};
+
+}  // namespace sluice::sqs

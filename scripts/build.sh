@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Configures and builds Sluice. Usage: scripts/build.sh [--sanitize] [--release]
+# Build trees: build/ (default), build-asan/ (--sanitize).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=build
+args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize) dir=build-asan; args=(-DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BUILD_BENCH=OFF) ;;
+    --release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
+    *) echo "unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "$dir" "${generator[@]}" "${args[@]}" >/dev/null
+cmake --build "$dir" -j "$(nproc)"
+echo "$dir"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything Sluice needs to build, test and run its main job on a
+# fresh Debian 12 machine (run as root). Idempotent: safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang-format ca-certificates
+  libboost1.81-dev libboost-url1.81-dev
+  libssl-dev libsimdjson-dev nlohmann-json3-dev
+  libmongoc-dev libbson-dev libpq-dev libsqlite3-dev sqlite3 librabbitmq-dev
+  prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+  python3-botocore
+  postgresql rabbitmq-server
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # postgresql and rabbitmq-server try to start system services; we run our
+  # own instances on private ports, so keep the packaged services down.
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  rm -f /usr/sbin/policy-rc.d
+fi
+
+if ! command -v npm >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+
+# The SQS emulator (fauxqs) and its Node 22 runtime, pinned by tools/emulator's lockfile.
+if [[ ! -x tools/emulator/node_modules/.bin/node ]] || [[ ! -d tools/emulator/node_modules/fauxqs ]]; then
+  echo "install-deps: installing the SQS emulator (npm ci)"
+  (cd tools/emulator && npm ci --no-audit --no-fund --loglevel=error)
+fi
+echo "install-deps: done"

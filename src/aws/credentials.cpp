@@ -1,0 +1,178 @@
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <ctime>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "aws/credentials_util.hpp"
+#include "sluice/aws/credentials.hpp"
+#include "sluice/aws/error.hpp"
+
+namespace sluice::aws {
+namespace asio = boost::asio;
+using Clock = std::chrono::system_clock;
+
+std::optional<Clock::time_point> parse_iso8601(std::string_view text) {
+  std::tm tm{};
+  const std::string copy(text);
+  const char* rest = strptime(copy.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!rest) return std::nullopt;
+  long offset_seconds = 0;
+  if (*rest == '.')
+    while (*++rest >= '0' && *rest <= '9') {
+    }
+  if (*rest == '+' || *rest == '-') {
+    int hh = 0, mm = 0;
+    if (std::sscanf(rest + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;
+    offset_seconds = (hh * 3600 + mm * 60) * (*rest == '+' ? 1 : -1);
+  } else if (*rest != 'Z' && *rest != '\0') {
+    return std::nullopt;
+  }
+  return Clock::from_time_t(timegm(&tm) - offset_seconds);
+}
+
+std::ostream& operator<<(std::ostream& out, const Credentials& credentials) {
+  const std::string& id = credentials.access_key_id;
+  out << "Credentials{provider=" << credentials.provider << ", access_key_id="
+      << (id.size() > 4 ? id.substr(0, 4) + "****" : std::string("****"))
+      << ", secret=<redacted>" << (credentials.session_token.empty() ? "" : ", token=<redacted>")
+      << "}";
+  return out;
+}
+
+namespace {
+
+class StaticProvider final : public CredentialsProvider {
+ public:
+  explicit StaticProvider(Credentials c) : credentials_(std::move(c)) {
+    if (credentials_.provider.empty()) credentials_.provider = "static";
+  }
+  asio::awaitable<Credentials> get() override { co_return credentials_; }
+  std::string name() const override { return "static"; }
+
+ private:
+  Credentials credentials_;
+};
+
+// Tries each provider in order; a provider that is not configured passes to the
+// next, any other failure of a configured provider stops the chain (as the CLI does).
+class ChainProvider final : public CredentialsProvider {
+ public:
+  explicit ChainProvider(std::vector<std::shared_ptr<CredentialsProvider>> providers)
+      : providers_(std::move(providers)) {}
+
+  asio::awaitable<Credentials> get() override {
+    std::string tried;
+    for (std::size_t i = 0; i < providers_.size(); ++i) {
+      const auto& provider = providers_[i];
+      const bool last = i + 1 == providers_.size();
+      try {
+        co_return co_await provider->get();
+      } catch (const AwsError& e) {
+        // The metadata service is the fallback of last resort: its absence just means
+        // there is nothing to find, so it is reported with the others.
+        if (e.code() != "NotConfigured" && !last) throw;
+        tried += (tried.empty() ? "" : "; ") + provider->name() + ": " + e.what();
+      }
+    }
+    throw AwsError(ErrorKind::credentials, "no AWS credentials found; tried " + tried);
+  }
+  std::string name() const override { return "default chain"; }
+
+ private:
+  std::vector<std::shared_ptr<CredentialsProvider>> providers_;
+};
+
+class CachingProvider final : public CredentialsProvider,
+                              public std::enable_shared_from_this<CachingProvider> {
+  using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code)>;
+
+ public:
+  CachingProvider(std::shared_ptr<CredentialsProvider> inner, std::chrono::seconds refresh_before)
+      : inner_(std::move(inner)), refresh_before_(refresh_before) {}
+
+  asio::awaitable<Credentials> get() override {
+    std::shared_ptr<Channel> wait_on;
+    {
+      std::unique_lock lock(mutex_);
+      const auto now = Clock::now();
+      const bool usable = cached_ && (!cached_->expiration || now < *cached_->expiration);
+      const bool fresh =
+          usable && (!cached_->expiration || now + refresh_before_ < *cached_->expiration);
+      if (fresh) co_return *cached_;
+      if (refreshing_) {
+        if (usable) co_return *cached_;  // someone refreshes; the old ones still work
+        wait_on = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
+        waiters_.push_back(wait_on);
+      } else {
+        refreshing_ = true;
+      }
+    }
+    if (wait_on) {
+      co_await wait_on->async_receive(asio::as_tuple(asio::use_awaitable));
+      std::lock_guard lock(mutex_);
+      if (last_error_) std::rethrow_exception(last_error_);
+      co_return *cached_;
+    }
+
+    std::exception_ptr error;
+    std::optional<Credentials> fresh;
+    try {
+      fresh = co_await inner_->get();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::vector<std::shared_ptr<Channel>> waiters;
+    {
+      std::lock_guard lock(mutex_);
+      refreshing_ = false;
+      last_error_ = error;
+      if (fresh) cached_ = fresh;
+      waiters.swap(waiters_);
+      ++refreshes_;
+    }
+    for (auto& w : waiters) w->try_send(boost::system::error_code{});
+    if (error) std::rethrow_exception(error);
+    co_return *fresh;
+  }
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  std::shared_ptr<CredentialsProvider> inner_;
+  std::chrono::seconds refresh_before_;
+  std::mutex mutex_;
+  std::optional<Credentials> cached_;
+  bool refreshing_ = false;
+  std::exception_ptr last_error_;
+  std::vector<std::shared_ptr<Channel>> waiters_;
+  std::uint64_t refreshes_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<CredentialsProvider> make_static_credentials(Credentials credentials) {
+  return std::make_shared<StaticProvider>(std::move(credentials));
+}
+
+std::shared_ptr<CredentialsProvider> make_caching_credentials(
+    std::shared_ptr<CredentialsProvider> inner, std::chrono::seconds refresh_before_expiry) {
+  return std::make_shared<CachingProvider>(std::move(inner), refresh_before_expiry);
+}
+
+std::shared_ptr<CredentialsProvider> make_default_credentials_chain(
+    asio::any_io_executor executor, CredentialsChainOptions options) {
+  std::vector<std::shared_ptr<CredentialsProvider>> providers{
+      make_environment_credentials(),
+      make_web_identity_credentials(executor),
+      make_profile_credentials(executor),
+      make_container_credentials(executor),
+      make_instance_metadata_credentials(executor),
+  };
+  return make_caching_credentials(std::make_shared<ChainProvider>(std::move(providers)),
+                                  options.refresh_before_expiry);
+}
+
+}  // namespace sluice::aws

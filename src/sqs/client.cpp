@@ -1,0 +1,315 @@
+#include "sluice/sqs/client.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sluice/aws/config.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/aws/sigv4.hpp"
+#include "sqs/codec.hpp"
+
+namespace sluice::sqs {
+namespace asio = boost::asio;
+using aws::AwsError;
+using aws::ErrorKind;
+using nlohmann::json;
+
+int Message::receive_count() const {
+  auto it = attributes.find("ApproximateReceiveCount");
+  if (it == attributes.end()) return 0;
+  try {
+    return std::stoi(it->second);
+  } catch (...) {
+    return 0;
+  }
+}
+
+std::optional<std::string> Message::group_id() const {
+  auto it = attributes.find("MessageGroupId");
+  if (it == attributes.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> Message::sequence_number() const {
+  auto it = attributes.find("SequenceNumber");
+  if (it == attributes.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::chrono::system_clock::time_point> Message::sent_time() const {
+  auto it = attributes.find("SentTimestamp");
+  if (it == attributes.end()) return std::nullopt;
+  try {
+    return std::chrono::system_clock::time_point(std::chrono::milliseconds(std::stoll(it->second)));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+namespace {
+AwsError classify(const aws::HttpResponse& response, const codec::ServiceError& error) {
+  const std::string request_id =
+      std::string(response.header("x-amzn-RequestId").value_or(
+          response.header("x-amz-request-id").value_or("")));
+  const std::string message = "SQS error HTTP " + std::to_string(response.status) +
+                              (error.code.empty() ? "" : " " + error.code) +
+                              (error.message.empty() ? "" : ": " + error.message);
+  ErrorKind kind = ErrorKind::client;
+  if (response.status == 429 || aws::is_throttling_code(error.code) ||
+      error.code == "RequestThrottled" || error.code == "KmsThrottled")
+    kind = ErrorKind::throttling;
+  else if (response.status >= 500 || error.code == "ServiceUnavailable" ||
+           error.code == "InternalError" || error.code == "InternalFailure")
+    kind = ErrorKind::server;
+  return AwsError(kind, message, error.code, response.status, request_id);
+}
+}  // namespace
+
+namespace {
+// Outside the coroutines: GCC 12 mis-compiles braced initializer lists inside them.
+std::string encode_object(std::initializer_list<std::pair<const std::string, json>> fields) {
+  json out = json::object();
+  for (const auto& [key, value] : fields) out[key] = value;
+  return out.dump();
+}
+
+std::string required_string(const std::string& body, const char* key, const char* action) {
+  const json doc = json::parse(body, nullptr, false);
+  if (doc.is_object())
+    if (auto it = doc.find(key); it != doc.end() && it->is_string()) return it->get<std::string>();
+  throw AwsError(ErrorKind::integrity,
+                 std::string(action) + " response has no " + key, "MalformedResponse");
+}
+}  // namespace
+
+struct SqsClient::Impl {
+  Impl(asio::any_io_executor ex, SqsClientOptions opts)
+      : executor(ex),
+        options(std::move(opts)),
+        http(ex, options.http),
+        retry(options.retry),
+        signer(aws::SigningOptions{}) {
+    auto region = aws::region_from_environment(options.region);
+    if (!region)
+      throw AwsError(ErrorKind::configuration,
+                     "no AWS region configured for SQS; tried the explicit setting, AWS_REGION, "
+                     "AWS_DEFAULT_REGION and the profile '" + aws::load_profile().name + "'");
+    region_name = *region;
+    endpoint = aws::resolve_endpoint("sqs", region_name, options.endpoint_url);
+    aws::SigningOptions signing;
+    signing.region = region_name;
+    signing.service = "sqs";
+    signer = aws::SigV4Signer(signing);
+    credentials = options.credentials ? options.credentials
+                                      : aws::make_default_credentials_chain(ex);
+  }
+
+  asio::awaitable<std::string> invoke(std::string_view action, std::string body) {
+    const std::string target = "AmazonSQS." + std::string(action);
+    bool skew_retried = false;
+    for (int attempt = 1;; ++attempt) {
+      aws::HttpRequest request;
+      request.method = "POST";
+      request.url = endpoint;
+      request.headers.reserve(6);
+      request.headers.emplace_back("Host", endpoint.host_header());
+      request.headers.emplace_back("Content-Type", "application/x-amz-json-1.0");
+      request.headers.emplace_back("X-Amz-Target", target);
+      request.body = body;
+      if (action == "ReceiveMessage") {
+        // A long poll holds the connection for up to 20 s: give it that much more.
+        request.timeout = options.http.request_timeout + std::chrono::seconds(kMaxWaitTimeSeconds);
+      }
+      const aws::Credentials creds = co_await credentials->get();
+      signer.sign(request, creds, skew.now());
+      requests.fetch_add(1, std::memory_order_relaxed);
+
+      std::optional<AwsError> failure;
+      try {
+        aws::HttpResponse response = co_await http.send(std::move(request));
+        if (response.status == 200) {
+          retry.on_success(attempt > 1);
+          co_return std::move(response.body);
+        }
+        const auto error =
+            codec::decode_error(response.body, response.header("x-amzn-query-error").value_or(""));
+        failure = classify(response, error);
+        if (aws::is_clock_skew_code(error.code) && !skew_retried) {
+          if (auto date = response.header("Date");
+              date && skew.observe(*date, std::chrono::system_clock::now())) {
+            skew_retried = true;
+            --attempt;  // a corrected clock is a new first attempt
+            continue;
+          }
+        }
+      } catch (const AwsError& e) {
+        failure = e;
+      }
+      errors.fetch_add(1, std::memory_order_relaxed);
+      if (failure->kind() == ErrorKind::cancelled) throw *failure;
+      const auto delay = retry.on_failure(*failure, attempt);
+      if (!delay) throw *failure;
+      retries.fetch_add(1, std::memory_order_relaxed);
+      asio::steady_timer timer(co_await asio::this_coro::executor, *delay);
+      auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) throw AwsError(ErrorKind::cancelled, "SQS " + std::string(action) + " cancelled during retry backoff");
+    }
+  }
+
+  asio::any_io_executor executor;
+  SqsClientOptions options;
+  aws::HttpClient http;
+  aws::RetryStrategy retry;
+  aws::SigV4Signer signer;
+  aws::ClockSkew skew;
+  std::string region_name;
+  aws::Url endpoint;
+  std::shared_ptr<aws::CredentialsProvider> credentials;
+  std::atomic<std::uint64_t> requests{0}, retries{0}, errors{0};
+};
+
+SqsClient::SqsClient(asio::any_io_executor executor, SqsClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(executor), std::move(options))) {}
+SqsClient::~SqsClient() = default;
+
+const std::string& SqsClient::region() const { return impl_->region_name; }
+const aws::Url& SqsClient::endpoint() const { return impl_->endpoint; }
+aws::HttpClient& SqsClient::http() { return impl_->http; }
+SqsClientStats SqsClient::stats() const {
+  return {impl_->requests.load(), impl_->retries.load(), impl_->errors.load()};
+}
+
+asio::awaitable<std::vector<Message>> SqsClient::receive_message(ReceiveMessageRequest request) {
+  codec::validate(request);
+  auto impl = impl_;
+  const std::string body = co_await impl->invoke("ReceiveMessage", codec::encode_receive(request));
+  co_return codec::decode_receive(body, impl->options.verify_md5);
+}
+
+asio::awaitable<void> SqsClient::delete_message(std::string queue_url, std::string receipt_handle) {
+  auto impl = impl_;
+  std::string body = encode_object({{"QueueUrl", queue_url}, {"ReceiptHandle", receipt_handle}});
+  co_await impl->invoke("DeleteMessage", std::move(body));
+}
+
+asio::awaitable<BatchResult> SqsClient::delete_message_batch(
+    std::string queue_url, std::vector<DeleteMessageEntry> entries) {
+  codec::validate_batch(entries);
+  auto impl = impl_;
+  co_return codec::decode_batch(
+      co_await impl->invoke("DeleteMessageBatch", codec::encode_delete_batch(queue_url, entries)));
+}
+
+asio::awaitable<void> SqsClient::change_message_visibility(std::string queue_url,
+                                                           std::string receipt_handle,
+                                                           int visibility_timeout) {
+  auto impl = impl_;
+  std::string body = encode_object({{"QueueUrl", queue_url},
+                                    {"ReceiptHandle", receipt_handle},
+                                    {"VisibilityTimeout", visibility_timeout}});
+  co_await impl->invoke("ChangeMessageVisibility", std::move(body));
+}
+
+asio::awaitable<BatchResult> SqsClient::change_message_visibility_batch(
+    std::string queue_url, std::vector<ChangeVisibilityEntry> entries) {
+  codec::validate_batch(entries);
+  auto impl = impl_;
+  co_return codec::decode_batch(co_await impl->invoke(
+      "ChangeMessageVisibilityBatch", codec::encode_change_visibility_batch(queue_url, entries)));
+}
+
+asio::awaitable<SendMessageResult> SqsClient::send_message(std::string queue_url,
+                                                           SendMessageEntry entry) {
+  codec::validate_send(entry, false);
+  auto impl = impl_;
+  const std::string body =
+      co_await impl->invoke("SendMessage", codec::encode_send(queue_url, entry));
+  co_return codec::decode_send(body, entry, impl->options.verify_md5);
+}
+
+asio::awaitable<BatchResult> SqsClient::send_message_batch(std::string queue_url,
+                                                           std::vector<SendMessageEntry> entries) {
+  codec::validate_send_batch(entries);
+  auto impl = impl_;
+  const std::string body =
+      co_await impl->invoke("SendMessageBatch", codec::encode_send_batch(queue_url, entries));
+  co_return codec::decode_send_batch(body, entries, impl->options.verify_md5);
+}
+
+
+asio::awaitable<std::string> SqsClient::get_queue_url(std::string queue_name,
+                                                      std::string owner_account_id) {
+  json request = json::object();
+  request["QueueName"] = queue_name;
+  if (!owner_account_id.empty()) request["QueueOwnerAWSAccountId"] = owner_account_id;
+  auto impl = impl_;
+  co_return required_string(co_await impl->invoke("GetQueueUrl", request.dump()), "QueueUrl",
+                            "GetQueueUrl");
+}
+
+asio::awaitable<QueueAttributes> SqsClient::get_queue_attributes(std::string queue_url,
+                                                                 std::vector<std::string> names) {
+  auto impl = impl_;
+  std::string request = encode_object({{"QueueUrl", queue_url}, {"AttributeNames", names}});
+  const std::string body = co_await impl->invoke("GetQueueAttributes", std::move(request));
+  const json doc = json::parse(body, nullptr, false);
+  if (!doc.is_object())
+    throw AwsError(ErrorKind::integrity, "GetQueueAttributes response is not JSON", "MalformedResponse");
+  QueueAttributes out;
+  if (auto it = doc.find("Attributes"); it != doc.end() && it->is_object())
+    for (const auto& [k, v] : it->items())
+      out.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());
+  co_return out;
+}
+
+asio::awaitable<QueueAttributes> SqsClient::get_queue_attributes(std::string queue_url) {
+  return get_queue_attributes(std::move(queue_url), std::vector<std::string>{"All"});
+}
+
+asio::awaitable<std::string> SqsClient::create_queue(std::string queue_name,
+                                                     QueueAttributes attributes) {
+  json request = json::object();
+  request["QueueName"] = queue_name;
+  if (!attributes.empty()) request["Attributes"] = attributes;
+  auto impl = impl_;
+  co_return required_string(co_await impl->invoke("CreateQueue", request.dump()), "QueueUrl",
+                            "CreateQueue");
+}
+
+asio::awaitable<void> SqsClient::delete_queue(std::string queue_url) {
+  auto impl = impl_;
+  std::string body = encode_object({{"QueueUrl", queue_url}});
+  co_await impl->invoke("DeleteQueue", std::move(body));
+}
+
+asio::awaitable<void> SqsClient::purge_queue(std::string queue_url) {
+  auto impl = impl_;
+  std::string body = encode_object({{"QueueUrl", queue_url}});
+  co_await impl->invoke("PurgeQueue", std::move(body));
+}
+
+asio::awaitable<std::vector<std::string>> SqsClient::list_queues(std::string name_prefix) {
+  auto impl = impl_;
+  std::vector<std::string> urls;
+  std::string next_token;
+  do {
+    json request = json::object();
+    request["MaxResults"] = 1000;
+    if (!name_prefix.empty()) request["QueueNamePrefix"] = name_prefix;
+    if (!next_token.empty()) request["NextToken"] = next_token;
+    const json doc = json::parse(co_await impl->invoke("ListQueues", request.dump()), nullptr, false);
+    if (!doc.is_object())
+      throw AwsError(ErrorKind::integrity, "ListQueues response is not JSON", "MalformedResponse");
+    if (auto it = doc.find("QueueUrls"); it != doc.end() && it->is_array())
+      for (const auto& u : *it)
+        if (u.is_string()) urls.push_back(u.get<std::string>());
+    next_token.clear();
+    if (auto it = doc.find("NextToken"); it != doc.end() && it->is_string()) next_token = *it;
+  } while (!next_token.empty());
+  co_return urls;
+}
+
+}  // namespace sluice::sqs

@@ -1,0 +1,123 @@
+#include "sluice/sqs/publisher.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <map>
+
+#include "sluice/aws/error.hpp"
+#include "sqs/codec.hpp"
+
+namespace sluice::sqs {
+namespace asio = boost::asio;
+using aws::AwsError;
+using aws::ErrorKind;
+
+namespace {
+aws::RetryOptions backoff_options(const PublisherOptions& options) {
+  aws::RetryOptions retry;
+  retry.max_attempts = options.max_attempts;
+  retry.base_delay = options.base_delay;
+  retry.throttling_base_delay = options.base_delay * 5;
+  retry.max_backoff = options.max_delay;
+  return retry;
+}
+}  // namespace
+
+Publisher::Publisher(std::shared_ptr<SqsClient> client, std::string queue_url,
+                     PublisherOptions options)
+    : client_(std::move(client)),
+      queue_url_(std::move(queue_url)),
+      options_(options),
+      backoff_(backoff_options(options)) {}
+
+asio::awaitable<void> Publisher::wait(int attempt) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, backoff_.backoff(attempt, false));
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (ec) throw AwsError(ErrorKind::cancelled, "publish cancelled during retry backoff");
+}
+
+asio::awaitable<SendMessageResult> Publisher::send(SendMessageEntry entry) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      co_return co_await client_->send_message(queue_url_, entry);
+    } catch (const AwsError& e) {
+      if (!e.retryable() || attempt >= options_.max_attempts) throw;
+    }
+    co_await wait(attempt);
+  }
+}
+
+std::vector<std::vector<std::size_t>> Publisher::pack(const std::vector<SendMessageEntry>& entries,
+                                                      const std::vector<std::size_t>& indexes) {
+  std::vector<std::vector<std::size_t>> batches;
+  std::size_t batch_bytes = 0;
+  for (std::size_t index : indexes) {
+    const std::size_t size = codec::message_size(entries[index]);
+    if (batches.empty() || batches.back().size() == kMaxBatchEntries ||
+        batch_bytes + size > kMaxMessageBytes) {
+      batches.emplace_back();
+      batch_bytes = 0;
+    }
+    batches.back().push_back(index);
+    batch_bytes += size;
+  }
+  return batches;
+}
+
+asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
+    std::vector<SendMessageEntry> entries) {
+  std::vector<PublishOutcome> outcomes(entries.size());
+  std::vector<std::size_t> pending;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    outcomes[i].index = i;
+    entries[i].id = "m" + std::to_string(i);
+    try {
+      codec::validate_send(entries[i], true);
+      pending.push_back(i);
+    } catch (const AwsError& e) {  // oversized or invalid: final, never sent
+      outcomes[i].error_code = e.code();
+      outcomes[i].error_message = e.what();
+    }
+  }
+  for (int attempt = 1; !pending.empty(); ++attempt) {
+    std::vector<std::size_t> retry;
+    for (const auto& batch : pack(entries, pending)) {
+      std::vector<SendMessageEntry> request;
+      request.reserve(batch.size());
+      for (std::size_t index : batch) {
+        request.push_back(entries[index]);
+        ++outcomes[index].attempts;
+      }
+      try {
+        const BatchResult result = co_await client_->send_message_batch(queue_url_, request);
+        for (const auto& ok : result.successful) {
+          const std::size_t index = std::stoul(ok.id.substr(1));
+          outcomes[index].ok = true;
+          outcomes[index].message_id = ok.message_id;
+        }
+        for (const auto& failed : result.failed) {
+          const std::size_t index = std::stoul(failed.id.substr(1));
+          outcomes[index].error_code = failed.code;
+          outcomes[index].error_message = failed.message;
+          if (!failed.sender_fault) retry.push_back(index);
+        }
+      } catch (const AwsError& e) {
+        if (e.kind() == ErrorKind::cancelled) throw;
+        for (std::size_t index : batch) {
+          outcomes[index].error_code = e.code().empty() ? aws::to_string(e.kind()) : e.code();
+          outcomes[index].error_message = e.what();
+          if (e.retryable()) retry.push_back(index);
+        }
+      }
+    }
+    if (retry.empty() || attempt >= options_.max_attempts) break;
+    std::sort(retry.begin(), retry.end());  // keep the input order (FIFO groups)
+    pending = std::move(retry);
+    co_await wait(attempt);
+  }
+  co_return outcomes;
+}
+
+}  // namespace sluice::sqs
