@@ -57,6 +57,8 @@ struct Case {
   fs::path dir;
 };
 
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const auto& entry : fs::directory_iterator(fs::path(SLUICE_TESTDATA) / "aws-sigv4"))

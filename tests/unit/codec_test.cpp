@@ -1,0 +1,140 @@
+#include <gtest/gtest.h>
+
+#include "aws/crypto.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/sqs/publisher.hpp"
+#include "sqs/codec.hpp"
+#include "sqs/md5.hpp"
+
+using namespace sluice;
+using sluice::aws::AwsError;
+using sluice::aws::ErrorKind;
+
+namespace {
+std::string code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const AwsError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::client);
+    return e.code();
+  }
+  return "no error";
+}
+sqs::SendMessageEntry entry(std::string id, std::size_t size) {
+  sqs::SendMessageEntry e;
+  e.id = std::move(id);
+  e.body = std::string(size, 'x');
+  return e;
+}
+}  // namespace
+
+TEST(SqsCodec, LimitsAreEnforcedBeforeSending) {
+  std::vector<sqs::SendMessageEntry> eleven;
+  for (int i = 0; i < 11; ++i) eleven.push_back(entry("e" + std::to_string(i), 10));
+  EXPECT_EQ(code_of([&] { sqs::codec::validate_send_batch(eleven); }), "TooManyEntriesInBatchRequest");
+  EXPECT_EQ(code_of([] { sqs::codec::validate_send_batch({}); }), "EmptyBatchRequest");
+  EXPECT_EQ(code_of([] { sqs::codec::validate_send_batch({entry("a", 1), entry("a", 1)}); }),
+            "BatchEntryIdsNotDistinct");
+  EXPECT_EQ(code_of([] { sqs::codec::validate_send_batch({entry("bad id", 1)}); }),
+            "InvalidBatchEntryId");
+  EXPECT_EQ(code_of([] { sqs::codec::validate_send(entry("", sqs::kMaxMessageBytes + 1), false); }),
+            "InvalidParameterValue");
+  EXPECT_EQ(code_of([] {
+              sqs::codec::validate_send_batch({entry("a", 600 * 1024), entry("b", 600 * 1024)});
+            }),
+            "BatchRequestTooLong");
+  sqs::ReceiveMessageRequest receive;
+  receive.queue_url = "http://q";
+  receive.max_messages = 11;
+  EXPECT_EQ(code_of([&] { sqs::codec::validate(receive); }), "InvalidParameterValue");
+  receive.max_messages = 10;
+  receive.wait_time_seconds = 21;
+  EXPECT_EQ(code_of([&] { sqs::codec::validate(receive); }), "InvalidParameterValue");
+  // Exactly at the limits is fine.
+  EXPECT_NO_THROW(sqs::codec::validate_send(entry("", sqs::kMaxMessageBytes), false));
+}
+
+TEST(SqsCodec, DecodesMessagesAndVerifiesDigests) {
+  const std::string body = R"({"Messages":[{"MessageId":"m1","ReceiptHandle":"r1","Body":"hi",)"
+                           R"("MD5OfBody":"49f68a5c8493ec2c0bf489821c21fc3b",)"
+                           R"("MD5OfMessageAttributes":"a512aac9938034acb0b3c3d965944bf1",)"
+                           R"("MessageAttributes":{"a":{"DataType":"String","StringValue":"x"}},)"
+                           R"("Attributes":{"ApproximateReceiveCount":"3","MessageGroupId":"g",)"
+                           R"("SentTimestamp":"1700000000000"}}]})";
+  const auto messages = sqs::codec::decode_receive(body, true);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].body, "hi");
+  EXPECT_EQ(messages[0].receive_count(), 3);
+  EXPECT_EQ(messages[0].group_id(), "g");
+  EXPECT_EQ(messages[0].message_attributes.at("a").string_value, "x");
+  EXPECT_EQ(messages[0].sent_time()->time_since_epoch(), std::chrono::milliseconds(1700000000000));
+
+  std::string tampered = body;
+  tampered.replace(tampered.find("\"hi\""), 4, "\"ho\"");
+  try {
+    sqs::codec::decode_receive(tampered, true);
+    FAIL() << "a body that does not match its MD5 must be rejected";
+  } catch (const AwsError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::integrity);
+    EXPECT_EQ(e.code(), "MD5Mismatch");
+  }
+  std::string tampered_attr = body;
+  tampered_attr.replace(tampered_attr.find("\"x\""), 3, "\"y\"");
+  EXPECT_THROW(sqs::codec::decode_receive(tampered_attr, true), AwsError);
+  EXPECT_NO_THROW(sqs::codec::decode_receive(tampered, false));
+  EXPECT_TRUE(sqs::codec::decode_receive("{}", true).empty());
+  EXPECT_THROW(sqs::codec::decode_receive("{\"Messages\":[1]}", true), AwsError);
+  EXPECT_THROW(sqs::codec::decode_receive("not json", true), AwsError);
+}
+
+TEST(SqsCodec, DecodesBinaryAttributesFromBase64) {
+  sqs::MessageAttributes attrs{{"bin", sqs::MessageAttributeValue::binary(std::string("\x00\xff", 2))}};
+  const std::string body = std::string(R"({"Messages":[{"MessageId":"m","ReceiptHandle":"r","Body":"b",)") +
+                           R"("MD5OfBody":")" + crypto::md5_hex("b") + R"(","MD5OfMessageAttributes":")" +
+                           sqs::md5_of_message_attributes(attrs) +
+                           R"(","MessageAttributes":{"bin":{"DataType":"Binary","BinaryValue":"AP8="}}}]})";
+  const auto messages = sqs::codec::decode_receive(body, true);
+  EXPECT_EQ(messages.at(0).message_attributes.at("bin").binary_value, std::string("\x00\xff", 2));
+}
+
+TEST(SqsCodec, ErrorsCarryTheServiceCode) {
+  auto e = sqs::codec::decode_error(
+      R"({"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."})",
+      "AWS.SimpleQueueService.NonExistentQueue;Sender");
+  EXPECT_EQ(e.code, "QueueDoesNotExist");
+  EXPECT_EQ(e.message, "The specified queue does not exist.");
+  EXPECT_EQ(sqs::codec::decode_error("<html>", "AWS.SimpleQueueService.NonExistentQueue;Sender").code,
+            "AWS.SimpleQueueService.NonExistentQueue");
+}
+
+TEST(SqsCodec, SendBatchResponseWithWrongDigestBecomesAFailedEntry) {
+  std::vector<sqs::SendMessageEntry> sent{entry("a", 3), entry("b", 3)};
+  const std::string md5 = crypto::md5_hex(sent[0].body);
+  const std::string body = R"({"Successful":[{"Id":"a","MessageId":"1","MD5OfMessageBody":")" + md5 +
+                           R"("},{"Id":"b","MessageId":"2","MD5OfMessageBody":"00"}],"Failed":[]})";
+  const auto result = sqs::codec::decode_send_batch(body, sent, true);
+  ASSERT_EQ(result.successful.size(), 1u);
+  EXPECT_EQ(result.successful[0].id, "a");
+  ASSERT_EQ(result.failed.size(), 1u);
+  EXPECT_EQ(result.failed[0].code, "MD5Mismatch");
+}
+
+TEST(Publisher, PacksByCountAndBytes) {
+  std::vector<sqs::SendMessageEntry> entries;
+  std::vector<std::size_t> all;
+  for (int i = 0; i < 25; ++i) {
+    entries.push_back(entry("", 10));
+    all.push_back(static_cast<std::size_t>(i));
+  }
+  auto batches = sqs::Publisher::pack(entries, all);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].size(), 10u);
+  EXPECT_EQ(batches[2].size(), 5u);
+
+  std::vector<sqs::SendMessageEntry> big{entry("", 400 * 1024), entry("", 400 * 1024),
+                                         entry("", 400 * 1024), entry("", 10)};
+  batches = sqs::Publisher::pack(big, {0, 1, 2, 3});
+  ASSERT_EQ(batches.size(), 2u);  // 800 KiB fits, a third 400 KiB does not
+  EXPECT_EQ(batches[0], (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(batches[1], (std::vector<std::size_t>{2, 3}));
+}

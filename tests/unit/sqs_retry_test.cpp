@@ -1,0 +1,156 @@
+// The SQS client's retry, throttling and clock-skew handling, against a loopback
+// server that misbehaves on purpose.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "aws/crypto.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/aws/sigv4.hpp"
+#include "sluice/sqs/client.hpp"
+#include "support/http_server.hpp"
+#include "support/run.hpp"
+
+namespace asio = boost::asio;
+using namespace sluice;
+using namespace std::chrono_literals;
+using test::HttpServer;
+using test::ServerRequest;
+using test::ServerResponse;
+
+namespace {
+std::shared_ptr<sqs::SqsClient> client_for(asio::io_context& io, const HttpServer& server) {
+  sqs::SqsClientOptions options;
+  options.endpoint_url = server.url();
+  options.region = "us-east-1";
+  options.credentials = aws::make_static_credentials({"AKIDTEST", "secret", "", {}, "test"});
+  options.retry.base_delay = 1ms;
+  options.retry.throttling_base_delay = 1ms;
+  options.http.use_env_proxy = false;
+  return std::make_shared<sqs::SqsClient>(io.get_executor(), options);
+}
+ServerResponse sqs_error(int status, const std::string& type) {
+  return {status, {{"Content-Type", "application/x-amz-json-1.0"}},
+          R"({"__type":"com.amazonaws.sqs#)" + type + R"(","message":"injected"})"};
+}
+const std::string kEmptyReceive = R"({"Messages":[]})";
+}  // namespace
+
+TEST(SqsRetry, ServerErrorsAreRetriedThenSucceed) {
+  std::atomic<int> calls{0};
+  HttpServer server([&](const ServerRequest&) {
+    return ++calls <= 2 ? sqs_error(500, "InternalError") : ServerResponse{200, {}, kEmptyReceive};
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = "http://q";
+  EXPECT_TRUE(test::run(io, client->receive_message(r)).empty());
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_EQ(client->stats().retries, 2u);
+}
+
+TEST(SqsRetry, GivesUpAfterMaxAttempts) {
+  std::atomic<int> calls{0};
+  HttpServer server([&](const ServerRequest&) {
+    ++calls;
+    return sqs_error(503, "ServiceUnavailable");
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  try {
+    test::run(io, client->purge_queue("http://q"));
+    FAIL();
+  } catch (const aws::AwsError& e) {
+    EXPECT_EQ(e.kind(), aws::ErrorKind::server);
+    EXPECT_EQ(e.http_status(), 503);
+  }
+  EXPECT_EQ(calls.load(), 3);
+}
+
+TEST(SqsRetry, ThrottlingIsRetriedAndClientErrorsAreNot) {
+  std::atomic<int> calls{0};
+  HttpServer server([&](const ServerRequest& r) {
+    ++calls;
+    if (r.body.find("throttle-me") != std::string::npos && calls == 1)
+      return sqs_error(400, "ThrottlingException");
+    if (r.body.find("throttle-me") != std::string::npos) return ServerResponse{200, {}, kEmptyReceive};
+    return sqs_error(400, "InvalidParameterValue");
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = "http://throttle-me";
+  EXPECT_NO_THROW(test::run(io, client->receive_message(r)));
+  EXPECT_EQ(calls.load(), 2);
+  calls = 0;
+  EXPECT_THROW(test::run(io, client->purge_queue("http://other")), aws::AwsError);
+  EXPECT_EQ(calls.load(), 1) << "a client error is final";
+}
+
+TEST(SqsRetry, ClockSkewIsCorrectedFromTheServersDate) {
+  // The server's clock is two hours ahead; it refuses the first signature.
+  const auto server_now = std::chrono::system_clock::now() + 2h;
+  const std::time_t t = std::chrono::system_clock::to_time_t(server_now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char date[64];
+  std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  std::vector<std::string> amz_dates;
+  std::mutex m;
+  HttpServer server([&](const ServerRequest& r) {
+    std::lock_guard lock(m);
+    amz_dates.push_back(r.headers.at("x-amz-date"));
+    if (amz_dates.size() == 1) {
+      auto res = sqs_error(400, "RequestTimeTooSkewed");
+      res.headers["Date"] = date;
+      return res;
+    }
+    return ServerResponse{200, {}, R"({})"};
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  test::run(io, client->purge_queue("http://q"));
+  ASSERT_EQ(amz_dates.size(), 2u);
+  EXPECT_EQ(amz_dates[1].substr(0, 11), aws::amz_date(server_now).substr(0, 11))
+      << "the retry is signed with the server's time";
+}
+
+TEST(SqsRetry, RequestsAreSignedForSqs) {
+  std::vector<ServerRequest> seen;
+  std::mutex m;
+  HttpServer server([&](const ServerRequest& r) {
+    std::lock_guard lock(m);
+    seen.push_back(r);
+    return ServerResponse{200, {}, R"({"QueueUrl":"http://q"})"};
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  test::run(io, client->get_queue_url("q"));
+  ASSERT_EQ(seen.size(), 1u);
+  const auto& h = seen[0].headers;
+  EXPECT_EQ(h.at("x-amz-target"), "AmazonSQS.GetQueueUrl");
+  EXPECT_EQ(h.at("content-type"), "application/x-amz-json-1.0");
+  EXPECT_NE(h.at("authorization").find("Credential=AKIDTEST/"), std::string::npos);
+  EXPECT_NE(h.at("authorization").find("/us-east-1/sqs/aws4_request"), std::string::npos);
+  EXPECT_NE(h.at("authorization").find("SignedHeaders=content-type;host;x-amz-date;x-amz-target"),
+            std::string::npos);
+  EXPECT_EQ(h.at("authorization").find("secret"), std::string::npos);
+}
+
+TEST(SqsRetry, CorruptedBodiesAreRejected) {
+  HttpServer server([&](const ServerRequest&) {
+    return ServerResponse{200, {}, R"({"Messages":[{"MessageId":"m","ReceiptHandle":"r","Body":"tampered",)"
+                                   R"("MD5OfBody":")" + crypto::md5_hex("original") + R"("}]})"};
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = "http://q";
+  try {
+    test::run(io, client->receive_message(r));
+    FAIL();
+  } catch (const aws::AwsError& e) {
+    EXPECT_EQ(e.kind(), aws::ErrorKind::integrity);
+  }
+}
