@@ -118,6 +118,11 @@ std::vector<ServerRequest> HttpServer::requests() const {
   return impl_->requests;
 }
 
+int HttpServer::idle_connections() const {
+  std::lock_guard lock(impl_->mutex);
+  return static_cast<int>(impl_->idle.size());
+}
+
 void HttpServer::close_idle_connections() {
   std::lock_guard lock(impl_->mutex);
   for (const auto& socket : impl_->idle) {

@@ -46,6 +46,8 @@ class HttpServer {
   std::vector<ServerRequest> requests() const;
   int connections() const { return connections_.load(); }
   int max_concurrent_connections() const { return max_open_.load(); }
+  // Connections waiting for their next request.
+  int idle_connections() const;
   // Closes every idle keep-alive connection (to simulate a server-side idle timeout).
   void close_idle_connections();
 

@@ -132,6 +132,7 @@ TEST(HttpClient, APooledConnectionClosedByTheServerIsReplacedTransparently) {
   asio::io_context io;
   HttpClient client(io.get_executor(), no_proxy());
   EXPECT_EQ(sluice::test::run(io, client.send(get(server.url("/a")))).status, 200);
+  for (int i = 0; i < 500 && server.idle_connections() == 0; ++i) std::this_thread::sleep_for(2ms);
   server.close_idle_connections();
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(sluice::test::run(io, client.send(get(server.url("/b")))).status, 200);

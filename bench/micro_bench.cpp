@@ -1,0 +1,119 @@
+// Micro-benchmarks of the AWS layer's hot paths: signing one SQS request and
+// decoding a full (10-message) ReceiveMessage response. The nlohmann decode is
+// the peer: what a straightforward JSON-library decoder costs.
+#include <benchmark/benchmark.h>
+
+#include <nlohmann/json.hpp>
+
+#include "aws/crypto.hpp"
+#include "sluice/aws/sigv4.hpp"
+#include "sluice/sqs/types.hpp"
+#include "sqs/codec.hpp"
+#include "sqs/md5.hpp"
+
+using namespace sluice;
+
+namespace {
+
+aws::HttpRequest sqs_request() {
+  aws::HttpRequest r;
+  r.method = "POST";
+  r.url = aws::Url::parse("https://sqs.us-east-1.amazonaws.com/");
+  r.headers = {{"Host", "sqs.us-east-1.amazonaws.com"},
+               {"Content-Type", "application/x-amz-json-1.0"},
+               {"X-Amz-Target", "AmazonSQS.ReceiveMessage"}};
+  r.body = R"({"QueueUrl":"https://sqs.us-east-1.amazonaws.com/123456789012/inventory-events",)"
+           R"("MaxNumberOfMessages":10,"WaitTimeSeconds":20,"MessageSystemAttributeNames":["All"],)"
+           R"("MessageAttributeNames":["All"]})";
+  return r;
+}
+
+std::string receive_response() {
+  nlohmann::json messages = nlohmann::json::array();
+  for (int i = 0; i < 10; ++i) {
+    const std::string body = nlohmann::json{{"eventId", i},
+                                            {"skuId", "SKU-" + std::to_string(1000 + i)},
+                                            {"locationId", "LOC-7"},
+                                            {"eventType", "ADJUST"},
+                                            {"quantity", i * 3},
+                                            {"payload", std::string(600, 'x')}}
+                                 .dump();
+    sqs::MessageAttributes attrs{{"source", sqs::MessageAttributeValue::string("wms")},
+                                 {"traceId", sqs::MessageAttributeValue::string("abc-" + std::to_string(i))}};
+    messages.push_back({{"MessageId", "5fea7756-0ea4-451a-a703-a558b933e27" + std::to_string(i)},
+                        {"ReceiptHandle", std::string(180, 'R') + std::to_string(i)},
+                        {"MD5OfBody", crypto::md5_hex(body)},
+                        {"Body", body},
+                        {"MD5OfMessageAttributes", sqs::md5_of_message_attributes(attrs)},
+                        {"MessageAttributes",
+                         {{"source", {{"DataType", "String"}, {"StringValue", "wms"}}},
+                          {"traceId", {{"DataType", "String"}, {"StringValue", "abc-" + std::to_string(i)}}}}},
+                        {"Attributes",
+                         {{"SenderId", "AIDAEXAMPLE"},
+                          {"SentTimestamp", "1700000000000"},
+                          {"ApproximateReceiveCount", "1"},
+                          {"ApproximateFirstReceiveTimestamp", "1700000000100"}}}});
+  }
+  return nlohmann::json{{"Messages", messages}}.dump();
+}
+
+void BM_SignSqsRequest(benchmark::State& state) {
+  const aws::SigV4Signer signer([] {
+    aws::SigningOptions o;
+    o.region = "us-east-1";
+    o.service = "sqs";
+    return o;
+  }());
+  const aws::Credentials creds{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+                               "session-token-example", {}, "bench"};
+  const auto now = std::chrono::system_clock::now();
+  const aws::HttpRequest base = sqs_request();
+  for (auto _ : state) {
+    aws::HttpRequest r = base;
+    benchmark::DoNotOptimize(signer.sign(r, creds, now));
+  }
+}
+BENCHMARK(BM_SignSqsRequest);
+
+void BM_DecodeReceive10_Sluice(benchmark::State& state) {
+  const std::string body = receive_response();
+  for (auto _ : state) benchmark::DoNotOptimize(sqs::codec::decode_receive(body, true));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+  state.SetItemsProcessed(state.iterations() * 10);
+}
+BENCHMARK(BM_DecodeReceive10_Sluice);
+
+void BM_DecodeReceive10_SluiceNoMd5(benchmark::State& state) {
+  const std::string body = receive_response();
+  for (auto _ : state) benchmark::DoNotOptimize(sqs::codec::decode_receive(body, false));
+  state.SetItemsProcessed(state.iterations() * 10);
+}
+BENCHMARK(BM_DecodeReceive10_SluiceNoMd5);
+
+// The peer: a decoder written with nlohmann::json, MD5 verified the same way.
+void BM_DecodeReceive10_Nlohmann(benchmark::State& state) {
+  const std::string body = receive_response();
+  for (auto _ : state) {
+    const auto doc = nlohmann::json::parse(body);
+    std::vector<sqs::Message> out;
+    for (const auto& m : doc["Messages"]) {
+      sqs::Message msg;
+      msg.message_id = m["MessageId"];
+      msg.receipt_handle = m["ReceiptHandle"];
+      msg.body = m["Body"];
+      msg.md5_of_body = m["MD5OfBody"];
+      for (const auto& [k, v] : m["Attributes"].items()) msg.attributes[k] = v;
+      for (const auto& [k, v] : m["MessageAttributes"].items())
+        msg.message_attributes[k] = {v["DataType"], v.value("StringValue", ""), {}};
+      if (crypto::md5_hex(msg.body) != msg.md5_of_body) std::abort();
+      if (sqs::md5_of_message_attributes(msg.message_attributes) != m["MD5OfMessageAttributes"])
+        std::abort();
+      out.push_back(std::move(msg));
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * 10);
+}
+BENCHMARK(BM_DecodeReceive10_Nlohmann);
+
+}  // namespace

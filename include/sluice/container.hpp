@@ -1,0 +1,151 @@
+#pragma once
+// The listener container: turns a queue into a steady stream of handled messages.
+//
+//  - In-flight work is bounded by permits (max_in_flight): a receive asks only for
+//    as many messages as it holds permits for, and a permit comes back when its
+//    message is settled (acked, nacked, released), never when a batch ends. So a
+//    slow message never idles the others, and memory is bounded whatever the backlog.
+//  - Several long polls overlap (concurrent receives, elastic between a minimum and
+//    a maximum, following how full the polls come back).
+//  - Handlers run on a worker pool; when it is saturated the receivers wait
+//    (backpressure, not buffering).
+//  - Deletes and visibility changes are batched, and always flushed on stop.
+//  - Visibility is extended for messages still held (heartbeat), failures come back
+//    after an exponential backoff, FIFO groups keep their order.
+//
+// Delivery is at least once: handlers must be idempotent (see the pipeline's
+// content-hash dedupe for one way).
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "sluice/message.hpp"
+#include "sluice/sqs/client.hpp"
+
+namespace sluice {
+
+enum class ListenerMode {
+  single,  // one handler call per message
+  batch,   // one handler call per received batch, settled per message
+};
+
+enum class AckMode {
+  on_success,  // ack when the handler returns, nack when it throws (unless it settled)
+  always,      // ack when the handler returns or throws
+  manual,      // the handler settles each message itself; a throw still nacks
+};
+
+enum class FifoMode { auto_detect, on, off };
+
+struct ContainerOptions {
+  std::string name = "container";  // for logs and metrics
+
+  // --- What affects behaviour
+  ListenerMode listener_mode = ListenerMode::single;
+  AckMode ack_mode = AckMode::on_success;
+  FifoMode fifo = FifoMode::auto_detect;  // auto: queue URL ends in ".fifo"
+  // Held messages get their visibility extended before it runs out.
+  bool visibility_heartbeat = true;
+  std::chrono::seconds visibility_timeout{30};  // asked for on every receive
+  // Failed messages come back after base * 2^(receive_count-1), at most 12 h.
+  std::chrono::seconds failure_backoff_base{1};
+  std::chrono::milliseconds shutdown_deadline{30000};
+  std::string dead_letter_queue_url;  // where reject() sends messages (empty: none)
+
+  // --- What affects performance
+  int max_in_flight = 100;          // messages held at once (received, not settled)
+  int max_messages_per_poll = 10;   // <= 10 for SQS
+  std::chrono::seconds poll_wait{20};  // long poll, <= 20 s
+  int min_concurrent_receives = 1;
+  int max_concurrent_receives = 4;
+  int worker_threads = 16;          // handler threads
+  int handoff_capacity = 0;         // bounded hand-off queue; 0: max_in_flight
+  int delete_batch_size = 10;       // flush deletes at this many ...
+  std::chrono::milliseconds delete_flush_interval{100};  // ... or after this long
+  std::chrono::milliseconds heartbeat_interval{0};        // 0: visibility_timeout / 3
+  // Elastic receives (in the spirit of Spring AMQP's triggers): add a receive after
+  // this many consecutive full polls, drop one after this many consecutive empty ones.
+  int consecutive_full_trigger = 3;
+  int consecutive_empty_trigger = 3;
+  std::chrono::milliseconds start_receive_min_interval{500};
+  std::chrono::milliseconds stop_receive_min_interval{5000};
+  std::chrono::milliseconds error_backoff_max{30000};  // receive failures back off up to this
+};
+
+// Throws std::invalid_argument naming the option, its value and what was expected.
+void validate(const ContainerOptions& options);
+// "4" or "2-4" (Spring's concurrency syntax) into min/max concurrent receives.
+void parse_concurrency(const std::string& text, ContainerOptions& options);
+
+using MessageHandler = std::function<void(Message&)>;
+using BatchHandler = std::function<void(std::span<Message>)>;
+
+struct ContainerStats {
+  std::uint64_t received = 0;
+  std::uint64_t acked = 0;          // deletes confirmed by the queue
+  std::uint64_t failed = 0;         // nacked (handler failure)
+  std::uint64_t released = 0;       // given back unprocessed
+  std::uint64_t rejected = 0;
+  std::uint64_t dead_lettered = 0;
+  std::uint64_t empty_receives = 0;
+  std::uint64_t receive_errors = 0;
+  std::uint64_t visibility_extensions = 0;
+  std::uint64_t handler_calls = 0;
+  std::int64_t in_flight = 0;       // held now
+  std::int64_t in_flight_peak = 0;
+  int concurrent_receives = 0;      // receive loops running now
+  int concurrent_receives_peak = 0;
+  double poll_latency_ms_avg = 0;
+  double handler_latency_ms_avg = 0;
+};
+
+// Hooks for metrics; called from the container's threads, must not block.
+class ContainerObserver {
+ public:
+  virtual ~ContainerObserver() = default;
+  virtual void on_receive(std::size_t /*messages*/, std::chrono::nanoseconds /*latency*/) {}
+  virtual void on_receive_error(const std::string& /*what*/) {}
+  virtual void on_handler(std::chrono::nanoseconds /*latency*/, bool /*ok*/) {}
+  virtual void on_settled(const char* /*outcome: ack|nack|release|reject*/) {}
+  virtual void on_concurrency(int /*receives*/) {}
+};
+
+struct SqsSourceOptions {
+  std::string queue_url;
+  sqs::SqsClientOptions client;
+};
+
+class Container {
+ public:
+  Container(ContainerOptions options, SqsSourceOptions source, MessageHandler handler);
+  Container(ContainerOptions options, SqsSourceOptions source, BatchHandler handler);
+  ~Container();  // stops with the configured deadline if still running
+  Container(const Container&) = delete;
+  Container& operator=(const Container&) = delete;
+
+  void start();
+  // Stops receiving at once (open long polls are cancelled), lets running handlers
+  // finish until the deadline, releases messages not yet started, flushes deletes
+  // and visibility changes, and returns. Safe to call more than once.
+  void stop(std::chrono::milliseconds deadline);
+  void stop();  // with options().shutdown_deadline
+  bool running() const;
+
+  // Changeable while running.
+  void set_concurrent_receives(int min, int max);
+
+  void set_observer(std::shared_ptr<ContainerObserver> observer);  // before start()
+  ContainerStats stats() const;
+  const ContainerOptions& options() const;
+  const std::string& name() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace sluice

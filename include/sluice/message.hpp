@@ -1,0 +1,56 @@
+#pragma once
+// A message as every source delivers it, with its acknowledgement handle.
+//
+// Delivery is at least once: a message is removed from its queue only after it is
+// acknowledged (ack), and a message that is not acknowledged comes back. Each
+// message is settled exactly once; later calls are ignored. Settling releases the
+// message's in-flight permit, whatever the outcome.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace sluice {
+
+namespace detail {
+struct MessageState;
+}
+
+class Message {
+ public:
+  Message() = default;
+  explicit Message(std::shared_ptr<detail::MessageState> state) : state_(std::move(state)) {}
+
+  const std::string& id() const;
+  const std::string& body() const;
+  // Source system attributes (SQS: SentTimestamp, MessageGroupId, ...).
+  const std::map<std::string, std::string>& attributes() const;
+  // Application headers (SQS message attributes; binary values base64-encoded).
+  const std::map<std::string, std::string>& headers() const;
+  int receive_count() const;  // 1 on the first delivery
+  std::optional<std::string> group_id() const;
+  const std::string& source() const;  // the queue it came from
+  std::chrono::system_clock::time_point received_at() const;
+
+  // Done: delete it from the queue (batched).
+  void ack();
+  // Failed: make it visible again after an exponential backoff on its receive count.
+  void nack();
+  // Give it back at once, unprocessed (visibility 0): no failure is counted.
+  void release();
+  // It can never succeed (malformed, invalid): dead-letter it with the reason, then
+  // delete it. Without a dead-letter destination it is nacked with the maximal
+  // backoff so that the queue's own redrive policy takes it.
+  void reject(std::string reason);
+  bool settled() const;
+
+  bool valid() const { return state_ != nullptr; }
+  detail::MessageState& state() const { return *state_; }
+
+ private:
+  std::shared_ptr<detail::MessageState> state_;
+};
+
+}  // namespace sluice

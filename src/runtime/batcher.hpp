@@ -1,0 +1,144 @@
+#pragma once
+// Gathers entries (deletes, visibility changes) from any thread and sends them in
+// batches: as soon as a batch is full, or when the flush interval passes. Several
+// batches may be in flight at once (up to max_concurrent_flushes). drain() sends
+// everything still pending and waits for it: nothing is left behind on stop.
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace sluice::runtime {
+
+template <class Entry>
+class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
+ public:
+  using Send = std::function<boost::asio::awaitable<void>(std::vector<Entry>)>;
+
+  Batcher(boost::asio::any_io_executor executor, std::size_t batch_size,
+          std::chrono::milliseconds interval, Send send, int max_concurrent_flushes = 16)
+      : executor_(std::move(executor)),
+        batch_size_(batch_size),
+        interval_(interval),
+        send_(std::move(send)),
+        max_flushes_(max_concurrent_flushes) {}
+
+  void start() {
+    auto self = this->shared_from_this();
+    boost::asio::co_spawn(executor_, [self]() { return self->timer_loop(); },
+                          boost::asio::detached);
+  }
+
+  // Thread-safe.
+  void add(Entry entry) {
+    bool kick = false;
+    {
+      std::lock_guard lock(mutex_);
+      pending_.push_back(std::move(entry));
+      kick = pending_.size() >= batch_size_ && flushes_ < max_flushes_;
+      if (kick) ++flushes_;
+    }
+    if (kick) spawn_flush();
+  }
+
+  std::size_t pending() const {
+    std::lock_guard lock(mutex_);
+    return pending_.size();
+  }
+
+  // Sends everything pending (any size), waits for in-flight sends, stops the timer.
+  boost::asio::awaitable<void> drain() {
+    stopped_ = true;
+    timer_.cancel();
+    boost::asio::steady_timer wait(executor_);
+    for (;;) {
+      std::vector<Entry> batch;
+      int flushes = 0;
+      {
+        std::lock_guard lock(mutex_);
+        batch = take_locked();
+        flushes = flushes_;
+      }
+      if (!batch.empty()) {
+        co_await send_(std::move(batch));
+        continue;
+      }
+      if (flushes == 0) co_return;
+      wait.expires_after(std::chrono::milliseconds(2));
+      co_await wait.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    }
+  }
+
+ private:
+  std::vector<Entry> take_locked() {
+    std::vector<Entry> batch;
+    const std::size_t n = std::min(batch_size_, pending_.size());
+    batch.reserve(n);
+    std::move(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n),
+              std::back_inserter(batch));
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+    return batch;
+  }
+
+  void spawn_flush() {
+    auto self = this->shared_from_this();
+    boost::asio::co_spawn(executor_, [self]() { return self->flush_loop(false); },
+                          boost::asio::detached);
+  }
+
+  // Holds one flush slot; keeps sending while full batches are waiting. Only the
+  // timer sends a partial batch (its first one).
+  boost::asio::awaitable<void> flush_loop(bool partial_first = false) {
+    for (bool first = true;; first = false) {
+      std::vector<Entry> batch;
+      {
+        std::lock_guard lock(mutex_);
+        if (!(first && partial_first) && pending_.size() < batch_size_) {
+          --flushes_;
+          co_return;
+        }
+        batch = take_locked();
+        if (batch.empty()) {
+          --flushes_;
+          co_return;
+        }
+      }
+      co_await send_(std::move(batch));
+    }
+  }
+
+  boost::asio::awaitable<void> timer_loop() {
+    while (!stopped_) {
+      timer_.expires_after(interval_);
+      auto [ec] = co_await timer_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+      if (ec || stopped_) co_return;
+      bool kick = false;
+      {
+        std::lock_guard lock(mutex_);
+        kick = !pending_.empty() && flushes_ < max_flushes_;
+        if (kick) ++flushes_;
+      }
+      if (kick) co_await flush_loop(true);
+    }
+  }
+
+  boost::asio::any_io_executor executor_;
+  const std::size_t batch_size_;
+  const std::chrono::milliseconds interval_;
+  Send send_;
+  const int max_flushes_;
+  mutable std::mutex mutex_;
+  std::vector<Entry> pending_;
+  int flushes_ = 0;
+  bool stopped_ = false;
+  boost::asio::steady_timer timer_{executor_};
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,749 @@
+// The source-agnostic core of the listener container: permits, receive loops,
+// the worker pool and its bounded hand-off, settlement, heartbeat, FIFO groups,
+// elastic receives and the shutdown order.
+//
+// Threads: one I/O thread runs the receive loops, batchers and heartbeat (all
+// coroutines on `io`); handlers run on `workers`. Settlement may happen on any
+// thread (a handler acking from its own thread, say): it only touches the permit
+// pool, the held set and the source's batchers, all of which are thread-safe.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include "runtime/permits.hpp"
+#include "runtime/receive_scaler.hpp"
+#include "runtime/source.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/container.hpp"
+#include "sqs/sqs_source.hpp"
+
+namespace sluice {
+namespace asio = boost::asio;
+using runtime::StatePtr;
+using detail::Outcome;
+using Clock = std::chrono::steady_clock;
+
+// ------------------------------------------------------------------ options
+
+namespace {
+[[noreturn]] void bad_option(const std::string& name, const std::string& value,
+                             const std::string& expected) {
+  throw std::invalid_argument("container option " + name + " = " + value + ": expected " + expected);
+}
+template <class Rep, class Period>
+std::string str(std::chrono::duration<Rep, Period> d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+}  // namespace
+
+void validate(const ContainerOptions& o) {
+  if (o.max_in_flight < 1) bad_option("max_in_flight", std::to_string(o.max_in_flight), "at least 1");
+  if (o.max_messages_per_poll < 1 || o.max_messages_per_poll > 10)
+    bad_option("max_messages_per_poll", std::to_string(o.max_messages_per_poll), "1..10 (the SQS limit)");
+  if (o.poll_wait < std::chrono::seconds(0) || o.poll_wait > std::chrono::seconds(20))
+    bad_option("poll_wait", str(o.poll_wait), "0..20 s (the SQS long-poll limit)");
+  if (o.min_concurrent_receives < 1)
+    bad_option("min_concurrent_receives", std::to_string(o.min_concurrent_receives), "at least 1");
+  if (o.max_concurrent_receives < o.min_concurrent_receives)
+    bad_option("max_concurrent_receives", std::to_string(o.max_concurrent_receives),
+               "at least min_concurrent_receives (" + std::to_string(o.min_concurrent_receives) + ")");
+  if (o.visibility_timeout < std::chrono::seconds(1) || o.visibility_timeout > std::chrono::hours(12))
+    bad_option("visibility_timeout", str(o.visibility_timeout), "1 s..12 h");
+  if (o.worker_threads < 1) bad_option("worker_threads", std::to_string(o.worker_threads), "at least 1");
+  if (o.handoff_capacity < 0)
+    bad_option("handoff_capacity", std::to_string(o.handoff_capacity), "0 (= max_in_flight) or more");
+  if (o.delete_batch_size < 1 || o.delete_batch_size > 10)
+    bad_option("delete_batch_size", std::to_string(o.delete_batch_size), "1..10 (the SQS batch limit)");
+  if (o.delete_flush_interval <= std::chrono::milliseconds(0))
+    bad_option("delete_flush_interval", str(o.delete_flush_interval), "more than 0");
+  if (o.heartbeat_interval < std::chrono::milliseconds(0) ||
+      (o.visibility_heartbeat && o.heartbeat_interval >= o.visibility_timeout))
+    bad_option("heartbeat_interval", str(o.heartbeat_interval),
+               "0 (automatic) or less than visibility_timeout (" + str(o.visibility_timeout) + ")");
+  if (o.failure_backoff_base < std::chrono::seconds(0))
+    bad_option("failure_backoff_base", str(o.failure_backoff_base), "0 s or more");
+  if (o.shutdown_deadline < std::chrono::milliseconds(0))
+    bad_option("shutdown_deadline", str(o.shutdown_deadline), "0 or more");
+  if (o.consecutive_full_trigger < 1 || o.consecutive_empty_trigger < 1)
+    bad_option("consecutive_full_trigger/consecutive_empty_trigger",
+               std::to_string(o.consecutive_full_trigger) + "/" + std::to_string(o.consecutive_empty_trigger),
+               "at least 1");
+  if (o.max_in_flight < o.max_messages_per_poll)
+    bad_option("max_in_flight", std::to_string(o.max_in_flight),
+               "at least max_messages_per_poll (" + std::to_string(o.max_messages_per_poll) + ")");
+}
+
+void parse_concurrency(const std::string& text, ContainerOptions& options) {
+  auto number = [&](const std::string& part) {
+    std::size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(part, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || value < 1)
+      bad_option("concurrency", "\"" + text + "\"", "N or MIN-MAX with positive integers (e.g. \"2-4\")");
+    return value;
+  };
+  const auto dash = text.find('-');
+  if (dash == std::string::npos) {
+    options.min_concurrent_receives = options.max_concurrent_receives = number(text);
+  } else {
+    options.min_concurrent_receives = number(text.substr(0, dash));
+    options.max_concurrent_receives = number(text.substr(dash + 1));
+    if (options.max_concurrent_receives < options.min_concurrent_receives)
+      bad_option("concurrency", "\"" + text + "\"", "MIN-MAX with MIN <= MAX");
+  }
+}
+
+// ------------------------------------------------------------------ core
+
+namespace {
+struct Task {
+  std::vector<StatePtr> messages;  // single: one; batch: the poll's messages
+  std::string group;               // FIFO: run this group's queue
+};
+using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Task)>;
+
+struct LatencyAverage {
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> total_ns{0};
+  void add(std::chrono::nanoseconds d) {
+    count.fetch_add(1, std::memory_order_relaxed);
+    total_ns.fetch_add(static_cast<std::uint64_t>(d.count()), std::memory_order_relaxed);
+  }
+  double average_ms() const {
+    const auto n = count.load();
+    return n ? static_cast<double>(total_ns.load()) / static_cast<double>(n) / 1e6 : 0.0;
+  }
+};
+
+void raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
+  auto seen = peak.load();
+  while (value > seen && !peak.compare_exchange_weak(seen, value)) {
+  }
+}
+}  // namespace
+
+struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container::Impl> {
+  Impl(ContainerOptions o, SqsSourceOptions s)
+      : options((validate(o), std::move(o))),
+        source_options(std::move(s)),
+        permits(options.max_in_flight),
+        handoff(io.get_executor(),
+                static_cast<std::size_t>(options.handoff_capacity ? options.handoff_capacity
+                                                                  : options.max_in_flight)),
+        scaler({options.min_concurrent_receives, options.max_concurrent_receives,
+                options.consecutive_full_trigger, options.consecutive_empty_trigger,
+                options.start_receive_min_interval, options.stop_receive_min_interval}) {
+    if (source_options.queue_url.empty())
+      throw std::invalid_argument("container source queue_url is empty: expected an SQS queue URL");
+    fifo = options.fifo == FifoMode::on ||
+           (options.fifo == FifoMode::auto_detect && source_options.queue_url.ends_with(".fifo"));
+    if (fifo && options.listener_mode == ListenerMode::batch)
+      throw std::invalid_argument(
+          "container option listener_mode = batch: expected single for a FIFO queue (order is kept "
+          "per message group)");
+  }
+
+  // ---------------------------------------------------------------- settle
+  void settle(const StatePtr& state, Outcome outcome, std::string reason) override {
+    switch (outcome) {
+      case Outcome::ack:
+        source->ack(state);
+        break;
+      case Outcome::nack: {
+        failed.fetch_add(1, std::memory_order_relaxed);
+        source->change_visibility(state, backoff_for(state->receive_count));
+        break;
+      }
+      case Outcome::release:
+        released.fetch_add(1, std::memory_order_relaxed);
+        source->change_visibility(state, std::chrono::seconds(0));
+        break;
+      case Outcome::reject:
+        rejected.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("container={} event=rejected message_id={} reason=\"{}\"", options.name,
+                     state->id, reason);
+        if (source->has_dead_letter()) {
+          // The delete follows the dead-letter send: never lose a rejected message.
+          ++pending_dead_letters;
+          auto self = shared_from_this();
+          asio::co_spawn(io, dead_letter(state, std::move(reason)), [self](std::exception_ptr) {
+            --self->pending_dead_letters;
+          });
+          return;  // the permit comes back once the dead letter is written
+        }
+        source->change_visibility(state, std::chrono::hours(12));
+        break;
+      case Outcome::none:
+        return;
+    }
+    if (observer) observer->on_settled(detail::to_string(outcome));
+    forget(state);
+  }
+
+  asio::awaitable<void> dead_letter(StatePtr state, std::string reason) {
+    try {
+      co_await source->dead_letter(state, reason);
+      dead_lettered.fetch_add(1, std::memory_order_relaxed);
+      source->ack(state);
+    } catch (const std::exception& e) {
+      spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"", options.name,
+                    state->id, e.what());
+      source->change_visibility(state, backoff_for(state->receive_count));
+    }
+    if (observer) observer->on_settled("reject");
+    forget(state);
+  }
+
+  void forget(const StatePtr& state) {
+    {
+      std::lock_guard lock(held_mutex);
+      held.erase(state.get());
+    }
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    permits.release(1);
+  }
+
+  std::chrono::seconds backoff_for(int receive_count) const {
+    const auto base = options.failure_backoff_base.count();
+    const int exponent = std::clamp(receive_count - 1, 0, 30);
+    const long long seconds = std::min<long long>(12LL * 3600, base * (1LL << exponent));
+    return std::chrono::seconds(seconds);
+  }
+
+  // ---------------------------------------------------------------- receive loops
+  void spawn_receiver() {
+    const int id = next_receiver_id++;
+    auto signal = std::make_shared<asio::cancellation_signal>();
+    receiver_signals[id] = signal;
+    const int now_active = ++active_receivers;
+    raise_peak(receivers_peak, now_active);
+    if (observer) observer->on_concurrency(now_active);
+    auto self = shared_from_this();
+    asio::co_spawn(io, receive_loop(id),
+                   asio::bind_cancellation_slot(signal->slot(), [self, id](std::exception_ptr e) {
+                     if (e) {
+                       try {
+                         std::rethrow_exception(e);
+                       } catch (const std::exception& x) {
+                         spdlog::error("container={} event=receiver_crashed error=\"{}\"",
+                                       self->options.name, x.what());
+                       }
+                     }
+                     self->receiver_signals.erase(id);
+                     const int left = --self->active_receivers;
+                     if (self->observer) self->observer->on_concurrency(left);
+                     // Never fall below the minimum while running (e.g. after a crash).
+                     if (!self->intake_closed && left < self->scaler.config().min_receives)
+                       self->spawn_receiver();
+                   }));
+  }
+
+  asio::awaitable<void> receive_loop(int id) {
+    runtime::ReceiveScaler::LoopState loop;
+    std::chrono::milliseconds error_backoff{200};
+    asio::steady_timer timer(io);
+    while (!intake_closed) {
+      int taken = 0;
+      try {
+        taken = co_await permits.acquire_up_to(options.max_messages_per_poll);
+      } catch (const boost::system::system_error&) {
+        co_return;  // cancelled: stopping
+      }
+      if (taken == 0 || intake_closed) {
+        permits.release(taken);
+        co_return;
+      }
+      std::vector<StatePtr> states;
+      const auto started = Clock::now();
+      bool receive_failed = false;
+      try {
+        states = co_await source->receive(taken);
+        error_backoff = std::chrono::milliseconds(200);
+      } catch (const aws::AwsError& e) {
+        permits.release(taken);
+        if (e.kind() == aws::ErrorKind::cancelled || intake_closed) co_return;
+        receive_failed = true;
+        receive_errors.fetch_add(1, std::memory_order_relaxed);
+        if (observer) observer->on_receive_error(e.what());
+        spdlog::warn("container={} event=receive_failed receiver={} kind={} code={} retry_in_ms={} "
+                     "error=\"{}\"",
+                     options.name, id, aws::to_string(e.kind()), e.code(), error_backoff.count(), e.what());
+      }
+      if (receive_failed) {
+        // Queue missing, credentials failing, endpoint down: back off, keep trying.
+        timer.expires_after(error_backoff);
+        auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return;
+        error_backoff = std::min(error_backoff * 2, options.error_backoff_max);
+        continue;
+      }
+      const auto latency = Clock::now() - started;
+      poll_latency.add(latency);
+      if (observer) observer->on_receive(states.size(), latency);
+      const std::size_t count = states.size();
+      permits.release(taken - static_cast<int>(count));
+      if (states.empty()) {
+        empty_receives.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        received.fetch_add(states.size(), std::memory_order_relaxed);
+        raise_peak(in_flight_peak, in_flight.fetch_add(static_cast<std::int64_t>(states.size())) +
+                                       static_cast<std::int64_t>(states.size()));
+        {
+          std::lock_guard lock(held_mutex);
+          for (auto& s : states) {
+            s->owner = weak_from_this();
+            held.emplace(s.get(), s);
+          }
+        }
+        if (!co_await dispatch(std::move(states))) co_return;
+      }
+      const bool full = static_cast<int>(count) >= options.max_messages_per_poll;
+      const auto decision = scaler.after_poll(loop, count, full, active_receivers,
+                                              permits.available() >= options.max_messages_per_poll,
+                                              Clock::now());
+      if (decision == runtime::ReceiveScaler::Decision::start_another && !intake_closed) {
+        spdlog::info("container={} event=receivers_up receivers={}", options.name, active_receivers + 1);
+        spawn_receiver();
+      } else if (decision == runtime::ReceiveScaler::Decision::stop_this) {
+        spdlog::info("container={} event=receivers_down receivers={}", options.name, active_receivers - 1);
+        co_return;
+      }
+    }
+  }
+
+  // Hands messages to the workers; suspends while the hand-off is full (backpressure).
+  // Returns false when stopping interrupted it (the rest were released).
+  asio::awaitable<bool> dispatch(std::vector<StatePtr> states) {
+    std::vector<Task> tasks;
+    if (fifo) {
+      std::lock_guard lock(groups_mutex);
+      for (auto& s : states) {
+        const std::string group = s->group_id.value_or("");
+        auto& g = groups[group];
+        g.pending.push_back(std::move(s));
+        if (!g.scheduled) {
+          g.scheduled = true;
+          tasks.push_back(Task{{}, group});
+        }
+      }
+    } else if (options.listener_mode == ListenerMode::batch) {
+      tasks.push_back(Task{std::move(states), {}});
+    } else {
+      for (auto& s : states) tasks.push_back(Task{{std::move(s)}, {}});
+    }
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(tasks[i]),
+                                              asio::as_tuple(asio::use_awaitable));
+      if (ec) {
+        for (std::size_t j = i; j < tasks.size(); ++j) release_task(tasks[j]);
+        co_return false;
+      }
+    }
+    co_return true;
+  }
+
+  void release_task(Task& task) {
+    for (auto& s : task.messages) s->settle(Outcome::release);
+    if (!task.group.empty() || fifo) release_group(task.group);
+  }
+
+  // ---------------------------------------------------------------- workers
+  asio::awaitable<void> worker_loop() {
+    for (;;) {
+      auto [ec, task] = co_await handoff.async_receive(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      if (draining) {
+        release_task(task);
+        continue;
+      }
+      if (fifo)
+        run_group(task.group);
+      else if (options.listener_mode == ListenerMode::batch)
+        run_batch(task.messages);
+      else
+        run_single(task.messages.front());
+    }
+  }
+
+  // Returns the outcome the message ended with (none in manual mode if unsettled).
+  Outcome run_single(const StatePtr& state) {
+    state->started = true;
+    Message message(state);
+    ++running_handlers;
+    const auto started = Clock::now();
+    bool ok = true;
+    try {
+      single_handler(message);
+    } catch (const std::exception& e) {
+      ok = false;
+      spdlog::warn("container={} event=handler_failed message_id={} receive_count={} error=\"{}\"",
+                   options.name, state->id, state->receive_count, e.what());
+    } catch (...) {
+      ok = false;
+      spdlog::warn("container={} event=handler_failed message_id={} error=unknown", options.name,
+                   state->id);
+    }
+    finish_handler(started, ok);
+    settle_after_handler(state, ok);
+    return state->outcome.load();
+  }
+
+  void run_batch(std::vector<StatePtr>& states) {
+    std::vector<Message> messages;
+    messages.reserve(states.size());
+    for (auto& s : states) {
+      s->started = true;
+      messages.emplace_back(s);
+    }
+    ++running_handlers;
+    const auto started = Clock::now();
+    bool ok = true;
+    try {
+      batch_handler(std::span<Message>(messages));
+    } catch (const std::exception& e) {
+      ok = false;
+      spdlog::warn("container={} event=batch_handler_failed messages={} error=\"{}\"", options.name,
+                   states.size(), e.what());
+    }
+    finish_handler(started, ok);
+    for (auto& s : states) settle_after_handler(s, ok);
+  }
+
+  void finish_handler(Clock::time_point started, bool ok) {
+    const auto latency = Clock::now() - started;
+    handler_latency.add(latency);
+    handler_calls.fetch_add(1, std::memory_order_relaxed);
+    if (observer) observer->on_handler(latency, ok);
+    {
+      std::lock_guard lock(idle_mutex);
+      --running_handlers;
+    }
+    idle_cv.notify_all();
+  }
+
+  void settle_after_handler(const StatePtr& state, bool ok) {
+    switch (options.ack_mode) {
+      case AckMode::on_success: state->settle(ok ? Outcome::ack : Outcome::nack); break;
+      case AckMode::always: state->settle(Outcome::ack); break;
+      case AckMode::manual:
+        if (!ok) state->settle(Outcome::nack);
+        break;
+    }
+  }
+
+  // FIFO: one group's messages in order; a failure releases the rest of the group.
+  void run_group(const std::string& group) {
+    for (;;) {
+      StatePtr next;
+      {
+        std::lock_guard lock(groups_mutex);
+        auto it = groups.find(group);
+        if (it == groups.end()) return;
+        if (it->second.pending.empty() || draining) {
+          if (draining) break;
+          groups.erase(it);
+          return;
+        }
+        next = std::move(it->second.pending.front());
+        it->second.pending.pop_front();
+      }
+      const Outcome outcome = run_single(next);
+      if (outcome == Outcome::nack || outcome == Outcome::reject) {
+        const auto count = release_group(group);
+        if (count)
+          spdlog::info("container={} event=fifo_group_released group={} released={}", options.name,
+                       group, count);
+        return;
+      }
+    }
+    release_group(group);
+  }
+
+  std::size_t release_group(const std::string& group) {
+    std::deque<StatePtr> rest;
+    {
+      std::lock_guard lock(groups_mutex);
+      auto it = groups.find(group);
+      if (it == groups.end()) return 0;
+      rest.swap(it->second.pending);
+      groups.erase(it);
+    }
+    for (auto& s : rest) s->settle(Outcome::release);
+    return rest.size();
+  }
+
+  // ---------------------------------------------------------------- heartbeat
+  asio::awaitable<void> heartbeat_loop() {
+    const auto interval = options.heartbeat_interval.count() > 0
+                              ? options.heartbeat_interval
+                              : std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout) / 3;
+    const std::int64_t threshold_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout).count() / 2;
+    while (!heartbeat_stopped) {
+      heartbeat_timer.expires_after(interval);
+      auto [ec] = co_await heartbeat_timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec || heartbeat_stopped) co_return;
+      std::vector<StatePtr> due;
+      const auto now = detail::steady_now_ms();
+      {
+        std::lock_guard lock(held_mutex);
+        for (auto& [ptr, state] : held)
+          if (state->outcome.load() == Outcome::none && state->visible_until_ms - now < threshold_ms)
+            due.push_back(state);
+      }
+      if (due.empty()) continue;
+      try {
+        const auto n = co_await source->extend(std::move(due), options.visibility_timeout);
+        visibility_extensions.fetch_add(n, std::memory_order_relaxed);
+      } catch (const aws::AwsError&) {
+        co_return;  // cancelled
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+  void start() {
+    std::lock_guard lock(lifecycle_mutex);
+    if (state != State::idle) throw std::logic_error("container " + options.name + " already started");
+    runtime::SourceEvents events;
+    events.acked = [this](std::size_t n) {
+      acked.fetch_add(n, std::memory_order_relaxed);
+    };
+    events.warning = [name = options.name](const std::string& what) {
+      spdlog::warn("container={} event=source_warning detail=\"{}\"", name, what);
+    };
+    source = sqs::make_sqs_source(io.get_executor(), source_options, options, std::move(events), fifo);
+    workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
+    auto self = shared_from_this();
+    for (int i = 0; i < options.worker_threads; ++i)
+      asio::co_spawn(*workers, worker_loop(), asio::detached);
+    asio::post(io, [self] {
+      self->source->start();
+      if (self->options.visibility_heartbeat) asio::co_spawn(self->io, self->heartbeat_loop(), asio::detached);
+      for (int i = 0; i < self->options.min_concurrent_receives; ++i) self->spawn_receiver();
+    });
+    io_thread = std::thread([this] { io.run(); });
+    state = State::running;
+    spdlog::info("container={} event=started queue={} fifo={} max_in_flight={} receives={}-{} "
+                 "workers={}",
+                 options.name, source->describe(), fifo, options.max_in_flight,
+                 options.min_concurrent_receives, options.max_concurrent_receives,
+                 options.worker_threads);
+  }
+
+  template <class F>
+  void on_io(F&& f) {
+    std::promise<void> done;
+    asio::post(io, [&] {
+      f();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+  void stop(std::chrono::milliseconds deadline_after) {
+    std::lock_guard lock(lifecycle_mutex);
+    if (state != State::running) return;
+    state = State::stopping;
+    const auto deadline = Clock::now() + deadline_after;
+    const auto stop_started = Clock::now();
+
+    // 1. Stop intake: no new receives; open long polls are cancelled at once.
+    on_io([this] {
+      intake_closed = true;
+      for (auto& [id, signal] : receiver_signals) signal->emit(asio::cancellation_type::terminal);
+      permits.close();
+    });
+    while (active_receivers.load() > 0 && Clock::now() < deadline + std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+
+    // 2. Messages handed off but not started are released; running handlers go on.
+    draining = true;
+    // 3. Wait for running handlers, until the deadline.
+    {
+      std::unique_lock idle_lock(idle_mutex);
+      idle_cv.wait_until(idle_lock, deadline, [this] { return running_handlers.load() == 0; });
+    }
+    const int still_running = running_handlers.load();
+    // 4. Release everything held and not started (hand-off queue, FIFO group queues).
+    handoff.close();
+    std::vector<StatePtr> unstarted;
+    {
+      std::lock_guard held_lock(held_mutex);
+      for (auto& [ptr, s] : held)
+        if (!s->started) unstarted.push_back(s);
+    }
+    for (auto& s : unstarted) s->settle(Outcome::release);
+    // 5. Flush deletes and visibility changes, wait for dead letters, stop the heartbeat.
+    auto flushed = asio::co_spawn(io, [this]() -> asio::awaitable<void> {
+      asio::steady_timer wait(io);
+      while (pending_dead_letters.load() > 0) {
+        wait.expires_after(std::chrono::milliseconds(5));
+        co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      co_await source->flush();
+      heartbeat_stopped = true;
+      heartbeat_timer.cancel();
+    }, asio::use_future);
+    if (flushed.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
+      spdlog::error("container={} event=flush_timeout", options.name);
+    state = State::stopped;
+    io.stop();
+    if (io_thread.joinable()) io_thread.join();
+    if (still_running == 0) {
+      workers->join();
+    } else {
+      spdlog::warn("container={} event=stop_deadline handlers_still_running={} (their messages "
+                   "will become visible again)",
+                   options.name, still_running);
+    }
+    spdlog::info("container={} event=stopped took_ms={} received={} acked={} failed={} released={}",
+                 options.name,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
+                 received.load(), acked.load(), failed.load(), released.load());
+  }
+
+  ContainerStats stats() const {
+    ContainerStats s;
+    s.received = received.load();
+    s.acked = acked.load();
+    s.failed = failed.load();
+    s.released = released.load();
+    s.rejected = rejected.load();
+    s.dead_lettered = dead_lettered.load();
+    s.empty_receives = empty_receives.load();
+    s.receive_errors = receive_errors.load();
+    s.visibility_extensions = visibility_extensions.load();
+    s.handler_calls = handler_calls.load();
+    s.in_flight = in_flight.load();
+    s.in_flight_peak = in_flight_peak.load();
+    s.concurrent_receives = active_receivers.load();
+    s.concurrent_receives_peak = static_cast<int>(receivers_peak.load());
+    s.poll_latency_ms_avg = poll_latency.average_ms();
+    s.handler_latency_ms_avg = handler_latency.average_ms();
+    return s;
+  }
+
+  enum class State { idle, running, stopping, stopped };
+
+  ContainerOptions options;
+  SqsSourceOptions source_options;
+  MessageHandler single_handler;
+  BatchHandler batch_handler;
+  std::shared_ptr<ContainerObserver> observer;
+  bool fifo = false;
+
+  asio::io_context io;
+  std::thread io_thread;
+  std::unique_ptr<asio::thread_pool> workers;
+  std::unique_ptr<runtime::Source> source;
+  runtime::Permits permits;
+  Handoff handoff;
+  runtime::ReceiveScaler scaler;
+
+  std::mutex lifecycle_mutex;
+  State state = State::idle;
+  std::atomic<bool> intake_closed{false};
+  std::atomic<bool> draining{false};
+  std::atomic<bool> heartbeat_stopped{false};
+  asio::steady_timer heartbeat_timer{io};
+
+  // I/O thread only.
+  std::map<int, std::shared_ptr<asio::cancellation_signal>> receiver_signals;
+  int next_receiver_id = 0;
+  std::atomic<int> active_receivers{0};
+  std::atomic<std::int64_t> receivers_peak{0};
+
+  std::mutex held_mutex;
+  std::unordered_map<detail::MessageState*, StatePtr> held;
+
+  struct Group {
+    std::deque<StatePtr> pending;
+    bool scheduled = false;
+  };
+  std::mutex groups_mutex;
+  std::map<std::string, Group> groups;
+
+  std::mutex idle_mutex;
+  std::condition_variable idle_cv;
+  std::atomic<int> running_handlers{0};
+  std::atomic<int> pending_dead_letters{0};
+
+  std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, rejected{0},
+      dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
+      handler_calls{0};
+  std::atomic<std::int64_t> in_flight{0}, in_flight_peak{0};
+  LatencyAverage poll_latency, handler_latency;
+};
+
+Container::Container(ContainerOptions options, SqsSourceOptions source, MessageHandler handler)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(source))) {
+  if (!handler) throw std::invalid_argument("container handler is empty");
+  if (impl_->options.listener_mode != ListenerMode::single)
+    throw std::invalid_argument("container option listener_mode = batch: expected single for a "
+                                "single-message handler");
+  impl_->single_handler = std::move(handler);
+}
+
+Container::Container(ContainerOptions options, SqsSourceOptions source, BatchHandler handler)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(source))) {
+  if (!handler) throw std::invalid_argument("container handler is empty");
+  if (impl_->options.listener_mode != ListenerMode::batch)
+    throw std::invalid_argument("container option listener_mode = single: expected batch for a "
+                                "batch handler");
+  impl_->batch_handler = std::move(handler);
+}
+
+Container::~Container() {
+  stop();
+  if (impl_->workers) impl_->workers->join();  // handlers that outlived the stop deadline
+}
+
+void Container::start() { impl_->start(); }
+void Container::stop(std::chrono::milliseconds deadline) { impl_->stop(deadline); }
+void Container::stop() { impl_->stop(impl_->options.shutdown_deadline); }
+bool Container::running() const { return impl_->state == Impl::State::running; }
+void Container::set_observer(std::shared_ptr<ContainerObserver> observer) {
+  impl_->observer = std::move(observer);
+}
+ContainerStats Container::stats() const { return impl_->stats(); }
+const ContainerOptions& Container::options() const { return impl_->options; }
+const std::string& Container::name() const { return impl_->options.name; }
+
+void Container::set_concurrent_receives(int min, int max) {
+  if (min < 1 || max < min)
+    throw std::invalid_argument("container concurrent receives " + std::to_string(min) + "-" +
+                                std::to_string(max) + ": expected 1 <= min <= max");
+  auto impl = impl_;
+  asio::post(impl->io, [impl, min, max] {
+    impl->scaler.reconfigure(min, max);
+    impl->options.min_concurrent_receives = min;
+    impl->options.max_concurrent_receives = max;
+    while (!impl->intake_closed && impl->active_receivers < min) impl->spawn_receiver();
+  });
+}
+
+}  // namespace sluice

@@ -1,0 +1,38 @@
+#pragma once
+// In-flight permits: a receive takes permits before it asks for messages and each
+// settled message gives one back. Waiting is asynchronous (a coroutine suspends);
+// releasing is thread-safe (workers settle messages on their own threads).
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace sluice::runtime {
+
+class Permits {
+ public:
+  explicit Permits(int total) : total_(total), available_(total) {}
+
+  // Waits until at least one permit is free, then takes up to `max`. Returns 0 when
+  // closed. Cancellable (throws boost::system::system_error on cancellation).
+  boost::asio::awaitable<int> acquire_up_to(int max);
+  void release(int count);
+  void close();  // wakes every waiter with 0
+
+  int available() const;
+  int in_use() const { return total_ - available(); }
+  int total() const { return total_; }
+
+ private:
+  using Signal = boost::asio::experimental::concurrent_channel<void(boost::system::error_code)>;
+  void wake_locked();
+  const int total_;
+  mutable std::mutex mutex_;
+  int available_;
+  bool closed_ = false;
+  std::vector<std::shared_ptr<Signal>> waiters_;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,572 @@
+// The listener container against the real SQS emulator: the behaviours the seeds
+// ask for, each checked message by message.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "sluice/container.hpp"
+#include "sluice/registry.hpp"
+#include "sluice/sqs/client.hpp"
+#include "sluice/sqs/publisher.hpp"
+#include "sluice/typed_handler.hpp"
+#include "support/emulator.hpp"
+#include "support/run.hpp"
+
+namespace asio = boost::asio;
+using namespace sluice;
+using namespace std::chrono_literals;
+using test::Emulator;
+
+namespace {
+
+// Blocks handlers until opened.
+class Gate {
+ public:
+  void wait() {
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void open() {
+    {
+      std::lock_guard lock(m_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 30s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return condition();
+}
+
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return 0;
+}
+
+sqs::SqsClientOptions client_options() {
+  sqs::SqsClientOptions o;
+  o.endpoint_url = Emulator::shared().endpoint();
+  o.region = "us-east-1";
+  o.credentials = aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "test"});
+  o.http.use_env_proxy = false;
+  return o;
+}
+
+class ContainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), client_options()); }
+
+  std::string make_queue(const std::string& prefix, bool fifo = false) {
+    std::string name = test::unique_queue_name(prefix) + (fifo ? ".fifo" : "");
+    sqs::QueueAttributes attributes;
+    if (fifo) attributes["FifoQueue"] = "true";
+    test::run(io_, client_->create_queue(name, attributes));
+    return Emulator::shared().queue_url(name);
+  }
+
+  void publish(const std::string& url, int count, const std::function<std::string(int)>& body,
+               const std::function<std::string(int)>& group = nullptr) {
+    std::vector<sqs::SendMessageEntry> entries;
+    for (int i = 0; i < count; ++i) {
+      sqs::SendMessageEntry e;
+      e.body = body(i);
+      if (group) {
+        e.message_group_id = group(i);
+        e.message_deduplication_id = "dedup-" + std::to_string(i);
+      }
+      entries.push_back(std::move(e));
+    }
+    sqs::Publisher publisher(client_, url);
+    const auto outcomes = test::run(io_, publisher.send_batch(std::move(entries)));
+    for (const auto& o : outcomes) ASSERT_TRUE(o.ok) << o.error_message;
+  }
+
+  std::map<std::string, std::string> attributes(const std::string& url) {
+    return test::run(io_, client_->get_queue_attributes(url));
+  }
+  int visible(const std::string& url) { return std::stoi(attributes(url).at("ApproximateNumberOfMessages")); }
+  int not_visible(const std::string& url) {
+    return std::stoi(attributes(url).at("ApproximateNumberOfMessagesNotVisible"));
+  }
+
+  static ContainerOptions fast_options(const std::string& name) {
+    ContainerOptions o;
+    o.name = name;
+    o.poll_wait = 1s;
+    o.delete_flush_interval = 20ms;
+    o.start_receive_min_interval = 50ms;
+    o.stop_receive_min_interval = 200ms;
+    o.consecutive_full_trigger = 1;
+    o.shutdown_deadline = 10s;
+    return o;
+  }
+  static SqsSourceOptions source(const std::string& url) { return {url, client_options()}; }
+
+  asio::io_context io_;
+  std::shared_ptr<sqs::SqsClient> client_;
+};
+
+}  // namespace
+
+TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
+  auto refused = [](const std::function<void(ContainerOptions&)>& change, const std::string& expected) {
+    ContainerOptions o;
+    change(o);
+    try {
+      validate(o);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused([](auto& o) { o.max_messages_per_poll = 11; }, "max_messages_per_poll = 11: expected 1..10");
+  refused([](auto& o) { o.poll_wait = 21s; }, "poll_wait");
+  refused([](auto& o) { o.max_in_flight = 0; }, "max_in_flight = 0");
+  refused([](auto& o) { o.min_concurrent_receives = 3, o.max_concurrent_receives = 2; }, "max_concurrent_receives = 2");
+  refused([](auto& o) { o.heartbeat_interval = 40s; }, "heartbeat_interval");
+  refused([](auto& o) { o.delete_batch_size = 20; }, "delete_batch_size = 20");
+  ContainerOptions o;
+  parse_concurrency("2-4", o);
+  EXPECT_EQ(o.min_concurrent_receives, 2);
+  EXPECT_EQ(o.max_concurrent_receives, 4);
+  parse_concurrency("3", o);
+  EXPECT_EQ(o.max_concurrent_receives, 3);
+  EXPECT_THROW(parse_concurrency("4-2", o), std::invalid_argument);
+  EXPECT_THROW(parse_concurrency("x", o), std::invalid_argument);
+  auto fifo_batch = fast_options("fifo-batch");
+  fifo_batch.listener_mode = ListenerMode::batch;
+  EXPECT_THROW(Container(fifo_batch, source("http://127.0.0.1:1/q.fifo"), BatchHandler([](auto) {})),
+               std::invalid_argument);
+}
+
+// Seed 000: Spring Cloud AWS 2.x never had more than 10 messages in progress.
+TEST_F(ContainerTest, MoreThanTenMessagesInProgressAtOnce) {
+  const std::string url = make_queue("concurrency");
+  publish(url, 200, [](int i) { return "m" + std::to_string(i); });
+  std::atomic<int> now{0}, peak{0}, done{0};
+  Gate gate;
+  auto options = fast_options("concurrency");
+  options.max_in_flight = 100;
+  options.min_concurrent_receives = 2;
+  options.max_concurrent_receives = 10;
+  options.worker_threads = 110;
+  Container container(options, source(url), MessageHandler([&](Message&) {
+                        const int n = ++now;
+                        int seen = peak.load();
+                        while (n > seen && !peak.compare_exchange_weak(seen, n)) {
+                        }
+                        if (peak >= 90) gate.open();
+                        gate.wait();
+                        --now;
+                        ++done;
+                      }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] { return peak.load() >= 90; }, 30s)) << "peak was " << peak.load();
+  gate.open();
+  EXPECT_TRUE(wait_until([&] { return done.load() == 200; }));
+  container.stop();
+  EXPECT_GE(peak.load(), 90);
+  EXPECT_LE(container.stats().in_flight_peak, 100);
+  EXPECT_EQ(container.stats().acked, 200u);
+}
+
+// Seed 000's second complaint: one slow message idled the rest of its batch.
+TEST_F(ContainerTest, ASlowMessageDoesNotHoldUpTheOthers) {
+  const std::string url = make_queue("hol");
+  publish(url, 1, [](int) { return std::string("slow"); });
+  publish(url, 300, [](int i) { return "fast-" + std::to_string(i); });
+  std::atomic<bool> slow_running{false}, slow_done{false};
+  std::atomic<int> fast_done{0}, fast_done_while_slow{0};
+  auto options = fast_options("hol");
+  options.max_in_flight = 30;
+  options.worker_threads = 8;
+  Container container(options, source(url), MessageHandler([&](Message& m) {
+                        if (m.body() == "slow") {
+                          slow_running = true;
+                          std::this_thread::sleep_for(4s);
+                          slow_done = true;
+                          return;
+                        }
+                        std::this_thread::sleep_for(1ms);
+                        ++fast_done;
+                        if (slow_running && !slow_done) ++fast_done_while_slow;
+                      }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] { return slow_done && fast_done == 300; }));
+  container.stop();
+  EXPECT_GE(fast_done_while_slow.load(), 200) << "fast messages kept flowing during the slow one";
+}
+
+TEST_F(ContainerTest, HeldMessagesAndMemoryStayBoundedWhateverTheBacklog) {
+  const std::string url = make_queue("bounded");
+  publish(url, 10000, [](int i) { return R"({"n":)" + std::to_string(i) + R"(,"pad":")" + std::string(200, 'p') + "\"}"; });
+  std::atomic<int> inside{0}, inside_peak{0};
+  Gate gate;
+  auto options = fast_options("bounded");
+  options.max_in_flight = 50;
+  options.max_concurrent_receives = 8;
+  options.worker_threads = 20;  // fewer workers than permits: the hand-off queue holds the rest
+  Container container(options, source(url), MessageHandler([&](Message&) {
+                        const int n = ++inside;
+                        int seen = inside_peak.load();
+                        while (n > seen && !inside_peak.compare_exchange_weak(seen, n)) {
+                        }
+                        gate.wait();
+                        --inside;
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 50; }));
+  const long rss_before = rss_kib();
+  std::this_thread::sleep_for(2s);  // receives would keep pulling if they were not bounded
+  const auto stats = container.stats();
+  EXPECT_EQ(stats.in_flight, 50);
+  EXPECT_LE(stats.in_flight_peak, 50);
+  EXPECT_LE(inside_peak.load(), 20);
+  EXPECT_LE(not_visible(url), 50) << "the queue itself sees no more than max_in_flight taken";
+  EXPECT_LT(rss_kib() - rss_before, 20 * 1024) << "memory flat while stuck";
+  gate.open();
+  container.stop(5s);
+}
+
+TEST_F(ContainerTest, EverySuccessIsDeletedExactlyOnceAndFailuresComeBackAfterBackoff) {
+  const std::string url = make_queue("ack");
+  publish(url, 100, [](int i) { return "m" + std::to_string(i); });
+  std::mutex m;
+  std::map<std::string, int> handled;
+  std::map<std::string, std::vector<std::pair<int, std::chrono::steady_clock::time_point>>> attempts;
+  auto options = fast_options("ack");
+  options.failure_backoff_base = 1s;
+  Container container(options, source(url), MessageHandler([&](Message& msg) {
+                        std::lock_guard lock(m);
+                        attempts[msg.body()].push_back({msg.receive_count(), std::chrono::steady_clock::now()});
+                        if (msg.body() == "m7" && msg.receive_count() == 1) throw std::runtime_error("transient");
+                        ++handled[msg.body()];
+                      }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] {
+    std::lock_guard lock(m);
+    return handled.size() == 100;
+  }));
+  container.stop();
+  for (const auto& [body, count] : handled) EXPECT_EQ(count, 1) << body;
+  ASSERT_EQ(attempts["m7"].size(), 2u);
+  EXPECT_EQ(attempts["m7"][1].first, 2) << "receive count went up";
+  EXPECT_GE(attempts["m7"][1].second - attempts["m7"][0].second, 900ms) << "came back after its backoff";
+  EXPECT_EQ(container.stats().acked, 100u);
+  EXPECT_EQ(container.stats().failed, 1u);
+  EXPECT_EQ(visible(url), 0);
+  EXPECT_EQ(not_visible(url), 0);
+}
+
+TEST_F(ContainerTest, ManualAcksFromAnotherThreadAndPendingDeletesFlushedOnStop) {
+  const std::string url = make_queue("manual");
+  publish(url, 25, [](int i) { return "m" + std::to_string(i); });
+  std::mutex m;
+  std::vector<Message> inbox;
+  auto options = fast_options("manual");
+  options.ack_mode = AckMode::manual;
+  options.delete_batch_size = 10;
+  options.delete_flush_interval = 10min;  // only full batches and the final flush send deletes
+  Container container(options, source(url), MessageHandler([&](Message& msg) {
+                        std::lock_guard lock(m);
+                        inbox.push_back(msg);
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard lock(m);
+    return inbox.size() == 25;
+  }));
+  std::thread acker([&] {
+    std::lock_guard lock(m);
+    for (auto& msg : inbox) msg.ack();
+  });
+  acker.join();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 20; }, 5s))
+      << "two full batches; acked " << container.stats().acked << " received " << container.stats().received;
+  EXPECT_EQ(not_visible(url), 5) << "five deletes wait for a batch";
+  container.stop();
+  EXPECT_EQ(container.stats().acked, 25u) << "stop flushed the partial batch";
+  EXPECT_EQ(not_visible(url), 0);
+  EXPECT_EQ(visible(url), 0);
+}
+
+TEST_F(ContainerTest, HeartbeatKeepsALongHandlersMessageHidden) {
+  const std::string url = make_queue("heartbeat");
+  publish(url, 1, [](int) { return std::string("long"); });
+  std::atomic<int> calls{0};
+  auto options = fast_options("heartbeat");
+  options.visibility_timeout = 2s;
+  Container container(options, source(url), MessageHandler([&](Message&) {
+                        ++calls;
+                        std::this_thread::sleep_for(6s);  // three visibility timeouts
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 1; }));
+  container.stop();
+  EXPECT_EQ(calls.load(), 1) << "never redelivered while running";
+  EXPECT_GE(container.stats().visibility_extensions, 3u);
+}
+
+TEST_F(ContainerTest, FifoKeepsOrderPerGroupRunsGroupsInParallelAndReleasesAfterAFailure) {
+  const std::string url = make_queue("fifo", true);
+  const int groups = 8, per_group = 15;
+  publish(url, groups * per_group,
+          [&](int i) { return "g" + std::to_string(i % groups) + ":" + std::to_string(i / groups); },
+          [&](int i) { return "g" + std::to_string(i % groups); });
+  std::mutex m;
+  std::map<std::string, std::vector<int>> succeeded;
+  std::atomic<int> now{0}, peak{0};
+  std::atomic<bool> failed_once{false};
+  auto options = fast_options("fifo");
+  options.max_concurrent_receives = 8;
+  options.failure_backoff_base = 1s;
+  Container container(options, source(url), MessageHandler([&](Message& msg) {
+                        const int n = ++now;
+                        int seen = peak.load();
+                        while (n > seen && !peak.compare_exchange_weak(seen, n)) {
+                        }
+                        std::this_thread::sleep_for(10ms);
+                        --now;
+                        const auto colon = msg.body().find(':');
+                        const std::string group = msg.body().substr(0, colon);
+                        const int seq = std::stoi(msg.body().substr(colon + 1));
+                        EXPECT_EQ(msg.group_id(), group);
+                        if (group == "g3" && seq == 5 && !failed_once.exchange(true))
+                          throw std::runtime_error("fail once in the middle of a group");
+                        std::lock_guard lock(m);
+                        succeeded[group].push_back(seq);
+                      }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] {
+    std::lock_guard lock(m);
+    std::size_t total = 0;
+    for (auto& [g, v] : succeeded) total += v.size();
+    return total == static_cast<std::size_t>(groups * per_group);
+  }, 90s));
+  container.stop();
+  ASSERT_EQ(succeeded.size(), static_cast<std::size_t>(groups));
+  for (const auto& [group, seqs] : succeeded) {
+    std::vector<int> expected(per_group);
+    for (int i = 0; i < per_group; ++i) expected[i] = i;
+    EXPECT_EQ(seqs, expected) << "group " << group << " out of order or duplicated";
+  }
+  EXPECT_TRUE(failed_once);
+  EXPECT_GT(peak.load(), 1) << "groups ran in parallel";
+}
+
+TEST_F(ContainerTest, GracefulStopFinishesRunningReleasesTheRestAndLosesNothing) {
+  const std::string url = make_queue("stop");
+  publish(url, 60, [](int i) { return "m" + std::to_string(i); });
+  std::mutex m;
+  std::map<std::string, int> completed;
+  std::atomic<int> started{0}, finished{0};
+  auto handler = [&](Message& msg) {
+    ++started;
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard lock(m);
+    ++completed[msg.body()];
+    ++finished;
+  };
+  auto options = fast_options("stop");
+  options.max_in_flight = 20;
+  options.worker_threads = 4;
+  {
+    Container first(options, source(url), MessageHandler(handler));
+    first.start();
+    ASSERT_TRUE(wait_until([&] { return finished.load() >= 8; }));
+    first.stop(5s);
+    EXPECT_EQ(started.load(), finished.load()) << "running handlers finished";
+    EXPECT_GT(first.stats().released, 0u) << "held, unstarted messages were released";
+    EXPECT_EQ(first.stats().in_flight, 0);
+  }
+  // Released messages are visible at once: a second container drains the rest.
+  Container second(options, source(url), MessageHandler(handler));
+  second.start();
+  EXPECT_TRUE(wait_until([&] {
+    std::lock_guard lock(m);
+    return completed.size() == 60;
+  }));
+  second.stop();
+  for (const auto& [body, n] : completed) EXPECT_EQ(n, 1) << body << " handled twice";
+  EXPECT_EQ(visible(url) + not_visible(url), 0);
+}
+
+TEST_F(ContainerTest, StopCancelsOpenLongPollsAtOnce) {
+  const std::string url = make_queue("idle");
+  auto options = fast_options("idle");
+  options.poll_wait = 20s;
+  options.min_concurrent_receives = options.max_concurrent_receives = 4;
+  Container container(options, source(url), MessageHandler([](Message&) {}));
+  container.start();
+  std::this_thread::sleep_for(300ms);
+  const auto start = std::chrono::steady_clock::now();
+  container.stop(10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "did not wait out the 20 s polls";
+}
+
+TEST_F(ContainerTest, ReceivesGrowUnderBacklogAndShrinkWhenIdle) {
+  const std::string url = make_queue("elastic");
+  publish(url, 3000, [](int i) { return "m" + std::to_string(i); });
+  std::atomic<int> done{0};
+  auto options = fast_options("elastic");
+  options.min_concurrent_receives = 1;
+  options.max_concurrent_receives = 6;
+  options.consecutive_empty_trigger = 2;
+  options.max_in_flight = 200;
+  Container container(options, source(url), MessageHandler([&](Message&) { ++done; }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] { return done.load() == 3000; }, 60s));
+  EXPECT_GT(container.stats().concurrent_receives_peak, 1);
+  EXPECT_TRUE(wait_until([&] { return container.stats().concurrent_receives == 1; }, 30s))
+      << "back to the minimum when idle, now " << container.stats().concurrent_receives;
+  container.set_concurrent_receives(3, 3);
+  EXPECT_TRUE(wait_until([&] { return container.stats().concurrent_receives == 3; }, 10s))
+      << "changeable while running";
+  container.stop();
+}
+
+TEST_F(ContainerTest, MissingQueueIsRetriedWithBackoffAndRecoversWithoutRestart) {
+  const std::string name = test::unique_queue_name("late");
+  const std::string url = Emulator::shared().queue_url(name);
+  std::atomic<int> handled{0};
+  auto options = fast_options("late");
+  Container container(options, source(url), MessageHandler([&](Message&) { ++handled; }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 2; }));
+  std::this_thread::sleep_for(1s);
+  EXPECT_LT(container.stats().receive_errors, 20u) << "backs off, does not spin";
+  EXPECT_TRUE(container.running());
+  test::run(io_, client_->create_queue(name));
+  publish(url, 5, [](int i) { return "m" + std::to_string(i); });
+  EXPECT_TRUE(wait_until([&] { return handled.load() == 5; }, 60s));
+  container.stop();
+}
+
+TEST_F(ContainerTest, EndpointDownIsRetriedWithBackoff) {
+  auto client = client_options();
+  client.endpoint_url = "http://127.0.0.1:9";
+  client.retry.max_attempts = 1;
+  auto options = fast_options("down");
+  Container container(options, SqsSourceOptions{"http://127.0.0.1:9/000000000000/q", client},
+                      MessageHandler([](Message&) {}));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 3; }));
+  std::this_thread::sleep_for(1s);
+  EXPECT_LT(container.stats().receive_errors, 25u);
+  container.stop();
+}
+
+struct InventoryEvent {
+  std::string sku;
+  int quantity = 0;
+};
+void from_json(const nlohmann::json& j, InventoryEvent& e) {
+  e.sku = j.at("skuId").get<std::string>();
+  e.quantity = j.at("quantity").get<int>();
+}
+
+TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) {
+  const std::string url = make_queue("typed");
+  const std::string dlq = make_queue("typed-dlq");
+  publish(url, 4, [](int i) {
+    return i == 2 ? std::string("{not json") : R"({"skuId":"SKU-)" + std::to_string(i) + R"(","quantity":1})";
+  });
+  std::mutex m;
+  std::set<std::string> skus;
+  auto options = fast_options("typed");
+  options.dead_letter_queue_url = dlq;
+  Container container(options, source(url),
+                      typed_handler<InventoryEvent>(json_decoder<InventoryEvent>(),
+                                                    [&](InventoryEvent& e, Message&) {
+                                                      std::lock_guard lock(m);
+                                                      skus.insert(e.sku);
+                                                    }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().dead_lettered == 1 && container.stats().acked == 4; }));
+  container.stop();
+  EXPECT_EQ(skus, (std::set<std::string>{"SKU-0", "SKU-1", "SKU-3"}));
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = dlq;
+  r.wait_time_seconds = 1;
+  const auto dead = test::run(io_, client_->receive_message(r));
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].body, "{not json");
+  EXPECT_NE(dead[0].message_attributes.at("sluice-reject-reason").string_value.find("does not decode"),
+            std::string::npos);
+  EXPECT_EQ(visible(url) + not_visible(url), 0);
+}
+
+TEST_F(ContainerTest, BatchListenerSettlesPerMessage) {
+  const std::string url = make_queue("batch");
+  publish(url, 40, [](int i) { return std::to_string(i); });
+  std::atomic<int> batches{0}, max_batch{0};
+  std::mutex m;
+  std::set<std::string> acked;
+  auto options = fast_options("batch");
+  options.listener_mode = ListenerMode::batch;
+  options.ack_mode = AckMode::manual;
+  options.failure_backoff_base = 0s;
+  Container container(options, source(url), BatchHandler([&](std::span<Message> batch) {
+                        ++batches;
+                        max_batch = std::max<int>(max_batch, static_cast<int>(batch.size()));
+                        for (auto& msg : batch) {
+                          // Odd messages fail on their first delivery only.
+                          if (std::stoi(msg.body()) % 2 == 1 && msg.receive_count() == 1) {
+                            msg.nack();
+                            continue;
+                          }
+                          msg.ack();
+                          std::lock_guard lock(m);
+                          acked.insert(msg.body());
+                        }
+                      }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] {
+    std::lock_guard lock(m);
+    return acked.size() == 40;
+  }));
+  container.stop();
+  EXPECT_GT(max_batch.load(), 1);
+  EXPECT_EQ(container.stats().failed, 20u);
+}
+
+TEST_F(ContainerTest, RegistryStopsEveryContainerOnSigterm) {
+  const std::string a = make_queue("reg-a"), b = make_queue("reg-b");
+  publish(a, 10, [](int i) { return std::to_string(i); });
+  publish(b, 10, [](int i) { return std::to_string(i); });
+  std::atomic<int> handled{0};
+  ContainerRegistry registry;
+  registry.add(std::make_unique<Container>(fast_options("reg-a"), source(a), MessageHandler([&](Message&) { ++handled; })));
+  registry.add(std::make_unique<Container>(fast_options("reg-b"), source(b), MessageHandler([&](Message&) { ++handled; })));
+  int signal_number = 0;
+  std::thread runner([&] { signal_number = registry.run_until_signal(5s); });
+  ASSERT_TRUE(wait_until([&] { return handled.load() == 20; }));
+  kill(getpid(), SIGTERM);
+  runner.join();
+  EXPECT_EQ(signal_number, SIGTERM);
+  for (const auto& c : registry.containers()) {
+    EXPECT_FALSE(c->running());
+    EXPECT_EQ(c->stats().acked, 10u);
+  }
+}
