@@ -31,28 +31,28 @@ aws::HttpRequest sqs_request() {
 std::string receive_response() {
   nlohmann::json messages = nlohmann::json::array();
   for (int i = 0; i < 10; ++i) {
-    const std::string body = nlohmann::json{{"eventId", i},
-                                            {"skuId", "SKU-" + std::to_string(1000 + i)},
-                                            {"locationId", "LOC-7"},
-                                            {"eventType", "ADJUST"},
-                                            {"quantity", i * 3},
-                                            {"payload", std::string(600, 'x')}}
-                                 .dump();
-    sqs::MessageAttributes attrs{{"source", sqs::MessageAttributeValue::string("wms")},
-                                 {"traceId", sqs::MessageAttributeValue::string("abc-" + std::to_string(i))}};
-    messages.push_back({{"MessageId", "5fea7756-0ea4-451a-a703-a558b933e27" + std::to_string(i)},
-                        {"ReceiptHandle", std::string(180, 'R') + std::to_string(i)},
-                        {"MD5OfBody", crypto::md5_hex(body)},
-                        {"Body", body},
-                        {"MD5OfMessageAttributes", sqs::md5_of_message_attributes(attrs)},
-                        {"MessageAttributes",
-                         {{"source", {{"DataType", "String"}, {"StringValue", "wms"}}},
-                          {"traceId", {{"DataType", "String"}, {"StringValue", "abc-" + std::to_string(i)}}}}},
-                        {"Attributes",
-                         {{"SenderId", "AIDAEXAMPLE"},
-                          {"SentTimestamp", "1700000000000"},
-                          {"ApproximateReceiveCount", "1"},
-                          {"ApproximateFirstReceiveTimestamp", "1700000000100"}}}});
+    const std::string body =
+        nlohmann::json{{"eventId", i},          {"skuId", "SKU-" + std::to_string(1000 + i)},
+                       {"locationId", "LOC-7"}, {"eventType", "ADJUST"},
+                       {"quantity", i * 3},     {"payload", std::string(600, 'x')}}
+            .dump();
+    sqs::MessageAttributes attrs{
+        {"source", sqs::MessageAttributeValue::string("wms")},
+        {"traceId", sqs::MessageAttributeValue::string("abc-" + std::to_string(i))}};
+    messages.push_back(
+        {{"MessageId", "5fea7756-0ea4-451a-a703-a558b933e27" + std::to_string(i)},
+         {"ReceiptHandle", std::string(180, 'R') + std::to_string(i)},
+         {"MD5OfBody", crypto::md5_hex(body)},
+         {"Body", body},
+         {"MD5OfMessageAttributes", sqs::md5_of_message_attributes(attrs)},
+         {"MessageAttributes",
+          {{"source", {{"DataType", "String"}, {"StringValue", "wms"}}},
+           {"traceId", {{"DataType", "String"}, {"StringValue", "abc-" + std::to_string(i)}}}}},
+         {"Attributes",
+          {{"SenderId", "AIDAEXAMPLE"},
+           {"SentTimestamp", "1700000000000"},
+           {"ApproximateReceiveCount", "1"},
+           {"ApproximateFirstReceiveTimestamp", "1700000000100"}}}});
   }
   return nlohmann::json{{"Messages", messages}}.dump();
 }
@@ -64,8 +64,11 @@ void BM_SignSqsRequest(benchmark::State& state) {
     o.service = "sqs";
     return o;
   }());
-  const aws::Credentials creds{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-                               "session-token-example", {}, "bench"};
+  const aws::Credentials creds{"AKIDEXAMPLE",
+                               "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+                               "session-token-example",
+                               {},
+                               "bench"};
   const auto now = std::chrono::system_clock::now();
   const aws::HttpRequest base = sqs_request();
   for (auto _ : state) {

@@ -41,7 +41,11 @@ int main(int argc, char** argv) {
   }
   asio::io_context io;
   asio::co_spawn(io, run(argv[1]), [](std::exception_ptr e) {
-    if (e) try { std::rethrow_exception(e); } catch (const std::exception& x) { std::cerr << x.what() << "\n"; }
+    if (e) try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        std::cerr << x.what() << "\n";
+      }
   });
   io.run();
 }

@@ -56,16 +56,16 @@ struct ContainerOptions {
   std::string dead_letter_queue_url;  // where reject() sends messages (empty: none)
 
   // --- What affects performance
-  int max_in_flight = 100;          // messages held at once (received, not settled)
-  int max_messages_per_poll = 10;   // <= 10 for SQS
+  int max_in_flight = 100;             // messages held at once (received, not settled)
+  int max_messages_per_poll = 10;      // <= 10 for SQS
   std::chrono::seconds poll_wait{20};  // long poll, <= 20 s
   int min_concurrent_receives = 1;
   int max_concurrent_receives = 4;
-  int worker_threads = 16;          // handler threads
-  int handoff_capacity = 0;         // bounded hand-off queue; 0: max_in_flight
-  int delete_batch_size = 10;       // flush deletes at this many ...
+  int worker_threads = 16;                               // handler threads
+  int handoff_capacity = 0;                              // bounded hand-off queue; 0: max_in_flight
+  int delete_batch_size = 10;                            // flush deletes at this many ...
   std::chrono::milliseconds delete_flush_interval{100};  // ... or after this long
-  std::chrono::milliseconds heartbeat_interval{0};        // 0: visibility_timeout / 3
+  std::chrono::milliseconds heartbeat_interval{0};       // 0: visibility_timeout / 3
   // Elastic receives (in the spirit of Spring AMQP's triggers): add a receive after
   // this many consecutive full polls, drop one after this many consecutive empty ones.
   int consecutive_full_trigger = 3;
@@ -85,18 +85,18 @@ using BatchHandler = std::function<void(std::span<Message>)>;
 
 struct ContainerStats {
   std::uint64_t received = 0;
-  std::uint64_t acked = 0;          // deletes confirmed by the queue
-  std::uint64_t failed = 0;         // nacked (handler failure)
-  std::uint64_t released = 0;       // given back unprocessed
+  std::uint64_t acked = 0;     // deletes confirmed by the queue
+  std::uint64_t failed = 0;    // nacked (handler failure)
+  std::uint64_t released = 0;  // given back unprocessed
   std::uint64_t rejected = 0;
   std::uint64_t dead_lettered = 0;
   std::uint64_t empty_receives = 0;
   std::uint64_t receive_errors = 0;
   std::uint64_t visibility_extensions = 0;
   std::uint64_t handler_calls = 0;
-  std::int64_t in_flight = 0;       // held now
+  std::int64_t in_flight = 0;  // held now
   std::int64_t in_flight_peak = 0;
-  int concurrent_receives = 0;      // receive loops running now
+  int concurrent_receives = 0;  // receive loops running now
   int concurrent_receives_peak = 0;
   double poll_latency_ms_avg = 0;
   double handler_latency_ms_avg = 0;

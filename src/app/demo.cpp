@@ -1,13 +1,14 @@
 #include "app/demo.hpp"
 
+#include <fmt/core.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <chrono>
-#include <fmt/core.h>
-#include <nlohmann/json.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "sluice/aws/error.hpp"
@@ -56,12 +57,13 @@ std::vector<sqs::SendMessageEntry> sample_events(int count) {
   std::vector<sqs::SendMessageEntry> entries;
   for (int i = 0; i < count; ++i) {
     sqs::SendMessageEntry entry;
-    entry.body = nlohmann::json{{"eventId", i},
-                                {"skuId", "SKU-" + std::to_string(i % 97)},
-                                {"locationId", "LOC-" + std::to_string(i % 7)},
-                                {"eventType", "ADJUST"},
-                                {"quantity", i % 13}}
-                     .dump();
+    entry.body = nlohmann::json{
+        {"eventId", i},
+        {"skuId", "SKU-" + std::to_string(i % 97)},
+        {"locationId", "LOC-" + std::to_string(i % 7)},
+        {"eventType", "ADJUST"},
+        {"quantity",
+         i % 13}}.dump();
     entry.message_attributes["source"] = sqs::MessageAttributeValue::string("sluice-demo");
     entries.push_back(std::move(entry));
   }
@@ -76,18 +78,18 @@ void print_summary(const RoundTripOptions& options, int published, const Tally& 
   fmt::print("  published          {}\n", published);
   fmt::print("  received (unique)  {}\n", tally.seen.size());
   fmt::print("  redelivered        {}\n", tally.duplicates);
-  fmt::print("  deleted            {}  (failed deletes: {})\n", tally.deleted, tally.delete_failures);
+  fmt::print("  deleted            {}  (failed deletes: {})\n", tally.deleted,
+             tally.delete_failures);
   fmt::print("  receive calls      {}  ({} concurrent long polls)\n", tally.receives,
              options.concurrent_receives);
   fmt::print("  drain rate         {:.0f} messages/s ({:.2f} s)\n",
              tally.seen.size() / std::max(drain_seconds, 1e-9), drain_seconds);
-  fmt::print("  left in queue      visible={} in-flight={}\n", visible,
-             in_flight);
+  fmt::print("  left in queue      visible={} in-flight={}\n", visible, in_flight);
   fmt::print("  HTTP               {} requests, {} retries, {} connections\n",
              client.stats().requests, client.stats().retries,
              client.http().stats().connections_opened);
-  fmt::print("  result             {}\n", ok ? "OK: every message delivered once and deleted"
-                                             : "FAILED: see the counts above");
+  fmt::print("  result             {}\n",
+             ok ? "OK: every message delivered once and deleted" : "FAILED: see the counts above");
 }
 
 asio::awaitable<int> round_trip(const RoundTripOptions& options) {
@@ -107,7 +109,8 @@ asio::awaitable<int> round_trip(const RoundTripOptions& options) {
   sqs::Publisher publisher(client, queue_url);
   const auto publish_start = Clock::now();
   const auto outcomes = co_await publisher.send_batch(std::move(entries));
-  const double publish_seconds = std::chrono::duration<double>(Clock::now() - publish_start).count();
+  const double publish_seconds =
+      std::chrono::duration<double>(Clock::now() - publish_start).count();
   int published = 0;
   for (const auto& o : outcomes) published += o.ok ? 1 : 0;
   std::cout << "sluice: published " << published << "/" << options.messages << " messages in "
@@ -119,8 +122,9 @@ asio::awaitable<int> round_trip(const RoundTripOptions& options) {
   using Done = asio::experimental::channel<void(boost::system::error_code, std::exception_ptr)>;
   Done done(executor, static_cast<std::size_t>(options.concurrent_receives));
   for (int i = 0; i < options.concurrent_receives; ++i)
-    asio::co_spawn(executor, drain(client, queue_url, published, tally),
-                   [&done](std::exception_ptr e) { done.try_send(boost::system::error_code{}, e); });
+    asio::co_spawn(
+        executor, drain(client, queue_url, published, tally),
+        [&done](std::exception_ptr e) { done.try_send(boost::system::error_code{}, e); });
   std::exception_ptr first_error;
   for (int i = 0; i < options.concurrent_receives; ++i) {
     auto e = co_await done.async_receive(asio::use_awaitable);

@@ -5,13 +5,15 @@
 #include "app/demo.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"sluice: drain message queues into databases, fast, bounded, exactly once per record"};
+  CLI::App app{
+      "sluice: drain message queues into databases, fast, bounded, exactly once per record"};
   app.require_subcommand(1);
 
   sluice::app::RoundTripOptions round_trip;
-  auto* demo = app.add_subcommand(
-      "round-trip", "Create a queue, publish events, drain them with overlapping long polls, "
-                    "verify and summarize");
+  auto* demo =
+      app.add_subcommand("round-trip",
+                         "Create a queue, publish events, drain them with overlapping long polls, "
+                         "verify and summarize");
   demo->add_option("--endpoint-url", round_trip.endpoint_url,
                    "SQS endpoint (default: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, profile, AWS)");
   demo->add_option("--region", round_trip.region, "AWS region (default: AWS_REGION, profile)");

@@ -9,8 +9,8 @@
 #include "aws/credentials_util.hpp"
 #include "aws/imds.hpp"
 #include "aws/text.hpp"
-#include "sluice/aws/credentials.hpp"
 #include "sluice/aws/config.hpp"
+#include "sluice/aws/credentials.hpp"
 #include "sluice/aws/error.hpp"
 
 namespace sluice::aws {
@@ -74,8 +74,8 @@ class EnvironmentProvider final : public CredentialsProvider {
     if (!key || !secret)
       throw AwsError(ErrorKind::credentials,
                      std::string(key ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
-                         " is not set but " + (key ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
-                         " is");
+                         " is not set but " +
+                         (key ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is");
     Credentials c;
     c.access_key_id = *key;
     c.secret_access_key = *secret;
@@ -135,8 +135,8 @@ class WebIdentityProvider final : public CredentialsProvider {
     const std::string region = region_from_environment().value_or("");
     HttpRequest request;
     request.method = "POST";
-    request.url = region.empty() ? resolve_endpoint("sts", "us-east-1")
-                                 : resolve_endpoint("sts", region);
+    request.url =
+        region.empty() ? resolve_endpoint("sts", "us-east-1") : resolve_endpoint("sts", region);
     if (region.empty() && request.url.host == "sts.us-east-1.amazonaws.com")
       request.url.host = "sts.amazonaws.com";
     request.set_header("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
@@ -161,7 +161,8 @@ class WebIdentityProvider final : public CredentialsProvider {
     c.expiration = parse_iso8601(xml_element(response.body, "Expiration"));
     c.provider = "web identity (" + role_arn_ + ")";
     if (c.empty())
-      throw AwsError(ErrorKind::credentials, "STS AssumeRoleWithWebIdentity returned no credentials");
+      throw AwsError(ErrorKind::credentials,
+                     "STS AssumeRoleWithWebIdentity returned no credentials");
     co_return c;
   }
   std::string name() const override { return "web identity"; }
@@ -173,11 +174,13 @@ class WebIdentityProvider final : public CredentialsProvider {
 
 class EnvWebIdentityProvider final : public CredentialsProvider {
  public:
-  explicit EnvWebIdentityProvider(asio::any_io_executor executor) : executor_(std::move(executor)) {}
+  explicit EnvWebIdentityProvider(asio::any_io_executor executor)
+      : executor_(std::move(executor)) {}
   asio::awaitable<Credentials> get() override {
     auto token_file = env("AWS_WEB_IDENTITY_TOKEN_FILE");
     auto role = env("AWS_ROLE_ARN");
-    if (!token_file || !role) not_configured("AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN not set");
+    if (!token_file || !role)
+      not_configured("AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN not set");
     if (!inner_)
       inner_ = std::make_shared<WebIdentityProvider>(
           executor_, *token_file, *role,
@@ -354,8 +357,8 @@ asio::awaitable<std::string> Client::token() {
   request.set_header("X-aws-ec2-metadata-token-ttl-seconds", "21600");
   const HttpResponse response = co_await http_->send(std::move(request));
   if (response.status != 200)
-    throw AwsError(ErrorKind::credentials,
-                   "instance metadata token request answered HTTP " + std::to_string(response.status));
+    throw AwsError(ErrorKind::credentials, "instance metadata token request answered HTTP " +
+                                               std::to_string(response.status));
   token_ = response.body;
   token_expiry_ = std::chrono::steady_clock::now() + std::chrono::hours(5);
   co_return token_;

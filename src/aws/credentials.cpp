@@ -1,3 +1,5 @@
+#include "sluice/aws/credentials.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "aws/credentials_util.hpp"
-#include "sluice/aws/credentials.hpp"
 #include "sluice/aws/error.hpp"
 
 namespace sluice::aws {
@@ -36,8 +37,8 @@ std::optional<Clock::time_point> parse_iso8601(std::string_view text) {
 
 std::ostream& operator<<(std::ostream& out, const Credentials& credentials) {
   const std::string& id = credentials.access_key_id;
-  out << "Credentials{provider=" << credentials.provider << ", access_key_id="
-      << (id.size() > 4 ? id.substr(0, 4) + "****" : std::string("****"))
+  out << "Credentials{provider=" << credentials.provider
+      << ", access_key_id=" << (id.size() > 4 ? id.substr(0, 4) + "****" : std::string("****"))
       << ", secret=<redacted>" << (credentials.session_token.empty() ? "" : ", token=<redacted>")
       << "}";
   return out;

@@ -70,7 +70,9 @@ Md5Builder::Md5Builder() : ctx_(EVP_MD_CTX_new()) {
   if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_md5(), nullptr) != 1)
     throw std::runtime_error("EVP_DigestInit_ex(md5) failed");
 }
-Md5Builder::~Md5Builder() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+Md5Builder::~Md5Builder() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+}
 void Md5Builder::update(std::string_view data) {
   EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size());
 }

@@ -20,8 +20,12 @@ template <std::size_t N>
 std::string hex(const std::array<std::uint8_t, N>& digest) {
   return hex(digest.data(), digest.size());
 }
-inline std::string sha256_hex(std::string_view data) { return hex(sha256(data)); }
-inline std::string md5_hex(std::string_view data) { return hex(md5(data)); }
+inline std::string sha256_hex(std::string_view data) {
+  return hex(sha256(data));
+}
+inline std::string md5_hex(std::string_view data) {
+  return hex(md5(data));
+}
 
 std::string base64_encode(std::string_view data);
 // Returns false on malformed input.

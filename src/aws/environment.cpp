@@ -41,8 +41,8 @@ boost::asio::awaitable<std::string> resolve_region(boost::asio::any_io_executor 
   throw AwsError(ErrorKind::configuration,
                  "no AWS region configured; tried: the explicit setting, AWS_REGION, "
                  "AWS_DEFAULT_REGION, 'region' in profile '" +
-                     profile.name + "' (" + profile.sources + "), instance metadata (" +
-                     imds_note + ")");
+                     profile.name + "' (" + profile.sources + "), instance metadata (" + imds_note +
+                     ")");
 }
 
 Url resolve_endpoint(const std::string& service, const std::string& region,
@@ -56,7 +56,8 @@ Url resolve_endpoint(const std::string& service, const std::string& region,
   };
   if (!explicit_url.empty()) return parse_from(explicit_url, "endpoint setting");
   std::string service_var = "AWS_ENDPOINT_URL_";
-  for (char c : service) service_var += (c == '-' || c == ' ') ? '_' : static_cast<char>(std::toupper(c));
+  for (char c : service)
+    service_var += (c == '-' || c == ' ') ? '_' : static_cast<char>(std::toupper(c));
   if (auto v = env(service_var.c_str())) return parse_from(*v, service_var);
   if (auto v = env("AWS_ENDPOINT_URL")) return parse_from(*v, "AWS_ENDPOINT_URL");
   const Profile profile = load_profile();

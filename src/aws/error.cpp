@@ -4,15 +4,24 @@ namespace sluice::aws {
 
 const char* to_string(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::transport: return "transport";
-    case ErrorKind::timeout: return "timeout";
-    case ErrorKind::throttling: return "throttling";
-    case ErrorKind::server: return "server";
-    case ErrorKind::client: return "client";
-    case ErrorKind::credentials: return "credentials";
-    case ErrorKind::configuration: return "configuration";
-    case ErrorKind::integrity: return "integrity";
-    case ErrorKind::cancelled: return "cancelled";
+    case ErrorKind::transport:
+      return "transport";
+    case ErrorKind::timeout:
+      return "timeout";
+    case ErrorKind::throttling:
+      return "throttling";
+    case ErrorKind::server:
+      return "server";
+    case ErrorKind::client:
+      return "client";
+    case ErrorKind::credentials:
+      return "credentials";
+    case ErrorKind::configuration:
+      return "configuration";
+    case ErrorKind::integrity:
+      return "integrity";
+    case ErrorKind::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -30,8 +39,10 @@ bool AwsError::retryable() const {
     case ErrorKind::transport:
     case ErrorKind::timeout:
     case ErrorKind::throttling:
-    case ErrorKind::server: return true;
-    default: return false;
+    case ErrorKind::server:
+      return true;
+    default:
+      return false;
   }
 }
 

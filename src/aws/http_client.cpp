@@ -1,3 +1,6 @@
+#include <openssl/ssl.h>
+
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
@@ -8,11 +11,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <openssl/ssl.h>
 
 #include "aws/text.hpp"
 #include "sluice/aws/error.hpp"
@@ -29,9 +30,9 @@ using boost::system::error_code;
 
 Url Url::parse(std::string_view text) {
   auto fail = [&](const char* why) -> Url {
-    throw AwsError(ErrorKind::configuration,
-                   "malformed endpoint URL '" + std::string(text) + "': " + why +
-                       " (expected http[s]://host[:port][/path])");
+    throw AwsError(ErrorKind::configuration, "malformed endpoint URL '" + std::string(text) +
+                                                 "': " + why +
+                                                 " (expected http[s]://host[:port][/path])");
   };
   Url url;
   const std::size_t scheme_end = text.find("://");
@@ -86,7 +87,9 @@ std::string Url::host_header() const {
   return h;
 }
 
-std::string Url::origin() const { return scheme + "://" + host_header(); }
+std::string Url::origin() const {
+  return scheme + "://" + host_header();
+}
 
 namespace {
 std::optional<std::string_view> find_header(const HeaderList& headers, std::string_view name) {
@@ -143,9 +146,9 @@ std::optional<Url> ProxySettings::proxy_for(const Url& target) const {
     if (rule == "*") return std::nullopt;
     std::string_view pattern = rule;
     std::string_view rule_port;
-    if (auto colon = pattern.rfind(':');
-        colon != std::string_view::npos && pattern.find(']') == std::string_view::npos &&
-        pattern.find(':') == colon) {
+    if (auto colon = pattern.rfind(':'); colon != std::string_view::npos &&
+                                         pattern.find(']') == std::string_view::npos &&
+                                         pattern.find(':') == colon) {
       rule_port = pattern.substr(colon + 1);
       pattern = pattern.substr(0, colon);
     }
@@ -268,7 +271,8 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
       // Tunnel through the proxy with CONNECT, then speak TLS end to end.
       bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, url.host_header(), 11};
       req.set(bhttp::field::host, url.host_header());
-      auto [wec, wn] = co_await bhttp::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
+      auto [wec, wn] =
+          co_await bhttp::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
       if (wec) throw transport_error(wec, hop, "proxy CONNECT");
       bhttp::response_parser<bhttp::empty_body> parser;
       parser.skip(true);
@@ -285,8 +289,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
       auto& ssl = *conn->secure;
       if (!SSL_set_tlsext_host_name(ssl.native_handle(), url.host.c_str()))
         throw AwsError(ErrorKind::configuration, "cannot set TLS SNI for " + url.host);
-      if (options.verify_tls)
-        ssl.set_verify_callback(asio::ssl::host_name_verification(url.host));
+      if (options.verify_tls) ssl.set_verify_callback(asio::ssl::host_name_verification(url.host));
       auto [hec] = co_await ssl.async_handshake(asio::ssl::stream_base::client,
                                                 asio::as_tuple(asio::use_awaitable));
       if (hec) throw transport_error(hec, url, "TLS handshake");
@@ -334,8 +337,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
     req.body() = std::move(request.body);
     req.keep_alive(true);
     req.prepare_payload();
-    const auto timeout =
-        request.timeout.count() > 0 ? request.timeout : options.request_timeout;
+    const auto timeout = request.timeout.count() > 0 ? request.timeout : options.request_timeout;
 
     for (int attempt = 0;; ++attempt) {
       std::unique_ptr<Connection> conn = attempt == 0 ? take_idle(*endpoint) : nullptr;
@@ -348,9 +350,9 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
       bool wrote = false;
       conn->lowest().expires_after(timeout);
       conn->buffer.clear();
-      const error_code ec =
-          conn->secure ? co_await exchange(*conn->secure, conn->buffer, req, parser, wrote)
-                       : co_await exchange(*conn->plain, conn->buffer, req, parser, wrote);
+      const error_code ec = conn->secure
+                                ? co_await exchange(*conn->secure, conn->buffer, req, parser, wrote)
+                                : co_await exchange(*conn->plain, conn->buffer, req, parser, wrote);
       if (ec) {
         // A pooled connection the server closed while idle: retry once on a new one.
         const bool nothing_received = !parser.got_some();
@@ -414,6 +416,8 @@ HttpClientStats HttpClient::stats() const {
   return s;
 }
 
-const HttpClientOptions& HttpClient::options() const { return impl_->options; }
+const HttpClientOptions& HttpClient::options() const {
+  return impl_->options;
+}
 
 }  // namespace sluice::aws

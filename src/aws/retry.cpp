@@ -11,8 +11,8 @@ RetryStrategy::RetryStrategy(RetryOptions options, std::uint64_t seed)
     : options_(options), random_(seed), quota_(options.quota_capacity) {}
 
 std::chrono::milliseconds RetryStrategy::backoff(int attempt, bool throttling) {
-  const double base =
-      static_cast<double>((throttling ? options_.throttling_base_delay : options_.base_delay).count());
+  const double base = static_cast<double>(
+      (throttling ? options_.throttling_base_delay : options_.base_delay).count());
   const double cap = static_cast<double>(options_.max_backoff.count());
   const double ceiling = std::min(cap, base * std::pow(2.0, std::max(0, attempt - 1)));
   std::lock_guard lock(mutex_);
@@ -23,8 +23,8 @@ std::chrono::milliseconds RetryStrategy::backoff(int attempt, bool throttling) {
 std::optional<std::chrono::milliseconds> RetryStrategy::on_failure(const AwsError& error,
                                                                    int attempt) {
   if (!error.retryable() || attempt >= options_.max_attempts) return std::nullopt;
-  const int cost = error.kind() == ErrorKind::timeout ? options_.timeout_retry_cost
-                                                      : options_.retry_cost;
+  const int cost =
+      error.kind() == ErrorKind::timeout ? options_.timeout_retry_cost : options_.retry_cost;
   {
     std::lock_guard lock(mutex_);
     // Throttling does not drain the quota: the service is up, it wants us slower.
@@ -48,12 +48,21 @@ int RetryStrategy::available_quota() const {
 }
 
 bool is_throttling_code(std::string_view code) {
-  static constexpr std::string_view codes[] = {
-      "Throttling",          "ThrottlingException",   "ThrottledException",
-      "RequestThrottledException", "TooManyRequestsException", "ProvisionedThroughputExceededException",
-      "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
-      "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
-      "EC2ThrottledException", "RequestThrottledException"};
+  static constexpr std::string_view codes[] = {"Throttling",
+                                               "ThrottlingException",
+                                               "ThrottledException",
+                                               "RequestThrottledException",
+                                               "TooManyRequestsException",
+                                               "ProvisionedThroughputExceededException",
+                                               "TransactionInProgressException",
+                                               "RequestLimitExceeded",
+                                               "BandwidthLimitExceeded",
+                                               "LimitExceededException",
+                                               "RequestThrottled",
+                                               "SlowDown",
+                                               "PriorRequestNotComplete",
+                                               "EC2ThrottledException",
+                                               "RequestThrottledException"};
   return std::find(std::begin(codes), std::end(codes), code) != std::end(codes);
 }
 

@@ -70,7 +70,8 @@ Profile load_profile(std::optional<std::string> name) {
   } else {
     profile.name = "default";
   }
-  const std::string credentials_path = home_path("AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials");
+  const std::string credentials_path =
+      home_path("AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials");
   const std::string config_path = home_path("AWS_CONFIG_FILE", "/.aws/config");
   // The credentials file wins over the config file for the same key, as in the CLI.
   const bool have_credentials = read_section(credentials_path, profile.name, profile.values);

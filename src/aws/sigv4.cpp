@@ -111,7 +111,7 @@ std::string canonical_header_value(std::string_view value) {
 }
 
 struct CanonicalHeaders {
-  std::string block;   // "name:value\n" lines
+  std::string block;         // "name:value\n" lines
   std::string signed_names;  // "a;b;c"
 };
 

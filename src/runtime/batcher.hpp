@@ -32,8 +32,8 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
 
   void start() {
     auto self = this->shared_from_this();
-    boost::asio::co_spawn(executor_, [self]() { return self->timer_loop(); },
-                          boost::asio::detached);
+    boost::asio::co_spawn(
+        executor_, [self]() { return self->timer_loop(); }, boost::asio::detached);
   }
 
   // Thread-safe.
@@ -89,8 +89,8 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
 
   void spawn_flush() {
     auto self = this->shared_from_this();
-    boost::asio::co_spawn(executor_, [self]() { return self->flush_loop(false); },
-                          boost::asio::detached);
+    boost::asio::co_spawn(
+        executor_, [self]() { return self->flush_loop(false); }, boost::asio::detached);
   }
 
   // Holds one flush slot; keeps sending while full batches are waiting. Only the

@@ -6,6 +6,8 @@
 // coroutines on `io`); handlers run on `workers`. Settlement may happen on any
 // thread (a handler acking from its own thread, say): it only touches the permit
 // pool, the held set and the source's batchers, all of which are thread-safe.
+#include "sluice/container.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -33,13 +35,12 @@
 #include "runtime/receive_scaler.hpp"
 #include "runtime/source.hpp"
 #include "sluice/aws/error.hpp"
-#include "sluice/container.hpp"
 #include "sqs/sqs_source.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
-using runtime::StatePtr;
 using detail::Outcome;
+using runtime::StatePtr;
 using Clock = std::chrono::steady_clock;
 
 // ------------------------------------------------------------------ options
@@ -47,7 +48,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
-  throw std::invalid_argument("container option " + name + " = " + value + ": expected " + expected);
+  throw std::invalid_argument("container option " + name + " = " + value + ": expected " +
+                              expected);
 }
 template <class Rep, class Period>
 std::string str(std::chrono::duration<Rep, Period> d) {
@@ -56,23 +58,30 @@ std::string str(std::chrono::duration<Rep, Period> d) {
 }  // namespace
 
 void validate(const ContainerOptions& o) {
-  if (o.max_in_flight < 1) bad_option("max_in_flight", std::to_string(o.max_in_flight), "at least 1");
+  if (o.max_in_flight < 1)
+    bad_option("max_in_flight", std::to_string(o.max_in_flight), "at least 1");
   if (o.max_messages_per_poll < 1 || o.max_messages_per_poll > 10)
-    bad_option("max_messages_per_poll", std::to_string(o.max_messages_per_poll), "1..10 (the SQS limit)");
+    bad_option("max_messages_per_poll", std::to_string(o.max_messages_per_poll),
+               "1..10 (the SQS limit)");
   if (o.poll_wait < std::chrono::seconds(0) || o.poll_wait > std::chrono::seconds(20))
     bad_option("poll_wait", str(o.poll_wait), "0..20 s (the SQS long-poll limit)");
   if (o.min_concurrent_receives < 1)
     bad_option("min_concurrent_receives", std::to_string(o.min_concurrent_receives), "at least 1");
   if (o.max_concurrent_receives < o.min_concurrent_receives)
-    bad_option("max_concurrent_receives", std::to_string(o.max_concurrent_receives),
-               "at least min_concurrent_receives (" + std::to_string(o.min_concurrent_receives) + ")");
-  if (o.visibility_timeout < std::chrono::seconds(1) || o.visibility_timeout > std::chrono::hours(12))
+    bad_option(
+        "max_concurrent_receives", std::to_string(o.max_concurrent_receives),
+        "at least min_concurrent_receives (" + std::to_string(o.min_concurrent_receives) + ")");
+  if (o.visibility_timeout < std::chrono::seconds(1) ||
+      o.visibility_timeout > std::chrono::hours(12))
     bad_option("visibility_timeout", str(o.visibility_timeout), "1 s..12 h");
-  if (o.worker_threads < 1) bad_option("worker_threads", std::to_string(o.worker_threads), "at least 1");
+  if (o.worker_threads < 1)
+    bad_option("worker_threads", std::to_string(o.worker_threads), "at least 1");
   if (o.handoff_capacity < 0)
-    bad_option("handoff_capacity", std::to_string(o.handoff_capacity), "0 (= max_in_flight) or more");
+    bad_option("handoff_capacity", std::to_string(o.handoff_capacity),
+               "0 (= max_in_flight) or more");
   if (o.delete_batch_size < 1 || o.delete_batch_size > 10)
-    bad_option("delete_batch_size", std::to_string(o.delete_batch_size), "1..10 (the SQS batch limit)");
+    bad_option("delete_batch_size", std::to_string(o.delete_batch_size),
+               "1..10 (the SQS batch limit)");
   if (o.delete_flush_interval <= std::chrono::milliseconds(0))
     bad_option("delete_flush_interval", str(o.delete_flush_interval), "more than 0");
   if (o.heartbeat_interval < std::chrono::milliseconds(0) ||
@@ -85,7 +94,8 @@ void validate(const ContainerOptions& o) {
     bad_option("shutdown_deadline", str(o.shutdown_deadline), "0 or more");
   if (o.consecutive_full_trigger < 1 || o.consecutive_empty_trigger < 1)
     bad_option("consecutive_full_trigger/consecutive_empty_trigger",
-               std::to_string(o.consecutive_full_trigger) + "/" + std::to_string(o.consecutive_empty_trigger),
+               std::to_string(o.consecutive_full_trigger) + "/" +
+                   std::to_string(o.consecutive_empty_trigger),
                "at least 1");
   if (o.max_in_flight < o.max_messages_per_poll)
     bad_option("max_in_flight", std::to_string(o.max_in_flight),
@@ -102,7 +112,8 @@ void parse_concurrency(const std::string& text, ContainerOptions& options) {
       used = 0;
     }
     if (used != part.size() || part.empty() || value < 1)
-      bad_option("concurrency", "\"" + text + "\"", "N or MIN-MAX with positive integers (e.g. \"2-4\")");
+      bad_option("concurrency", "\"" + text + "\"",
+                 "N or MIN-MAX with positive integers (e.g. \"2-4\")");
     return value;
   };
   const auto dash = text.find('-');
@@ -146,9 +157,11 @@ void raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
 }  // namespace
 
 struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container::Impl> {
-  Impl(ContainerOptions o, SqsSourceOptions s)
+  Impl(ContainerOptions o, SqsSourceOptions s, MessageHandler single, BatchHandler batch)
       : options((validate(o), std::move(o))),
         source_options(std::move(s)),
+        single_handler(std::move(single)),
+        batch_handler(std::move(batch)),
         permits(options.max_in_flight),
         handoff(io.get_executor(),
                 static_cast<std::size_t>(options.handoff_capacity ? options.handoff_capacity
@@ -158,6 +171,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                 options.start_receive_min_interval, options.stop_receive_min_interval}) {
     if (source_options.queue_url.empty())
       throw std::invalid_argument("container source queue_url is empty: expected an SQS queue URL");
+    const bool batch_mode = options.listener_mode == ListenerMode::batch;
+    if (batch_mode ? !batch_handler : !single_handler)
+      throw std::invalid_argument(
+          std::string("container option listener_mode = ") + (batch_mode ? "batch" : "single") +
+          ": expected a " + (batch_mode ? "batch" : "single-message") + " handler to match");
     fifo = options.fifo == FifoMode::on ||
            (options.fifo == FifoMode::auto_detect && source_options.queue_url.ends_with(".fifo"));
     if (fifo && options.listener_mode == ListenerMode::batch)
@@ -189,9 +207,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
           // The delete follows the dead-letter send: never lose a rejected message.
           ++pending_dead_letters;
           auto self = shared_from_this();
-          asio::co_spawn(io, dead_letter(state, std::move(reason)), [self](std::exception_ptr) {
-            --self->pending_dead_letters;
-          });
+          asio::co_spawn(io, dead_letter(state, std::move(reason)),
+                         [self](std::exception_ptr) { --self->pending_dead_letters; });
           return;  // the permit comes back once the dead letter is written
         }
         source->change_visibility(state, std::chrono::hours(12));
@@ -209,8 +226,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       dead_lettered.fetch_add(1, std::memory_order_relaxed);
       source->ack(state);
     } catch (const std::exception& e) {
-      spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"", options.name,
-                    state->id, e.what());
+      spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"",
+                    options.name, state->id, e.what());
       source->change_visibility(state, backoff_for(state->receive_count));
     }
     if (observer) observer->on_settled("reject");
@@ -288,9 +305,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         receive_failed = true;
         receive_errors.fetch_add(1, std::memory_order_relaxed);
         if (observer) observer->on_receive_error(e.what());
-        spdlog::warn("container={} event=receive_failed receiver={} kind={} code={} retry_in_ms={} "
-                     "error=\"{}\"",
-                     options.name, id, aws::to_string(e.kind()), e.code(), error_backoff.count(), e.what());
+        spdlog::warn(
+            "container={} event=receive_failed receiver={} kind={} code={} retry_in_ms={} "
+            "error=\"{}\"",
+            options.name, id, aws::to_string(e.kind()), e.code(), error_backoff.count(), e.what());
       }
       if (receive_failed) {
         // Queue missing, credentials failing, endpoint down: back off, keep trying.
@@ -321,14 +339,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         if (!co_await dispatch(std::move(states))) co_return;
       }
       const bool full = static_cast<int>(count) >= options.max_messages_per_poll;
-      const auto decision = scaler.after_poll(loop, count, full, active_receivers,
-                                              permits.available() >= options.max_messages_per_poll,
-                                              Clock::now());
+      const auto decision =
+          scaler.after_poll(loop, count, full, active_receivers,
+                            permits.available() >= options.max_messages_per_poll, Clock::now());
       if (decision == runtime::ReceiveScaler::Decision::start_another && !intake_closed) {
-        spdlog::info("container={} event=receivers_up receivers={}", options.name, active_receivers + 1);
+        spdlog::info("container={} event=receivers_up receivers={}", options.name,
+                     active_receivers + 1);
         spawn_receiver();
       } else if (decision == runtime::ReceiveScaler::Decision::stop_this) {
-        spdlog::info("container={} event=receivers_down receivers={}", options.name, active_receivers - 1);
+        spdlog::info("container={} event=receivers_down receivers={}", options.name,
+                     active_receivers - 1);
         co_return;
       }
     }
@@ -446,8 +466,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 
   void settle_after_handler(const StatePtr& state, bool ok) {
     switch (options.ack_mode) {
-      case AckMode::on_success: state->settle(ok ? Outcome::ack : Outcome::nack); break;
-      case AckMode::always: state->settle(Outcome::ack); break;
+      case AckMode::on_success:
+        state->settle(ok ? Outcome::ack : Outcome::nack);
+        break;
+      case AckMode::always:
+        state->settle(Outcome::ack);
+        break;
       case AckMode::manual:
         if (!ok) state->settle(Outcome::nack);
         break;
@@ -497,11 +521,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 
   // ---------------------------------------------------------------- heartbeat
   asio::awaitable<void> heartbeat_loop() {
-    const auto interval = options.heartbeat_interval.count() > 0
-                              ? options.heartbeat_interval
-                              : std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout) / 3;
+    const auto interval =
+        options.heartbeat_interval.count() > 0
+            ? options.heartbeat_interval
+            : std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout) / 3;
     const std::int64_t threshold_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout).count() / 2;
+        std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout).count() /
+        2;
     while (!heartbeat_stopped) {
       heartbeat_timer.expires_after(interval);
       auto [ec] = co_await heartbeat_timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -511,7 +537,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       {
         std::lock_guard lock(held_mutex);
         for (auto& [ptr, state] : held)
-          if (state->outcome.load() == Outcome::none && state->visible_until_ms - now < threshold_ms)
+          if (state->outcome.load() == Outcome::none &&
+              state->visible_until_ms - now < threshold_ms)
             due.push_back(state);
       }
       if (due.empty()) continue;
@@ -527,31 +554,32 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // ---------------------------------------------------------------- lifecycle
   void start() {
     std::lock_guard lock(lifecycle_mutex);
-    if (state != State::idle) throw std::logic_error("container " + options.name + " already started");
+    if (state != State::idle)
+      throw std::logic_error("container " + options.name + " already started");
     runtime::SourceEvents events;
-    events.acked = [this](std::size_t n) {
-      acked.fetch_add(n, std::memory_order_relaxed);
-    };
+    events.acked = [this](std::size_t n) { acked.fetch_add(n, std::memory_order_relaxed); };
     events.warning = [name = options.name](const std::string& what) {
       spdlog::warn("container={} event=source_warning detail=\"{}\"", name, what);
     };
-    source = sqs::make_sqs_source(io.get_executor(), source_options, options, std::move(events), fifo);
+    source =
+        sqs::make_sqs_source(io.get_executor(), source_options, options, std::move(events), fifo);
     workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
     auto self = shared_from_this();
     for (int i = 0; i < options.worker_threads; ++i)
       asio::co_spawn(*workers, worker_loop(), asio::detached);
     asio::post(io, [self] {
       self->source->start();
-      if (self->options.visibility_heartbeat) asio::co_spawn(self->io, self->heartbeat_loop(), asio::detached);
+      if (self->options.visibility_heartbeat)
+        asio::co_spawn(self->io, self->heartbeat_loop(), asio::detached);
       for (int i = 0; i < self->options.min_concurrent_receives; ++i) self->spawn_receiver();
     });
     io_thread = std::thread([this] { io.run(); });
     state = State::running;
-    spdlog::info("container={} event=started queue={} fifo={} max_in_flight={} receives={}-{} "
-                 "workers={}",
-                 options.name, source->describe(), fifo, options.max_in_flight,
-                 options.min_concurrent_receives, options.max_concurrent_receives,
-                 options.worker_threads);
+    spdlog::info(
+        "container={} event=started queue={} fifo={} max_in_flight={} receives={}-{} "
+        "workers={}",
+        options.name, source->describe(), fifo, options.max_in_flight,
+        options.min_concurrent_receives, options.max_concurrent_receives, options.worker_threads);
   }
 
   template <class F>
@@ -598,16 +626,19 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     for (auto& s : unstarted) s->settle(Outcome::release);
     // 5. Flush deletes and visibility changes, wait for dead letters, stop the heartbeat.
-    auto flushed = asio::co_spawn(io, [this]() -> asio::awaitable<void> {
-      asio::steady_timer wait(io);
-      while (pending_dead_letters.load() > 0) {
-        wait.expires_after(std::chrono::milliseconds(5));
-        co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
-      }
-      co_await source->flush();
-      heartbeat_stopped = true;
-      heartbeat_timer.cancel();
-    }, asio::use_future);
+    auto flushed = asio::co_spawn(
+        io,
+        [this]() -> asio::awaitable<void> {
+          asio::steady_timer wait(io);
+          while (pending_dead_letters.load() > 0) {
+            wait.expires_after(std::chrono::milliseconds(5));
+            co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+          }
+          co_await source->flush();
+          heartbeat_stopped = true;
+          heartbeat_timer.cancel();
+        },
+        asio::use_future);
     if (flushed.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
       spdlog::error("container={} event=flush_timeout", options.name);
     state = State::stopped;
@@ -616,14 +647,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     if (still_running == 0) {
       workers->join();
     } else {
-      spdlog::warn("container={} event=stop_deadline handlers_still_running={} (their messages "
-                   "will become visible again)",
-                   options.name, still_running);
+      spdlog::warn(
+          "container={} event=stop_deadline handlers_still_running={} (their messages "
+          "will become visible again)",
+          options.name, still_running);
     }
-    spdlog::info("container={} event=stopped took_ms={} received={} acked={} failed={} released={}",
-                 options.name,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
-                 received.load(), acked.load(), failed.load(), released.load());
+    spdlog::info(
+        "container={} event=stopped took_ms={} received={} acked={} failed={} released={}",
+        options.name,
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
+        received.load(), acked.load(), failed.load(), released.load());
   }
 
   ContainerStats stats() const {
@@ -700,38 +733,42 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 };
 
 Container::Container(ContainerOptions options, SqsSourceOptions source, MessageHandler handler)
-    : impl_(std::make_shared<Impl>(std::move(options), std::move(source))) {
-  if (!handler) throw std::invalid_argument("container handler is empty");
-  if (impl_->options.listener_mode != ListenerMode::single)
-    throw std::invalid_argument("container option listener_mode = batch: expected single for a "
-                                "single-message handler");
-  impl_->single_handler = std::move(handler);
-}
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(source), std::move(handler),
+                                   BatchHandler{})) {}
 
 Container::Container(ContainerOptions options, SqsSourceOptions source, BatchHandler handler)
-    : impl_(std::make_shared<Impl>(std::move(options), std::move(source))) {
-  if (!handler) throw std::invalid_argument("container handler is empty");
-  if (impl_->options.listener_mode != ListenerMode::batch)
-    throw std::invalid_argument("container option listener_mode = single: expected batch for a "
-                                "batch handler");
-  impl_->batch_handler = std::move(handler);
-}
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(source), MessageHandler{},
+                                   std::move(handler))) {}
 
 Container::~Container() {
   stop();
   if (impl_->workers) impl_->workers->join();  // handlers that outlived the stop deadline
 }
 
-void Container::start() { impl_->start(); }
-void Container::stop(std::chrono::milliseconds deadline) { impl_->stop(deadline); }
-void Container::stop() { impl_->stop(impl_->options.shutdown_deadline); }
-bool Container::running() const { return impl_->state == Impl::State::running; }
+void Container::start() {
+  impl_->start();
+}
+void Container::stop(std::chrono::milliseconds deadline) {
+  impl_->stop(deadline);
+}
+void Container::stop() {
+  impl_->stop(impl_->options.shutdown_deadline);
+}
+bool Container::running() const {
+  return impl_->state == Impl::State::running;
+}
 void Container::set_observer(std::shared_ptr<ContainerObserver> observer) {
   impl_->observer = std::move(observer);
 }
-ContainerStats Container::stats() const { return impl_->stats(); }
-const ContainerOptions& Container::options() const { return impl_->options; }
-const std::string& Container::name() const { return impl_->options.name; }
+ContainerStats Container::stats() const {
+  return impl_->stats();
+}
+const ContainerOptions& Container::options() const {
+  return impl_->options;
+}
+const std::string& Container::name() const {
+  return impl_->options.name;
+}
 
 void Container::set_concurrent_receives(int min, int max) {
   if (min < 1 || max < min)

@@ -22,7 +22,8 @@ asio::awaitable<int> Permits::acquire_up_to(int max) {
       waiters_.push_back(signal);
     }
     auto [ec] = co_await signal->async_receive(asio::as_tuple(asio::use_awaitable));
-    if (ec == asio::error::operation_aborted || ec == asio::experimental::error::channel_cancelled) {
+    if (ec == asio::error::operation_aborted ||
+        ec == asio::experimental::error::channel_cancelled) {
       std::lock_guard lock(mutex_);
       std::erase(waiters_, signal);
       throw boost::system::system_error(asio::error::operation_aborted);

@@ -16,8 +16,8 @@ namespace sluice::runtime {
 using StatePtr = std::shared_ptr<detail::MessageState>;
 
 struct SourceEvents {
-  std::function<void(std::size_t)> acked;          // deletes confirmed
-  std::function<void(const std::string&)> warning; // something to log
+  std::function<void(std::size_t)> acked;           // deletes confirmed
+  std::function<void(const std::string&)> warning;  // something to log
 };
 
 class Source {

@@ -52,8 +52,8 @@ std::optional<std::chrono::system_clock::time_point> Message::sent_time() const 
 namespace {
 AwsError classify(const aws::HttpResponse& response, const codec::ServiceError& error) {
   const std::string request_id =
-      std::string(response.header("x-amzn-RequestId").value_or(
-          response.header("x-amz-request-id").value_or("")));
+      std::string(response.header("x-amzn-RequestId")
+                      .value_or(response.header("x-amz-request-id").value_or("")));
   const std::string message = "SQS error HTTP " + std::to_string(response.status) +
                               (error.code.empty() ? "" : " " + error.code) +
                               (error.message.empty() ? "" : ": " + error.message);
@@ -80,8 +80,8 @@ std::string required_string(const std::string& body, const char* key, const char
   const json doc = json::parse(body, nullptr, false);
   if (doc.is_object())
     if (auto it = doc.find(key); it != doc.end() && it->is_string()) return it->get<std::string>();
-  throw AwsError(ErrorKind::integrity,
-                 std::string(action) + " response has no " + key, "MalformedResponse");
+  throw AwsError(ErrorKind::integrity, std::string(action) + " response has no " + key,
+                 "MalformedResponse");
 }
 }  // namespace
 
@@ -96,15 +96,16 @@ struct SqsClient::Impl {
     if (!region)
       throw AwsError(ErrorKind::configuration,
                      "no AWS region configured for SQS; tried the explicit setting, AWS_REGION, "
-                     "AWS_DEFAULT_REGION and the profile '" + aws::load_profile().name + "'");
+                     "AWS_DEFAULT_REGION and the profile '" +
+                         aws::load_profile().name + "'");
     region_name = *region;
     endpoint = aws::resolve_endpoint("sqs", region_name, options.endpoint_url);
     aws::SigningOptions signing;
     signing.region = region_name;
     signing.service = "sqs";
     signer = aws::SigV4Signer(signing);
-    credentials = options.credentials ? options.credentials
-                                      : aws::make_default_credentials_chain(ex);
+    credentials =
+        options.credentials ? options.credentials : aws::make_default_credentials_chain(ex);
   }
 
   asio::awaitable<std::string> invoke(std::string_view action, std::string body) {
@@ -155,7 +156,9 @@ struct SqsClient::Impl {
       retries.fetch_add(1, std::memory_order_relaxed);
       asio::steady_timer timer(co_await asio::this_coro::executor, *delay);
       auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (ec) throw AwsError(ErrorKind::cancelled, "SQS " + std::string(action) + " cancelled during retry backoff");
+      if (ec)
+        throw AwsError(ErrorKind::cancelled,
+                       "SQS " + std::string(action) + " cancelled during retry backoff");
     }
   }
 
@@ -175,9 +178,15 @@ SqsClient::SqsClient(asio::any_io_executor executor, SqsClientOptions options)
     : impl_(std::make_shared<Impl>(std::move(executor), std::move(options))) {}
 SqsClient::~SqsClient() = default;
 
-const std::string& SqsClient::region() const { return impl_->region_name; }
-const aws::Url& SqsClient::endpoint() const { return impl_->endpoint; }
-aws::HttpClient& SqsClient::http() { return impl_->http; }
+const std::string& SqsClient::region() const {
+  return impl_->region_name;
+}
+const aws::Url& SqsClient::endpoint() const {
+  return impl_->endpoint;
+}
+aws::HttpClient& SqsClient::http() {
+  return impl_->http;
+}
 SqsClientStats SqsClient::stats() const {
   return {impl_->requests.load(), impl_->retries.load(), impl_->errors.load()};
 }
@@ -239,7 +248,6 @@ asio::awaitable<BatchResult> SqsClient::send_message_batch(std::string queue_url
   co_return codec::decode_send_batch(body, entries, impl->options.verify_md5);
 }
 
-
 asio::awaitable<std::string> SqsClient::get_queue_url(std::string queue_name,
                                                       std::string owner_account_id) {
   json request = json::object();
@@ -257,7 +265,8 @@ asio::awaitable<QueueAttributes> SqsClient::get_queue_attributes(std::string que
   const std::string body = co_await impl->invoke("GetQueueAttributes", std::move(request));
   const json doc = json::parse(body, nullptr, false);
   if (!doc.is_object())
-    throw AwsError(ErrorKind::integrity, "GetQueueAttributes response is not JSON", "MalformedResponse");
+    throw AwsError(ErrorKind::integrity, "GetQueueAttributes response is not JSON",
+                   "MalformedResponse");
   QueueAttributes out;
   if (auto it = doc.find("Attributes"); it != doc.end() && it->is_object())
     for (const auto& [k, v] : it->items())
@@ -300,7 +309,8 @@ asio::awaitable<std::vector<std::string>> SqsClient::list_queues(std::string nam
     request["MaxResults"] = 1000;
     if (!name_prefix.empty()) request["QueueNamePrefix"] = name_prefix;
     if (!next_token.empty()) request["NextToken"] = next_token;
-    const json doc = json::parse(co_await impl->invoke("ListQueues", request.dump()), nullptr, false);
+    const json doc =
+        json::parse(co_await impl->invoke("ListQueues", request.dump()), nullptr, false);
     if (!doc.is_object())
       throw AwsError(ErrorKind::integrity, "ListQueues response is not JSON", "MalformedResponse");
     if (auto it = doc.find("QueueUrls"); it != doc.end() && it->is_array())

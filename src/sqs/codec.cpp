@@ -1,8 +1,9 @@
 #include "sqs/codec.hpp"
 
+#include <simdjson.h>
+
 #include <nlohmann/json.hpp>
 #include <set>
-#include <simdjson.h>
 
 #include "aws/crypto.hpp"
 #include "sluice/aws/error.hpp"
@@ -86,14 +87,14 @@ std::size_t message_size(const SendMessageEntry& entry) {
 void validate(const ReceiveMessageRequest& request) {
   if (request.queue_url.empty()) invalid("MissingParameter", "QueueUrl is required");
   if (request.max_messages < 1 || request.max_messages > static_cast<int>(kMaxBatchEntries))
-    invalid("InvalidParameterValue", "MaxNumberOfMessages must be 1..10, got " +
-                                         std::to_string(request.max_messages));
+    invalid("InvalidParameterValue",
+            "MaxNumberOfMessages must be 1..10, got " + std::to_string(request.max_messages));
   if (request.wait_time_seconds &&
       (*request.wait_time_seconds < 0 || *request.wait_time_seconds > kMaxWaitTimeSeconds))
-    invalid("InvalidParameterValue", "WaitTimeSeconds must be 0..20, got " +
-                                         std::to_string(*request.wait_time_seconds));
-  if (request.visibility_timeout &&
-      (*request.visibility_timeout < 0 || *request.visibility_timeout > kMaxVisibilityTimeoutSeconds))
+    invalid("InvalidParameterValue",
+            "WaitTimeSeconds must be 0..20, got " + std::to_string(*request.wait_time_seconds));
+  if (request.visibility_timeout && (*request.visibility_timeout < 0 ||
+                                     *request.visibility_timeout > kMaxVisibilityTimeoutSeconds))
     invalid("InvalidParameterValue", "VisibilityTimeout must be 0..43200, got " +
                                          std::to_string(*request.visibility_timeout));
 }
@@ -101,8 +102,8 @@ void validate(const ReceiveMessageRequest& request) {
 void validate_send(const SendMessageEntry& entry, bool in_batch) {
   if (entry.body.empty()) invalid("MissingParameter", "MessageBody must not be empty");
   if (message_size(entry) > kMaxMessageBytes)
-    invalid("InvalidParameterValue", "message of " + std::to_string(message_size(entry)) +
-                                         " bytes exceeds the 1 MiB limit");
+    invalid("InvalidParameterValue",
+            "message of " + std::to_string(message_size(entry)) + " bytes exceeds the 1 MiB limit");
   if (entry.delay_seconds && (*entry.delay_seconds < 0 || *entry.delay_seconds > kMaxDelaySeconds))
     invalid("InvalidParameterValue",
             "DelaySeconds must be 0..900, got " + std::to_string(*entry.delay_seconds));
@@ -114,11 +115,12 @@ void validate_send(const SendMessageEntry& entry, bool in_batch) {
     if (!(value.data_type.starts_with("String") || value.data_type.starts_with("Number") ||
           value.data_type.starts_with("Binary")))
       invalid("InvalidParameterValue", "message attribute '" + name + "' has data type '" +
-                                           value.data_type + "'; expected String, Number or Binary");
+                                           value.data_type +
+                                           "'; expected String, Number or Binary");
   }
   if (in_batch && !valid_entry_id(entry.id))
-    invalid("InvalidBatchEntryId", "batch entry id '" + entry.id +
-                                       "' must be 1..80 characters of [A-Za-z0-9_-]");
+    invalid("InvalidBatchEntryId",
+            "batch entry id '" + entry.id + "' must be 1..80 characters of [A-Za-z0-9_-]");
 }
 
 template <class Entry>
@@ -204,7 +206,8 @@ std::string encode_change_visibility_batch(const std::string& queue_url,
 std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (parser.parse(body.data(), body.size(), true).get(doc)) malformed("ReceiveMessage body is not JSON");
+  if (parser.parse(body.data(), body.size(), true).get(doc))
+    malformed("ReceiveMessage body is not JSON");
   simdjson::dom::object root;
   if (doc.get_object().get(root)) malformed("ReceiveMessage body is not an object");
   std::vector<Message> messages;
@@ -217,10 +220,14 @@ std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
     Message msg;
     for (auto field : m) {
       const std::string_view key = field.key;
-      if (key == "MessageId") msg.message_id = get_string(field.value, "MessageId");
-      else if (key == "ReceiptHandle") msg.receipt_handle = get_string(field.value, "ReceiptHandle");
-      else if (key == "Body") msg.body = get_string(field.value, "Body");
-      else if (key == "MD5OfBody") msg.md5_of_body = get_string(field.value, "MD5OfBody");
+      if (key == "MessageId")
+        msg.message_id = get_string(field.value, "MessageId");
+      else if (key == "ReceiptHandle")
+        msg.receipt_handle = get_string(field.value, "ReceiptHandle");
+      else if (key == "Body")
+        msg.body = get_string(field.value, "Body");
+      else if (key == "MD5OfBody")
+        msg.md5_of_body = get_string(field.value, "MD5OfBody");
       else if (key == "MD5OfMessageAttributes")
         msg.md5_of_message_attributes = get_string(field.value, "MD5OfMessageAttributes");
       else if (key == "Attributes") {
@@ -268,9 +275,8 @@ namespace {
 std::string md5_problem(const json& result, const SendMessageEntry& sent) {
   if (string_field(result, "MD5OfMessageBody") != crypto::md5_hex(sent.body))
     return "MD5OfMessageBody does not match the body sent";
-  if (!sent.message_attributes.empty() &&
-      string_field(result, "MD5OfMessageAttributes") !=
-          md5_of_message_attributes(sent.message_attributes))
+  if (!sent.message_attributes.empty() && string_field(result, "MD5OfMessageAttributes") !=
+                                              md5_of_message_attributes(sent.message_attributes))
     return "MD5OfMessageAttributes does not match the attributes sent";
   return {};
 }

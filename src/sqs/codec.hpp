@@ -18,7 +18,8 @@ void validate_send_batch(const std::vector<SendMessageEntry>& entries);
 
 std::string encode_receive(const ReceiveMessageRequest& request);
 std::string encode_send(const std::string& queue_url, const SendMessageEntry& entry);
-std::string encode_send_batch(const std::string& queue_url, const std::vector<SendMessageEntry>& entries);
+std::string encode_send_batch(const std::string& queue_url,
+                              const std::vector<SendMessageEntry>& entries);
 std::string encode_delete_batch(const std::string& queue_url,
                                 const std::vector<DeleteMessageEntry>& entries);
 std::string encode_change_visibility_batch(const std::string& queue_url,
@@ -34,7 +35,7 @@ BatchResult decode_send_batch(std::string_view body, const std::vector<SendMessa
                               bool verify_md5);
 
 struct ServiceError {
-  std::string code;     // "QueueDoesNotExist"
+  std::string code;  // "QueueDoesNotExist"
   std::string message;
 };
 ServiceError decode_error(std::string_view body, std::string_view query_error_header);

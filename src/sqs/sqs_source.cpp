@@ -32,8 +32,8 @@ std::string random_attempt_id() {
 
 class SqsSource final : public runtime::Source {
  public:
-  SqsSource(asio::any_io_executor executor, SqsSourceOptions source, const ContainerOptions& options,
-            runtime::SourceEvents events, bool fifo)
+  SqsSource(asio::any_io_executor executor, SqsSourceOptions source,
+            const ContainerOptions& options, runtime::SourceEvents events, bool fifo)
       : executor_(executor),
         client_(std::make_shared<SqsClient>(executor, source.client)),
         queue_url_(std::move(source.queue_url)),
@@ -49,7 +49,9 @@ class SqsSource final : public runtime::Source {
         [this](std::vector<DeleteEntry> entries) { return send_deletes(std::move(entries)); });
     visibility_changes_ = std::make_shared<runtime::Batcher<VisibilityEntry>>(
         executor, kMaxBatchEntries, options.delete_flush_interval,
-        [this](std::vector<VisibilityEntry> entries) { return send_visibility(std::move(entries)); });
+        [this](std::vector<VisibilityEntry> entries) {
+          return send_visibility(std::move(entries));
+        });
   }
 
   asio::awaitable<std::vector<StatePtr>> receive(int max) override {
@@ -96,11 +98,13 @@ class SqsSource final : public runtime::Source {
       std::vector<ChangeVisibilityEntry> entries;
       const std::size_t end = std::min(states.size(), start + kMaxBatchEntries);
       for (std::size_t i = start; i < end; ++i)
-        entries.push_back({std::to_string(i), states[i]->receipt, static_cast<int>(visibility.count())});
+        entries.push_back(
+            {std::to_string(i), states[i]->receipt, static_cast<int>(visibility.count())});
       try {
         const auto result = co_await client_->change_message_visibility_batch(queue_url_, entries);
         const std::int64_t until = detail::steady_now_ms() + visibility.count() * 1000;
-        for (const auto& ok : result.successful) states[std::stoul(ok.id)]->visible_until_ms = until;
+        for (const auto& ok : result.successful)
+          states[std::stoul(ok.id)]->visible_until_ms = until;
         extended += result.successful.size();
       } catch (const aws::AwsError& e) {
         if (e.kind() == aws::ErrorKind::cancelled) throw;
@@ -121,7 +125,8 @@ class SqsSource final : public runtime::Source {
     entry.message_attributes["sluice-message-id"] = MessageAttributeValue::string(state->id);
     for (const auto& [name, value] : state->headers) {
       if (entry.message_attributes.size() >= 10) break;
-      if (!value.empty()) entry.message_attributes.emplace(name, MessageAttributeValue::string(value));
+      if (!value.empty())
+        entry.message_attributes.emplace(name, MessageAttributeValue::string(value));
     }
     if (dead_letter_url_.ends_with(".fifo")) {
       entry.message_group_id = state->group_id.value_or("dead-letter");

@@ -1,5 +1,7 @@
 // The listener container against the real SQS emulator: the behaviours the seeds
 // ask for, each checked message by message.
+#include "sluice/container.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -11,12 +13,12 @@
 #include <set>
 #include <thread>
 
-#include "sluice/container.hpp"
 #include "sluice/registry.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sluice/typed_handler.hpp"
 #include "support/emulator.hpp"
+#include "support/local_sqs.hpp"
 #include "support/run.hpp"
 
 namespace asio = boost::asio;
@@ -56,26 +58,13 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
   return condition();
 }
 
-long rss_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return 0;
-}
 
-sqs::SqsClientOptions client_options() {
-  sqs::SqsClientOptions o;
-  o.endpoint_url = Emulator::shared().endpoint();
-  o.region = "us-east-1";
-  o.credentials = aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "test"});
-  o.http.use_env_proxy = false;
-  return o;
-}
 
 class ContainerTest : public ::testing::Test {
  protected:
-  void SetUp() override { client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), client_options()); }
+  void SetUp() override {
+    client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), test::emulator_client_options());
+  }
 
   std::string make_queue(const std::string& prefix, bool fifo = false) {
     std::string name = test::unique_queue_name(prefix) + (fifo ? ".fifo" : "");
@@ -105,7 +94,9 @@ class ContainerTest : public ::testing::Test {
   std::map<std::string, std::string> attributes(const std::string& url) {
     return test::run(io_, client_->get_queue_attributes(url));
   }
-  int visible(const std::string& url) { return std::stoi(attributes(url).at("ApproximateNumberOfMessages")); }
+  int visible(const std::string& url) {
+    return std::stoi(attributes(url).at("ApproximateNumberOfMessages"));
+  }
   int not_visible(const std::string& url) {
     return std::stoi(attributes(url).at("ApproximateNumberOfMessagesNotVisible"));
   }
@@ -121,7 +112,7 @@ class ContainerTest : public ::testing::Test {
     o.shutdown_deadline = 10s;
     return o;
   }
-  static SqsSourceOptions source(const std::string& url) { return {url, client_options()}; }
+  static SqsSourceOptions source(const std::string& url) { return {url, test::emulator_client_options()}; }
 
   asio::io_context io_;
   std::shared_ptr<sqs::SqsClient> client_;
@@ -130,7 +121,8 @@ class ContainerTest : public ::testing::Test {
 }  // namespace
 
 TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
-  auto refused = [](const std::function<void(ContainerOptions&)>& change, const std::string& expected) {
+  auto refused = [](const std::function<void(ContainerOptions&)>& change,
+                    const std::string& expected) {
     ContainerOptions o;
     change(o);
     try {
@@ -140,10 +132,12 @@ TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   };
-  refused([](auto& o) { o.max_messages_per_poll = 11; }, "max_messages_per_poll = 11: expected 1..10");
+  refused([](auto& o) { o.max_messages_per_poll = 11; },
+          "max_messages_per_poll = 11: expected 1..10");
   refused([](auto& o) { o.poll_wait = 21s; }, "poll_wait");
   refused([](auto& o) { o.max_in_flight = 0; }, "max_in_flight = 0");
-  refused([](auto& o) { o.min_concurrent_receives = 3, o.max_concurrent_receives = 2; }, "max_concurrent_receives = 2");
+  refused([](auto& o) { o.min_concurrent_receives = 3, o.max_concurrent_receives = 2; },
+          "max_concurrent_receives = 2");
   refused([](auto& o) { o.heartbeat_interval = 40s; }, "heartbeat_interval");
   refused([](auto& o) { o.delete_batch_size = 20; }, "delete_batch_size = 20");
   ContainerOptions o;
@@ -156,8 +150,9 @@ TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
   EXPECT_THROW(parse_concurrency("x", o), std::invalid_argument);
   auto fifo_batch = fast_options("fifo-batch");
   fifo_batch.listener_mode = ListenerMode::batch;
-  EXPECT_THROW(Container(fifo_batch, source("http://127.0.0.1:1/q.fifo"), BatchHandler([](auto) {})),
-               std::invalid_argument);
+  EXPECT_THROW(
+      Container(fifo_batch, source("http://127.0.0.1:1/q.fifo"), BatchHandler([](auto) {})),
+      std::invalid_argument);
 }
 
 // Seed 000: Spring Cloud AWS 2.x never had more than 10 messages in progress.
@@ -220,7 +215,9 @@ TEST_F(ContainerTest, ASlowMessageDoesNotHoldUpTheOthers) {
 
 TEST_F(ContainerTest, HeldMessagesAndMemoryStayBoundedWhateverTheBacklog) {
   const std::string url = make_queue("bounded");
-  publish(url, 10000, [](int i) { return R"({"n":)" + std::to_string(i) + R"(,"pad":")" + std::string(200, 'p') + "\"}"; });
+  publish(url, 10000, [](int i) {
+    return R"({"n":)" + std::to_string(i) + R"(,"pad":")" + std::string(200, 'p') + "\"}";
+  });
   std::atomic<int> inside{0}, inside_peak{0};
   Gate gate;
   auto options = fast_options("bounded");
@@ -237,14 +234,14 @@ TEST_F(ContainerTest, HeldMessagesAndMemoryStayBoundedWhateverTheBacklog) {
                       }));
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 50; }));
-  const long rss_before = rss_kib();
+  const long rss_before = test::rss_kib();
   std::this_thread::sleep_for(2s);  // receives would keep pulling if they were not bounded
   const auto stats = container.stats();
   EXPECT_EQ(stats.in_flight, 50);
   EXPECT_LE(stats.in_flight_peak, 50);
   EXPECT_LE(inside_peak.load(), 20);
   EXPECT_LE(not_visible(url), 50) << "the queue itself sees no more than max_in_flight taken";
-  EXPECT_LT(rss_kib() - rss_before, 20 * 1024) << "memory flat while stuck";
+  EXPECT_LT(test::rss_kib() - rss_before, 20 * 1024) << "memory flat while stuck";
   gate.open();
   container.stop(5s);
 }
@@ -254,15 +251,17 @@ TEST_F(ContainerTest, EverySuccessIsDeletedExactlyOnceAndFailuresComeBackAfterBa
   publish(url, 100, [](int i) { return "m" + std::to_string(i); });
   std::mutex m;
   std::map<std::string, int> handled;
-  std::map<std::string, std::vector<std::pair<int, std::chrono::steady_clock::time_point>>> attempts;
+  std::map<std::string, std::vector<std::pair<int, std::chrono::steady_clock::time_point>>>
+      attempts;
   auto options = fast_options("ack");
   options.failure_backoff_base = 1s;
-  Container container(options, source(url), MessageHandler([&](Message& msg) {
-                        std::lock_guard lock(m);
-                        attempts[msg.body()].push_back({msg.receive_count(), std::chrono::steady_clock::now()});
-                        if (msg.body() == "m7" && msg.receive_count() == 1) throw std::runtime_error("transient");
-                        ++handled[msg.body()];
-                      }));
+  Container container(
+      options, source(url), MessageHandler([&](Message& msg) {
+        std::lock_guard lock(m);
+        attempts[msg.body()].push_back({msg.receive_count(), std::chrono::steady_clock::now()});
+        if (msg.body() == "m7" && msg.receive_count() == 1) throw std::runtime_error("transient");
+        ++handled[msg.body()];
+      }));
   container.start();
   EXPECT_TRUE(wait_until([&] {
     std::lock_guard lock(m);
@@ -272,7 +271,8 @@ TEST_F(ContainerTest, EverySuccessIsDeletedExactlyOnceAndFailuresComeBackAfterBa
   for (const auto& [body, count] : handled) EXPECT_EQ(count, 1) << body;
   ASSERT_EQ(attempts["m7"].size(), 2u);
   EXPECT_EQ(attempts["m7"][1].first, 2) << "receive count went up";
-  EXPECT_GE(attempts["m7"][1].second - attempts["m7"][0].second, 900ms) << "came back after its backoff";
+  EXPECT_GE(attempts["m7"][1].second - attempts["m7"][0].second, 900ms)
+      << "came back after its backoff";
   EXPECT_EQ(container.stats().acked, 100u);
   EXPECT_EQ(container.stats().failed, 1u);
   EXPECT_EQ(visible(url), 0);
@@ -303,7 +303,8 @@ TEST_F(ContainerTest, ManualAcksFromAnotherThreadAndPendingDeletesFlushedOnStop)
   });
   acker.join();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked == 20; }, 5s))
-      << "two full batches; acked " << container.stats().acked << " received " << container.stats().received;
+      << "two full batches; acked " << container.stats().acked << " received "
+      << container.stats().received;
   EXPECT_EQ(not_visible(url), 5) << "five deletes wait for a batch";
   container.stop();
   EXPECT_EQ(container.stats().acked, 25u) << "stop flushed the partial batch";
@@ -331,9 +332,10 @@ TEST_F(ContainerTest, HeartbeatKeepsALongHandlersMessageHidden) {
 TEST_F(ContainerTest, FifoKeepsOrderPerGroupRunsGroupsInParallelAndReleasesAfterAFailure) {
   const std::string url = make_queue("fifo", true);
   const int groups = 8, per_group = 15;
-  publish(url, groups * per_group,
-          [&](int i) { return "g" + std::to_string(i % groups) + ":" + std::to_string(i / groups); },
-          [&](int i) { return "g" + std::to_string(i % groups); });
+  publish(
+      url, groups * per_group,
+      [&](int i) { return "g" + std::to_string(i % groups) + ":" + std::to_string(i / groups); },
+      [&](int i) { return "g" + std::to_string(i % groups); });
   std::mutex m;
   std::map<std::string, std::vector<int>> succeeded;
   std::atomic<int> now{0}, peak{0};
@@ -358,12 +360,14 @@ TEST_F(ContainerTest, FifoKeepsOrderPerGroupRunsGroupsInParallelAndReleasesAfter
                         succeeded[group].push_back(seq);
                       }));
   container.start();
-  EXPECT_TRUE(wait_until([&] {
-    std::lock_guard lock(m);
-    std::size_t total = 0;
-    for (auto& [g, v] : succeeded) total += v.size();
-    return total == static_cast<std::size_t>(groups * per_group);
-  }, 90s));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(m);
+        std::size_t total = 0;
+        for (auto& [g, v] : succeeded) total += v.size();
+        return total == static_cast<std::size_t>(groups * per_group);
+      },
+      90s));
   container.stop();
   ASSERT_EQ(succeeded.size(), static_cast<std::size_t>(groups));
   for (const auto& [group, seqs] : succeeded) {
@@ -464,7 +468,7 @@ TEST_F(ContainerTest, MissingQueueIsRetriedWithBackoffAndRecoversWithoutRestart)
 }
 
 TEST_F(ContainerTest, EndpointDownIsRetriedWithBackoff) {
-  auto client = client_options();
+  auto client = test::emulator_client_options();
   client.endpoint_url = "http://127.0.0.1:9";
   client.retry.max_attempts = 1;
   auto options = fast_options("down");
@@ -490,7 +494,8 @@ TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) 
   const std::string url = make_queue("typed");
   const std::string dlq = make_queue("typed-dlq");
   publish(url, 4, [](int i) {
-    return i == 2 ? std::string("{not json") : R"({"skuId":"SKU-)" + std::to_string(i) + R"(","quantity":1})";
+    return i == 2 ? std::string("{not json")
+                  : R"({"skuId":"SKU-)" + std::to_string(i) + R"(","quantity":1})";
   });
   std::mutex m;
   std::set<std::string> skus;
@@ -503,7 +508,8 @@ TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) 
                                                       skus.insert(e.sku);
                                                     }));
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().dead_lettered == 1 && container.stats().acked == 4; }));
+  ASSERT_TRUE(wait_until(
+      [&] { return container.stats().dead_lettered == 1 && container.stats().acked == 4; }));
   container.stop();
   EXPECT_EQ(skus, (std::set<std::string>{"SKU-0", "SKU-1", "SKU-3"}));
   sqs::ReceiveMessageRequest r;
@@ -512,8 +518,9 @@ TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) 
   const auto dead = test::run(io_, client_->receive_message(r));
   ASSERT_EQ(dead.size(), 1u);
   EXPECT_EQ(dead[0].body, "{not json");
-  EXPECT_NE(dead[0].message_attributes.at("sluice-reject-reason").string_value.find("does not decode"),
-            std::string::npos);
+  EXPECT_NE(
+      dead[0].message_attributes.at("sluice-reject-reason").string_value.find("does not decode"),
+      std::string::npos);
   EXPECT_EQ(visible(url) + not_visible(url), 0);
 }
 
@@ -557,8 +564,10 @@ TEST_F(ContainerTest, RegistryStopsEveryContainerOnSigterm) {
   publish(b, 10, [](int i) { return std::to_string(i); });
   std::atomic<int> handled{0};
   ContainerRegistry registry;
-  registry.add(std::make_unique<Container>(fast_options("reg-a"), source(a), MessageHandler([&](Message&) { ++handled; })));
-  registry.add(std::make_unique<Container>(fast_options("reg-b"), source(b), MessageHandler([&](Message&) { ++handled; })));
+  registry.add(std::make_unique<Container>(fast_options("reg-a"), source(a),
+                                           MessageHandler([&](Message&) { ++handled; })));
+  registry.add(std::make_unique<Container>(fast_options("reg-b"), source(b),
+                                           MessageHandler([&](Message&) { ++handled; })));
   int signal_number = 0;
   std::thread runner([&] { signal_number = registry.run_until_signal(5s); });
   ASSERT_TRUE(wait_until([&] { return handled.load() == 20; }));

@@ -1,12 +1,12 @@
 // An independent check of SigV4: 250 randomized SQS-style requests signed by Sluice
 // and by botocore (Debian's python3-botocore, the AWS CLI's signer) must agree.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <unistd.h>
 
 #include "aws/text.hpp"
 #include "sluice/aws/sigv4.hpp"
@@ -22,8 +22,9 @@ struct Generator {
 
   std::string text(int max_len) {
     static const std::vector<std::string> pieces = {
-        "a", "Z", "0", "9", "-", "_", ".", "~", " ", "  ", "\t", "\"", "'", "/", "?", "=", "&",
-        "%", "+", ",", ";", ":", "{", "}", "[", "]", "\\", "é", "ß", "ሴ", "中文", "😀", "Ω", "\u00a0"};
+        "a", "Z", "0",  "9", "-", "_", ".",    "~", " ", "  ",    "\t", "\"",
+        "'", "/", "?",  "=", "&", "%", "+",    ",", ";", ":",     "{",  "}",
+        "[", "]", "\\", "é", "ß", "ሴ", "中文", "😀", "Ω", "\u00a0"};
     std::string out;
     const int n = pick(max_len + 1);
     for (int i = 0; i < n; ++i) out += pieces[pick(static_cast<int>(pieces.size()))];
@@ -47,8 +48,9 @@ struct Generator {
   }
 };
 
-const char* kActions[] = {"ReceiveMessage", "SendMessage", "SendMessageBatch", "DeleteMessage",
-                          "DeleteMessageBatch", "ChangeMessageVisibility", "GetQueueAttributes"};
+const char* kActions[] = {"ReceiveMessage",    "SendMessage",        "SendMessageBatch",
+                          "DeleteMessage",     "DeleteMessageBatch", "ChangeMessageVisibility",
+                          "GetQueueAttributes"};
 const char* kRegions[] = {"us-east-1", "eu-west-1", "ap-south-1", "us-gov-west-1", "cn-north-1"};
 
 }  // namespace
@@ -69,9 +71,11 @@ TEST(SigV4Botocore, RandomizedRequestsMatchBotocore) {
       HttpRequest request;
       const bool get = gen.pick(5) == 0;
       request.method = get ? "GET" : "POST";
-      const std::string host = gen.pick(3) == 0 ? "127.0.0.1:" + std::to_string(1024 + gen.pick(60000))
-                                                : "sqs." + std::string(kRegions[gen.pick(5)]) + ".amazonaws.com";
-      std::string target = gen.pick(2) ? "/" : "/123456789012/queue-" + std::to_string(gen.pick(1000));
+      const std::string host = gen.pick(3) == 0
+                                   ? "127.0.0.1:" + std::to_string(1024 + gen.pick(60000))
+                                   : "sqs." + std::string(kRegions[gen.pick(5)]) + ".amazonaws.com";
+      std::string target =
+          gen.pick(2) ? "/" : "/123456789012/queue-" + std::to_string(gen.pick(1000));
       if (get) {
         target += "?Action=" + std::string(kActions[gen.pick(7)]);
         for (int q = gen.pick(4); q > 0; --q)
@@ -81,8 +85,11 @@ TEST(SigV4Botocore, RandomizedRequestsMatchBotocore) {
       request.url = Url::parse("https://" + host + target);
       request.headers.emplace_back("Host", request.url.host_header());
       request.headers.emplace_back("Content-Type", "application/x-amz-json-1.0");
-      request.headers.emplace_back("X-Amz-Target", "AmazonSQS." + std::string(kActions[gen.pick(7)]));
-      if (gen.pick(3) == 0) request.headers.emplace_back("X-Custom-Meta", "  spaced   value " + gen.header_text(12) + "  ");
+      request.headers.emplace_back("X-Amz-Target",
+                                   "AmazonSQS." + std::string(kActions[gen.pick(7)]));
+      if (gen.pick(3) == 0)
+        request.headers.emplace_back("X-Custom-Meta",
+                                     "  spaced   value " + gen.header_text(12) + "  ");
       if (gen.pick(4) == 0) request.headers.emplace_back("User-Agent", "sluice/0.1 random");
       if (!get) {
         json body = {{"QueueUrl", "https://" + host + "/123456789012/q"},
@@ -97,18 +104,15 @@ TEST(SigV4Botocore, RandomizedRequestsMatchBotocore) {
       SigningOptions options;
       options.region = kRegions[gen.pick(5)];
       options.service = "sqs";
-      const auto when = std::chrono::system_clock::from_time_t(1'400'000'000 + gen.pick(600'000'000));
+      const auto when =
+          std::chrono::system_clock::from_time_t(1'400'000'000 + gen.pick(600'000'000));
 
-      json line = {{"method", request.method},
-                   {"url", request.url.origin() + request.url.target},
-                   {"headers", request.headers},
-                   {"body", request.body},
-                   {"access_key", creds.access_key_id},
-                   {"secret_key", creds.secret_access_key},
-                   {"token", creds.session_token},
-                   {"region", options.region},
-                   {"service", options.service},
-                   {"timestamp", amz_date(when)}};
+      json line = {
+          {"method", request.method},          {"url", request.url.origin() + request.url.target},
+          {"headers", request.headers},        {"body", request.body},
+          {"access_key", creds.access_key_id}, {"secret_key", creds.secret_access_key},
+          {"token", creds.session_token},      {"region", options.region},
+          {"service", options.service},        {"timestamp", amz_date(when)}};
       in << line.dump() << "\n";
       SigV4Signer(options).sign(request, creds, when);
       ours.emplace_back(*request.header("Authorization"));

@@ -12,6 +12,7 @@
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
+#include "support/local_sqs.hpp"
 #include "support/run.hpp"
 
 namespace asio = boost::asio;
@@ -29,7 +30,8 @@ class SqsClientTest : public ::testing::Test {
     sqs::SqsClientOptions options;
     options.endpoint_url = Emulator::shared().endpoint();
     options.region = "us-east-1";
-    options.credentials = aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "test"});
+    options.credentials =
+        aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "test"});
     client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), options);
   }
   template <class T>
@@ -169,15 +171,18 @@ TEST_F(SqsClientTest, BatchSendDeleteAndChangeVisibilityReportPerEntry) {
   EXPECT_FALSE(changed.failed[0].code.empty());
 
   std::vector<sqs::DeleteMessageEntry> deletes;
-  for (std::size_t i = 0; i < got.size(); ++i) deletes.push_back({"d" + std::to_string(i), got[i].receipt_handle});
+  for (std::size_t i = 0; i < got.size(); ++i)
+    deletes.push_back({"d" + std::to_string(i), got[i].receipt_handle});
   const auto deleted = run(client_->delete_message_batch(url, deletes));
   EXPECT_EQ(deleted.successful.size(), 10u);
-  EXPECT_EQ(run(client_->get_queue_attributes(url)).at("ApproximateNumberOfMessagesNotVisible"), "0");
+  EXPECT_EQ(run(client_->get_queue_attributes(url)).at("ApproximateNumberOfMessagesNotVisible"),
+            "0");
 }
 
 TEST_F(SqsClientTest, ChangeVisibilityOfAnUnknownHandleIsATypedError) {
   const std::string url = make_queue("badhandle");
-  const std::string code = error_code([&] { run(client_->change_message_visibility(url, "garbage", 10)); });
+  const std::string code =
+      error_code([&] { run(client_->change_message_visibility(url, "garbage", 10)); });
   EXPECT_NE(code, "no error");
   EXPECT_FALSE(code.empty());
 }
@@ -234,16 +239,19 @@ TEST_F(SqsClientTest, ALongPollIsCancellableAtOnce) {
   asio::cancellation_signal cancel;
   std::optional<ErrorKind> outcome;
   const auto start = std::chrono::steady_clock::now();
-  asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
-    try {
-      sqs::ReceiveMessageRequest r;
-      r.queue_url = url;
-      r.wait_time_seconds = 20;
-      co_await client_->receive_message(r);
-    } catch (const AwsError& e) {
-      outcome = e.kind();
-    }
-  }, asio::bind_cancellation_slot(cancel.slot(), asio::detached));
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        try {
+          sqs::ReceiveMessageRequest r;
+          r.queue_url = url;
+          r.wait_time_seconds = 20;
+          co_await client_->receive_message(r);
+        } catch (const AwsError& e) {
+          outcome = e.kind();
+        }
+      },
+      asio::bind_cancellation_slot(cancel.slot(), asio::detached));
   asio::steady_timer timer(io_, 200ms);
   timer.async_wait([&](auto) { cancel.emit(asio::cancellation_type::terminal); });
   io_.restart();
@@ -264,7 +272,8 @@ TEST_F(SqsClientTest, PublisherSendsTypedValuesAndLargeBatches) {
   many.push_back(message(std::string(sqs::kMaxMessageBytes + 1, 'x')));  // too large: refused alone
   const auto outcomes = run(publisher.send_batch(many));
   ASSERT_EQ(outcomes.size(), 96u);
-  for (int i = 0; i < 95; ++i) EXPECT_TRUE(outcomes[i].ok) << i << ": " << outcomes[i].error_message;
+  for (int i = 0; i < 95; ++i)
+    EXPECT_TRUE(outcomes[i].ok) << i << ": " << outcomes[i].error_message;
   EXPECT_FALSE(outcomes[95].ok);
   EXPECT_EQ(outcomes[95].attempts, 0) << "never sent";
 

@@ -24,7 +24,10 @@ struct ServerRequest {
 struct ServerResponse {
   ServerResponse(int status_ = 200, std::map<std::string, std::string> headers_ = {},
                  std::string body_ = {}, std::chrono::milliseconds delay_ = {}, bool close_ = false)
-      : status(status_), headers(std::move(headers_)), body(std::move(body_)), delay(delay_),
+      : status(status_),
+        headers(std::move(headers_)),
+        body(std::move(body_)),
+        delay(delay_),
         close(close_) {}
   int status = 200;
   std::map<std::string, std::string> headers;

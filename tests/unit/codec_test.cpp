@@ -1,9 +1,10 @@
+#include "sqs/codec.hpp"
+
 #include <gtest/gtest.h>
 
 #include "aws/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/publisher.hpp"
-#include "sqs/codec.hpp"
 #include "sqs/md5.hpp"
 
 using namespace sluice;
@@ -31,9 +32,12 @@ sqs::SendMessageEntry entry(std::string id, std::size_t size) {
 TEST(SqsCodec, LimitsAreEnforcedBeforeSending) {
   std::vector<sqs::SendMessageEntry> eleven;
   for (int i = 0; i < 11; ++i) eleven.push_back(entry("e" + std::to_string(i), 10));
-  EXPECT_EQ(code_of([&] { sqs::codec::validate_send_batch(eleven); }), "TooManyEntriesInBatchRequest");
+  EXPECT_EQ(code_of([&] { sqs::codec::validate_send_batch(eleven); }),
+            "TooManyEntriesInBatchRequest");
   EXPECT_EQ(code_of([] { sqs::codec::validate_send_batch({}); }), "EmptyBatchRequest");
-  EXPECT_EQ(code_of([] { sqs::codec::validate_send_batch({entry("a", 1), entry("a", 1)}); }),
+  EXPECT_EQ(code_of([] {
+              sqs::codec::validate_send_batch({entry("a", 1), entry("a", 1)});
+            }),
             "BatchEntryIdsNotDistinct");
   EXPECT_EQ(code_of([] { sqs::codec::validate_send_batch({entry("bad id", 1)}); }),
             "InvalidBatchEntryId");
@@ -88,11 +92,13 @@ TEST(SqsCodec, DecodesMessagesAndVerifiesDigests) {
 }
 
 TEST(SqsCodec, DecodesBinaryAttributesFromBase64) {
-  sqs::MessageAttributes attrs{{"bin", sqs::MessageAttributeValue::binary(std::string("\x00\xff", 2))}};
-  const std::string body = std::string(R"({"Messages":[{"MessageId":"m","ReceiptHandle":"r","Body":"b",)") +
-                           R"("MD5OfBody":")" + crypto::md5_hex("b") + R"(","MD5OfMessageAttributes":")" +
-                           sqs::md5_of_message_attributes(attrs) +
-                           R"(","MessageAttributes":{"bin":{"DataType":"Binary","BinaryValue":"AP8="}}}]})";
+  sqs::MessageAttributes attrs{
+      {"bin", sqs::MessageAttributeValue::binary(std::string("\x00\xff", 2))}};
+  const std::string body =
+      std::string(R"({"Messages":[{"MessageId":"m","ReceiptHandle":"r","Body":"b",)") +
+      R"("MD5OfBody":")" + crypto::md5_hex("b") + R"(","MD5OfMessageAttributes":")" +
+      sqs::md5_of_message_attributes(attrs) +
+      R"(","MessageAttributes":{"bin":{"DataType":"Binary","BinaryValue":"AP8="}}}]})";
   const auto messages = sqs::codec::decode_receive(body, true);
   EXPECT_EQ(messages.at(0).message_attributes.at("bin").binary_value, std::string("\x00\xff", 2));
 }
@@ -103,14 +109,16 @@ TEST(SqsCodec, ErrorsCarryTheServiceCode) {
       "AWS.SimpleQueueService.NonExistentQueue;Sender");
   EXPECT_EQ(e.code, "QueueDoesNotExist");
   EXPECT_EQ(e.message, "The specified queue does not exist.");
-  EXPECT_EQ(sqs::codec::decode_error("<html>", "AWS.SimpleQueueService.NonExistentQueue;Sender").code,
-            "AWS.SimpleQueueService.NonExistentQueue");
+  EXPECT_EQ(
+      sqs::codec::decode_error("<html>", "AWS.SimpleQueueService.NonExistentQueue;Sender").code,
+      "AWS.SimpleQueueService.NonExistentQueue");
 }
 
 TEST(SqsCodec, SendBatchResponseWithWrongDigestBecomesAFailedEntry) {
   std::vector<sqs::SendMessageEntry> sent{entry("a", 3), entry("b", 3)};
   const std::string md5 = crypto::md5_hex(sent[0].body);
-  const std::string body = R"({"Successful":[{"Id":"a","MessageId":"1","MD5OfMessageBody":")" + md5 +
+  const std::string body = R"({"Successful":[{"Id":"a","MessageId":"1","MD5OfMessageBody":")" +
+                           md5 +
                            R"("},{"Id":"b","MessageId":"2","MD5OfMessageBody":"00"}],"Failed":[]})";
   const auto result = sqs::codec::decode_send_batch(body, sent, true);
   ASSERT_EQ(result.successful.size(), 1u);

@@ -1,5 +1,7 @@
 // Each provider of the default chain, against files in a temporary HOME and
 // loopback servers that play the metadata service, the container endpoint and STS.
+#include "sluice/aws/credentials.hpp"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -12,7 +14,6 @@
 
 #include "aws/credentials_util.hpp"
 #include "sluice/aws/config.hpp"
-#include "sluice/aws/credentials.hpp"
 #include "sluice/aws/error.hpp"
 #include "support/http_server.hpp"
 #include "support/run.hpp"
@@ -26,14 +27,28 @@ using sluice::test::ServerResponse;
 
 namespace {
 
-const char* kVars[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                       "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
-                       "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
-                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                       "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-                       "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED",
-                       "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS",
-                       "AWS_ENDPOINT_URL_STS", "AWS_CREDENTIAL_EXPIRATION", "HOME"};
+const char* kVars[] = {"AWS_ACCESS_KEY_ID",
+                       "AWS_SECRET_ACCESS_KEY",
+                       "AWS_SESSION_TOKEN",
+                       "AWS_PROFILE",
+                       "AWS_SHARED_CREDENTIALS_FILE",
+                       "AWS_CONFIG_FILE",
+                       "AWS_WEB_IDENTITY_TOKEN_FILE",
+                       "AWS_ROLE_ARN",
+                       "AWS_ROLE_SESSION_NAME",
+                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                       "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                       "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                       "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                       "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                       "AWS_EC2_METADATA_DISABLED",
+                       "AWS_REGION",
+                       "AWS_DEFAULT_REGION",
+                       "AWS_ENDPOINT_URL",
+                       "AWS_ENDPOINT_URL_SQS",
+                       "AWS_ENDPOINT_URL_STS",
+                       "AWS_CREDENTIAL_EXPIRATION",
+                       "HOME"};
 
 // Isolates every test from the machine's AWS settings: a fresh HOME, no AWS_* vars,
 // and the instance metadata service pointed at a closed loopback port.
@@ -44,8 +59,9 @@ class CredentialsTest : public ::testing::Test {
       if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
       unsetenv(v);
     }
-    home_ = fs::temp_directory_path() / ("sluice-home-" + std::to_string(getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    home_ = fs::temp_directory_path() /
+            ("sluice-home-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(home_ / ".aws");
     setenv("HOME", home_.c_str(), 1);
     setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9", 1);
@@ -55,9 +71,7 @@ class CredentialsTest : public ::testing::Test {
     for (const auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
     fs::remove_all(home_);
   }
-  void write(const fs::path& path, const std::string& content) {
-    std::ofstream(path) << content;
-  }
+  void write(const fs::path& path, const std::string& content) { std::ofstream(path) << content; }
   Credentials get(std::shared_ptr<CredentialsProvider> provider) {
     return sluice::test::run([&](auto) { return provider->get(); });
   }
@@ -72,9 +86,8 @@ class CredentialsTest : public ::testing::Test {
 };
 
 std::string json_credentials(const std::string& key, const std::string& expiration) {
-  return R"({"Code":"Success","AccessKeyId":")" + key +
-         R"(","SecretAccessKey":"SECRET-)" + key + R"(","Token":"TOKEN-)" + key +
-         R"(","Expiration":")" + expiration + "\"}";
+  return R"({"Code":"Success","AccessKeyId":")" + key + R"(","SecretAccessKey":"SECRET-)" + key +
+         R"(","Token":"TOKEN-)" + key + R"(","Expiration":")" + expiration + "\"}";
 }
 
 std::string iso_in(std::chrono::seconds from_now) {
@@ -114,8 +127,9 @@ TEST_F(CredentialsTest, SharedFilesWithProfiles) {
         "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = default-secret\n"
         "# comment\n[work]\naws_access_key_id=AKIAWORK\naws_secret_access_key=work-secret\n"
         "aws_session_token = work-token\n");
-  write(home_ / ".aws/config", "[default]\nregion = eu-west-1\n[profile work]\nregion = ap-south-1\n"
-                               "endpoint_url = http://127.0.0.1:4566\n");
+  write(home_ / ".aws/config",
+        "[default]\nregion = eu-west-1\n[profile work]\nregion = ap-south-1\n"
+        "endpoint_url = http://127.0.0.1:4566\n");
   auto c = get_with([](auto ex) { return make_default_credentials_chain(ex); });
   EXPECT_EQ(c.access_key_id, "AKIADEFAULT");
   EXPECT_EQ(region_from_environment(), "eu-west-1");
@@ -136,7 +150,8 @@ TEST_F(CredentialsTest, SharedFileLocationsFromTheEnvironment) {
   setenv("AWS_SHARED_CREDENTIALS_FILE", (home_ / "creds").c_str(), 1);
   setenv("AWS_CONFIG_FILE", (home_ / "conf").c_str(), 1);
   setenv("AWS_PROFILE", "p", 1);
-  EXPECT_EQ(get_with([](auto ex) { return make_profile_credentials(ex); }).access_key_id, "AKIAFILE");
+  EXPECT_EQ(get_with([](auto ex) { return make_profile_credentials(ex); }).access_key_id,
+            "AKIAFILE");
   EXPECT_EQ(region_from_environment(), "sa-east-1");
 }
 
@@ -163,7 +178,8 @@ TEST_F(CredentialsTest, ContainerCredentialsWithAuthorizationToken) {
     if (r.target != "/creds" || r.headers.count("authorization") == 0 ||
         r.headers.at("authorization") != "Bearer container-auth")
       return ServerResponse{403, {}, "forbidden"};
-    return ServerResponse{200, {{"Content-Type", "application/json"}},
+    return ServerResponse{200,
+                          {{"Content-Type", "application/json"}},
                           json_credentials("AKIACONTAINER", iso_in(std::chrono::hours(6)))};
   });
   setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds").c_str(), 1);
@@ -203,7 +219,8 @@ TEST_F(CredentialsTest, InstanceMetadataV2TokenThenRoleThenCredentials) {
       return ServerResponse{200, {}, "ingest-role\n"};
     if (r.target == "/latest/meta-data/iam/security-credentials/ingest-role")
       return ServerResponse{200, {}, json_credentials("AKIAIMDS", iso_in(std::chrono::hours(1)))};
-    if (r.target == "/latest/meta-data/placement/region") return ServerResponse{200, {}, "ca-central-1"};
+    if (r.target == "/latest/meta-data/placement/region")
+      return ServerResponse{200, {}, "ca-central-1"};
     return ServerResponse{404};
   });
   setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url().c_str(), 1);
@@ -220,18 +237,24 @@ TEST_F(CredentialsTest, InstanceMetadataV2TokenThenRoleThenCredentials) {
 TEST_F(CredentialsTest, WebIdentityCallsStsAssumeRoleWithWebIdentity) {
   std::string expiration = iso_in(std::chrono::hours(1));
   HttpServer sts([&](const ServerRequest& r) {
-    if (r.method != "POST" || r.body.find("Action=AssumeRoleWithWebIdentity") == std::string::npos ||
+    if (r.method != "POST" ||
+        r.body.find("Action=AssumeRoleWithWebIdentity") == std::string::npos ||
         r.body.find("WebIdentityToken=eks-jwt-token") == std::string::npos ||
-        r.body.find("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fingest") == std::string::npos)
-      return ServerResponse{400, {}, "<ErrorResponse><Error><Code>InvalidIdentityToken</Code>"
-                                     "<Message>bad</Message></Error></ErrorResponse>"};
+        r.body.find("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fingest") ==
+            std::string::npos)
+      return ServerResponse{400,
+                            {},
+                            "<ErrorResponse><Error><Code>InvalidIdentityToken</Code>"
+                            "<Message>bad</Message></Error></ErrorResponse>"};
     return ServerResponse{
-        200, {{"Content-Type", "text/xml"}},
+        200,
+        {{"Content-Type", "text/xml"}},
         "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>"
         "<AccessKeyId>AKIAWEB</AccessKeyId><SecretAccessKey>web&amp;secret</SecretAccessKey>"
-        "<SessionToken>web-token</SessionToken><Expiration>" + expiration +
-        "</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
-        "</AssumeRoleWithWebIdentityResponse>"};
+        "<SessionToken>web-token</SessionToken><Expiration>" +
+            expiration +
+            "</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
+            "</AssumeRoleWithWebIdentityResponse>"};
   });
   write(home_ / "jwt", "eks-jwt-token\n");
   setenv("AWS_WEB_IDENTITY_TOKEN_FILE", (home_ / "jwt").c_str(), 1);
@@ -252,8 +275,8 @@ TEST_F(CredentialsTest, NothingFoundNamesEveryProviderTried) {
   } catch (const AwsError& e) {
     const std::string message = e.what();
     EXPECT_EQ(e.kind(), ErrorKind::credentials);
-    for (const char* tried : {"environment", "web identity", "shared files", "container",
-                              "instance metadata"})
+    for (const char* tried :
+         {"environment", "web identity", "shared files", "container", "instance metadata"})
       EXPECT_NE(message.find(tried), std::string::npos) << tried << " missing from: " << message;
   }
   try {
@@ -290,12 +313,15 @@ TEST_F(CredentialsTest, CachedCredentialsRefreshOnceForManyConcurrentCallers) {
   std::vector<std::string> keys;
   // Two threads, many coroutines: all start before the first refresh completes.
   for (int i = 0; i < 64; ++i)
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto c = co_await cached->get();
-      static std::mutex m;
-      std::lock_guard lock(m);
-      keys.push_back(c.access_key_id);
-    }, asio::detached);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          auto c = co_await cached->get();
+          static std::mutex m;
+          std::lock_guard lock(m);
+          keys.push_back(c.access_key_id);
+        },
+        asio::detached);
   std::thread second([&] { io.run(); });
   io.run();
   second.join();
@@ -315,7 +341,11 @@ TEST_F(CredentialsTest, CredentialsNearExpiryAreRefreshed) {
 }
 
 TEST_F(CredentialsTest, SecretsNeverReachStreamsOrErrors) {
-  Credentials c{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "FwoGZXIvYXdzEXAMPLETOKEN", {}, "test"};
+  Credentials c{"AKIAIOSFODNN7EXAMPLE",
+                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "FwoGZXIvYXdzEXAMPLETOKEN",
+                {},
+                "test"};
   std::ostringstream out;
   out << c;
   EXPECT_EQ(out.str().find(c.secret_access_key), std::string::npos);
@@ -323,7 +353,8 @@ TEST_F(CredentialsTest, SecretsNeverReachStreamsOrErrors) {
   EXPECT_EQ(out.str().find(c.access_key_id), std::string::npos) << "only a prefix of the key id";
 
   // A profile with a key but no secret: the error names the problem, not the key.
-  write(home_ / ".aws/credentials", "[default]\naws_access_key_id = AKIAHALF\naws_session_token = TOPSECRETTOKEN\n");
+  write(home_ / ".aws/credentials",
+        "[default]\naws_access_key_id = AKIAHALF\naws_session_token = TOPSECRETTOKEN\n");
   try {
     get_with([](auto ex) { return make_profile_credentials(ex); });
     FAIL();

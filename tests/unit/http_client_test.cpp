@@ -6,10 +6,10 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <thread>
 
 #include "sluice/aws/error.hpp"
@@ -47,7 +47,9 @@ ErrorKind kind_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST(HttpClient, KeepAliveReusesOneConnection) {
-  HttpServer server([](const ServerRequest& r) { return ServerResponse{200, {}, "echo " + r.target}; });
+  HttpServer server([](const ServerRequest& r) {
+    return ServerResponse{200, {}, "echo " + r.target};
+  });
   asio::io_context io;
   HttpClient client(io.get_executor(), no_proxy());
   for (int i = 0; i < 10; ++i) {
@@ -67,11 +69,14 @@ TEST(HttpClient, ConnectionsPerEndpointAreCapped) {
   HttpClient client(io.get_executor(), options);
   int done = 0;
   for (int i = 0; i < 8; ++i)
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto res = co_await client.send(get(server.url("/")));
-      EXPECT_EQ(res.status, 200);
-      ++done;
-    }, asio::detached);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          auto res = co_await client.send(get(server.url("/")));
+          EXPECT_EQ(res.status, 200);
+          ++done;
+        },
+        asio::detached);
   io.run();
   EXPECT_EQ(done, 8);
   EXPECT_LE(server.max_concurrent_connections(), 2);
@@ -79,7 +84,9 @@ TEST(HttpClient, ConnectionsPerEndpointAreCapped) {
 }
 
 TEST(HttpClient, ResponsesOverTheCapAreRefused) {
-  HttpServer server([](const ServerRequest&) { return ServerResponse{200, {}, std::string(4096, 'x')}; });
+  HttpServer server([](const ServerRequest&) {
+    return ServerResponse{200, {}, std::string(4096, 'x')};
+  });
   asio::io_context io;
   auto options = no_proxy();
   options.max_response_bytes = 1024;
@@ -111,14 +118,17 @@ TEST(HttpClient, CancellationAbandonsALongRequestAtOnce) {
   asio::cancellation_signal cancel;
   std::optional<ErrorKind> outcome;
   const auto start = std::chrono::steady_clock::now();
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    try {
-      co_await client.send(get(server.url("/poll")));
-      outcome = ErrorKind::client;  // should not complete normally
-    } catch (const AwsError& e) {
-      outcome = e.kind();
-    }
-  }, asio::bind_cancellation_slot(cancel.slot(), asio::detached));
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        try {
+          co_await client.send(get(server.url("/poll")));
+          outcome = ErrorKind::client;  // should not complete normally
+        } catch (const AwsError& e) {
+          outcome = e.kind();
+        }
+      },
+      asio::bind_cancellation_slot(cancel.slot(), asio::detached));
   asio::steady_timer timer(io, 100ms);
   timer.async_wait([&](auto) { cancel.emit(asio::cancellation_type::terminal); });
   io.run();
@@ -143,7 +153,8 @@ TEST(HttpClient, ConnectionCloseResponsesAreNotPooled) {
   HttpServer server([](const ServerRequest&) { return ServerResponse{200, {}, "bye", 0ms, true}; });
   asio::io_context io;
   HttpClient client(io.get_executor(), no_proxy());
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(sluice::test::run(io, client.send(get(server.url("/")))).body, "bye");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(sluice::test::run(io, client.send(get(server.url("/")))).body, "bye");
   EXPECT_EQ(server.connections(), 3);
   EXPECT_EQ(client.stats().idle_connections, 0u);
 }
@@ -153,8 +164,9 @@ TEST(HttpClient, ConnectionCloseResponsesAreNotPooled) {
 TEST(HttpClient, TlsVerificationIsOnByDefault) {
   const std::string dir = ::testing::TempDir();
   const std::string cert = dir + "/sluice-test-cert.pem", key = dir + "/sluice-test-key.pem";
-  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 -keyout " +
-                          key + " -out " + cert + " 2>/dev/null";
+  const std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 -keyout " + key +
+      " -out " + cert + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl is needed to make a test certificate";
 
   asio::io_context server_io;
@@ -172,7 +184,8 @@ TEST(HttpClient, TlsVerificationIsOnByDefault) {
       if (ec) continue;
       char buf[4096];
       stream.read_some(asio::buffer(buf), ec);
-      const std::string res = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nsecure";
+      const std::string res =
+          "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nsecure";
       asio::write(stream, asio::buffer(res), ec);
       stream.shutdown(ec);
     }
@@ -181,7 +194,8 @@ TEST(HttpClient, TlsVerificationIsOnByDefault) {
     asio::io_context io;
     HttpClient verifying(io.get_executor(), no_proxy());
     EXPECT_EQ(kind_of([&] {
-                sluice::test::run(io, verifying.send(get("https://localhost:" + std::to_string(port) + "/")));
+                sluice::test::run(
+                    io, verifying.send(get("https://localhost:" + std::to_string(port) + "/")));
               }),
               ErrorKind::transport);
   }
@@ -190,7 +204,8 @@ TEST(HttpClient, TlsVerificationIsOnByDefault) {
     auto options = no_proxy();
     options.ca_file = cert;  // trusting the certificate explicitly works
     HttpClient trusting(io.get_executor(), options);
-    auto res = sluice::test::run(io, trusting.send(get("https://localhost:" + std::to_string(port) + "/")));
+    auto res = sluice::test::run(
+        io, trusting.send(get("https://localhost:" + std::to_string(port) + "/")));
     EXPECT_EQ(res.body, "secure");
   }
   server.join();

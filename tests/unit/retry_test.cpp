@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "sluice/aws/retry.hpp"
+
+#include <gtest/gtest.h>
 
 using namespace sluice::aws;
 using namespace std::chrono_literals;
@@ -53,7 +53,8 @@ TEST(RetryStrategy, TimeoutsCostMoreAndThrottlingDoesNotDrainTheQuota) {
   RetryStrategy retry({}, 3);
   ASSERT_TRUE(retry.on_failure(AwsError(ErrorKind::timeout, "t"), 1));
   EXPECT_EQ(retry.available_quota(), 490);
-  ASSERT_TRUE(retry.on_failure(AwsError(ErrorKind::throttling, "slow down", "ThrottlingException"), 1));
+  ASSERT_TRUE(
+      retry.on_failure(AwsError(ErrorKind::throttling, "slow down", "ThrottlingException"), 1));
   EXPECT_EQ(retry.available_quota(), 490);
 }
 
@@ -66,7 +67,8 @@ TEST(RetryStrategy, ThrottlingCodesAreRecognised) {
 
 TEST(ClockSkew, LearnsTheServersClockFromItsDateHeader) {
   ClockSkew skew;
-  const auto local = std::chrono::system_clock::from_time_t(1'700'000'000);  // Tue, 14 Nov 2023 22:13:20 GMT
+  const auto local =
+      std::chrono::system_clock::from_time_t(1'700'000'000);  // Tue, 14 Nov 2023 22:13:20 GMT
   EXPECT_FALSE(skew.observe("Tue, 14 Nov 2023 22:14:20 GMT", local)) << "60 s is tolerated";
   EXPECT_TRUE(skew.observe("Tue, 14 Nov 2023 23:13:20 GMT", local));
   EXPECT_EQ(skew.offset(), std::chrono::seconds(3600));

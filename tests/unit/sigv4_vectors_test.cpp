@@ -57,7 +57,9 @@ struct Case {
   fs::path dir;
 };
 
-void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.name;
+}
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
@@ -121,6 +123,8 @@ INSTANTIATE_TEST_SUITE_P(Official, SigV4Vectors, ::testing::ValuesIn(all_cases()
                            return name;
                          });
 
-TEST(SigV4VectorsData, AllThirtyEightCasesPresent) { EXPECT_EQ(all_cases().size(), 38u); }
+TEST(SigV4VectorsData, AllThirtyEightCasesPresent) {
+  EXPECT_EQ(all_cases().size(), 38u);
+}
 
 }  // namespace

@@ -30,7 +30,8 @@ std::shared_ptr<sqs::SqsClient> client_for(asio::io_context& io, const HttpServe
   return std::make_shared<sqs::SqsClient>(io.get_executor(), options);
 }
 ServerResponse sqs_error(int status, const std::string& type) {
-  return {status, {{"Content-Type", "application/x-amz-json-1.0"}},
+  return {status,
+          {{"Content-Type", "application/x-amz-json-1.0"}},
           R"({"__type":"com.amazonaws.sqs#)" + type + R"(","message":"injected"})"};
 }
 const std::string kEmptyReceive = R"({"Messages":[]})";
@@ -74,7 +75,8 @@ TEST(SqsRetry, ThrottlingIsRetriedAndClientErrorsAreNot) {
     ++calls;
     if (r.body.find("throttle-me") != std::string::npos && calls == 1)
       return sqs_error(400, "ThrottlingException");
-    if (r.body.find("throttle-me") != std::string::npos) return ServerResponse{200, {}, kEmptyReceive};
+    if (r.body.find("throttle-me") != std::string::npos)
+      return ServerResponse{200, {}, kEmptyReceive};
     return sqs_error(400, "InvalidParameterValue");
   });
   asio::io_context io;
@@ -140,8 +142,11 @@ TEST(SqsRetry, RequestsAreSignedForSqs) {
 
 TEST(SqsRetry, CorruptedBodiesAreRejected) {
   HttpServer server([&](const ServerRequest&) {
-    return ServerResponse{200, {}, R"({"Messages":[{"MessageId":"m","ReceiptHandle":"r","Body":"tampered",)"
-                                   R"("MD5OfBody":")" + crypto::md5_hex("original") + R"("}]})"};
+    return ServerResponse{200,
+                          {},
+                          R"({"Messages":[{"MessageId":"m","ReceiptHandle":"r","Body":"tampered",)"
+                          R"("MD5OfBody":")" +
+                              crypto::md5_hex("original") + R"("}]})"};
   });
   asio::io_context io;
   auto client = client_for(io, server);

@@ -7,7 +7,8 @@
 using namespace sluice;
 
 TEST(Crypto, KnownDigests) {
-  EXPECT_EQ(crypto::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(crypto::sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(crypto::md5_hex("hi"), "49f68a5c8493ec2c0bf489821c21fc3b");
   // RFC 4231 test case 2
   EXPECT_EQ(crypto::hex(crypto::hmac_sha256("Jefe", "what do ya want for nothing?")),

@@ -18,7 +18,8 @@ TEST(Url, ParsesEndpointsAndNamesWhatIsWrong) {
   EXPECT_EQ(s.host_header(), "sqs.eu-west-1.amazonaws.com");
   EXPECT_EQ(s.target, "/123/q?x=1");
   EXPECT_EQ(Url::parse("http://[::1]:8080").host, "::1");
-  for (const char* bad : {"127.0.0.1:9324", "ftp://x", "http://", "http://host:99999", "http://host:abc"}) {
+  for (const char* bad :
+       {"127.0.0.1:9324", "ftp://x", "http://", "http://host:99999", "http://host:abc"}) {
     try {
       Url::parse(bad);
       ADD_FAILURE() << bad << " should be rejected";

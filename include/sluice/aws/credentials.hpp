@@ -38,7 +38,8 @@ std::shared_ptr<CredentialsProvider> make_static_credentials(Credentials credent
 // The providers of the default chain, each usable on its own. A provider that is
 // not configured at all throws AwsError{credentials} with code "NotConfigured".
 std::shared_ptr<CredentialsProvider> make_environment_credentials();
-std::shared_ptr<CredentialsProvider> make_profile_credentials(boost::asio::any_io_executor executor);
+std::shared_ptr<CredentialsProvider> make_profile_credentials(
+    boost::asio::any_io_executor executor);
 std::shared_ptr<CredentialsProvider> make_web_identity_credentials(
     boost::asio::any_io_executor executor);
 std::shared_ptr<CredentialsProvider> make_container_credentials(

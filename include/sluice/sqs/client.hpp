@@ -18,8 +18,8 @@
 namespace sluice::sqs {
 
 struct SqsClientOptions {
-  std::string region;       // empty: AWS_REGION, AWS_DEFAULT_REGION, profile
-  std::string endpoint_url; // empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, profile, default
+  std::string region;        // empty: AWS_REGION, AWS_DEFAULT_REGION, profile
+  std::string endpoint_url;  // empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, profile, default
   std::shared_ptr<aws::CredentialsProvider> credentials;  // null: the default chain
   aws::RetryOptions retry;
   aws::HttpClientOptions http;

@@ -33,7 +33,8 @@ struct PublishOutcome {
 
 class Publisher {
  public:
-  Publisher(std::shared_ptr<SqsClient> client, std::string queue_url, PublisherOptions options = {});
+  Publisher(std::shared_ptr<SqsClient> client, std::string queue_url,
+            PublisherOptions options = {});
 
   // Serializes with nlohmann::json (define to_json for your type) and sends.
   template <class T>
@@ -47,7 +48,8 @@ class Publisher {
 
   // Sends many messages in batches; one outcome per input entry, in input order.
   // Entry ids are assigned by the publisher (any given are ignored).
-  boost::asio::awaitable<std::vector<PublishOutcome>> send_batch(std::vector<SendMessageEntry> entries);
+  boost::asio::awaitable<std::vector<PublishOutcome>> send_batch(
+      std::vector<SendMessageEntry> entries);
 
   // Packs entries (by index) into batches of at most 10 entries and 1 MiB; exposed for tests.
   static std::vector<std::vector<std::size_t>> pack(const std::vector<SendMessageEntry>& entries,

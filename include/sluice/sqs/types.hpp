@@ -21,9 +21,15 @@ struct MessageAttributeValue {
   std::string string_value;  // for String and Number
   std::string binary_value;  // raw bytes for Binary (base64 only on the wire)
 
-  static MessageAttributeValue string(std::string value) { return {"String", std::move(value), {}}; }
-  static MessageAttributeValue number(std::string value) { return {"Number", std::move(value), {}}; }
-  static MessageAttributeValue binary(std::string bytes) { return {"Binary", {}, std::move(bytes)}; }
+  static MessageAttributeValue string(std::string value) {
+    return {"String", std::move(value), {}};
+  }
+  static MessageAttributeValue number(std::string value) {
+    return {"Number", std::move(value), {}};
+  }
+  static MessageAttributeValue binary(std::string bytes) {
+    return {"Binary", {}, std::move(bytes)};
+  }
   bool is_binary() const { return data_type.starts_with("Binary"); }
 };
 using MessageAttributes = std::map<std::string, MessageAttributeValue>;
@@ -37,20 +43,20 @@ struct Message {
   std::map<std::string, std::string> attributes;  // system attributes (SentTimestamp, ...)
   MessageAttributes message_attributes;
 
-  int receive_count() const;                      // ApproximateReceiveCount, 0 if absent
-  std::optional<std::string> group_id() const;    // MessageGroupId (FIFO)
+  int receive_count() const;                    // ApproximateReceiveCount, 0 if absent
+  std::optional<std::string> group_id() const;  // MessageGroupId (FIFO)
   std::optional<std::string> sequence_number() const;
   std::optional<std::chrono::system_clock::time_point> sent_time() const;
 };
 
 struct ReceiveMessageRequest {
   std::string queue_url;
-  int max_messages = 10;                       // 1..10
-  std::optional<int> wait_time_seconds;        // 0..20; absent: the queue's default
-  std::optional<int> visibility_timeout;       // absent: the queue's default
+  int max_messages = 10;                  // 1..10
+  std::optional<int> wait_time_seconds;   // 0..20; absent: the queue's default
+  std::optional<int> visibility_timeout;  // absent: the queue's default
   std::vector<std::string> system_attribute_names{"All"};
   std::vector<std::string> message_attribute_names{"All"};
-  std::string receive_request_attempt_id;      // FIFO: makes a retried receive idempotent
+  std::string receive_request_attempt_id;  // FIFO: makes a retried receive idempotent
 };
 
 struct SendMessageEntry {
