@@ -162,7 +162,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         source_options(std::move(s)),
         single_handler(std::move(single)),
         batch_handler(std::move(batch)),
-        permits(options.max_in_flight),
+        permits(options.max_in_flight, options.max_messages_per_poll),
         handoff(io.get_executor(),
                 static_cast<std::size_t>(options.handoff_capacity ? options.handoff_capacity
                                                                   : options.max_in_flight)),
@@ -264,6 +264,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                      if (e) {
                        try {
                          std::rethrow_exception(e);
+                       } catch (const boost::system::system_error& x) {
+                         if (x.code() != asio::error::operation_aborted)
+                           spdlog::error("container={} event=receiver_crashed error=\"{}\"",
+                                         self->options.name, x.what());
                        } catch (const std::exception& x) {
                          spdlog::error("container={} event=receiver_crashed error=\"{}\"",
                                        self->options.name, x.what());
@@ -299,6 +303,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       try {
         states = co_await source->receive(taken);
         error_backoff = std::chrono::milliseconds(200);
+      } catch (const boost::system::system_error&) {
+        permits.release(taken);  // Asio's own cancellation of this loop: stopping
+        co_return;
       } catch (const aws::AwsError& e) {
         permits.release(taken);
         if (e.kind() == aws::ErrorKind::cancelled || intake_closed) co_return;
@@ -336,6 +343,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
             held.emplace(s.get(), s);
           }
         }
+        // A cancellation here leaves them held and unstarted: stop() releases those.
         if (!co_await dispatch(std::move(states))) co_return;
       }
       const bool full = static_cast<int>(count) >= options.max_messages_per_poll;
@@ -375,6 +383,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       for (auto& s : states) tasks.push_back(Task{{std::move(s)}, {}});
     }
     for (std::size_t i = 0; i < tasks.size(); ++i) {
+      // The common case, room in the hand-off, costs no suspension.
+      if (handoff.try_send(boost::system::error_code{}, std::move(tasks[i]))) continue;
       auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(tasks[i]),
                                               asio::as_tuple(asio::use_awaitable));
       if (ec) {
@@ -393,8 +403,19 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // ---------------------------------------------------------------- workers
   asio::awaitable<void> worker_loop() {
     for (;;) {
-      auto [ec, task] = co_await handoff.async_receive(asio::as_tuple(asio::use_awaitable));
-      if (ec) co_return;
+      // Busy workers take the next task without suspending.
+      Task task;
+      boost::system::error_code error;
+      const bool taken = handoff.try_receive([&](boost::system::error_code ec, Task t) {
+        error = ec;
+        task = std::move(t);
+      });
+      if (!taken) {
+        auto [ec, next] = co_await handoff.async_receive(asio::as_tuple(asio::use_awaitable));
+        error = ec;
+        task = std::move(next);
+      }
+      if (error) co_return;  // closed: stopping
       if (draining) {
         release_task(task);
         continue;

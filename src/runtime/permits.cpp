@@ -35,7 +35,7 @@ void Permits::release(int count) {
   if (count <= 0) return;
   std::lock_guard lock(mutex_);
   available_ += count;
-  wake_locked();
+  if (available_ >= wake_threshold_ && !waiters_.empty()) wake_locked();
 }
 
 void Permits::close() {

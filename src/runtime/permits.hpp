@@ -5,6 +5,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -13,7 +14,10 @@ namespace sluice::runtime {
 
 class Permits {
  public:
-  explicit Permits(int total) : total_(total), available_(total) {}
+  // Waiters are woken only once `wake_threshold` permits are free (a receive that
+  // could ask for one message is rarely worth a wake-up and a request).
+  explicit Permits(int total, int wake_threshold = 1)
+      : total_(total), wake_threshold_(std::clamp(wake_threshold, 1, total)), available_(total) {}
 
   // Waits until at least one permit is free, then takes up to `max`. Returns 0 when
   // closed. Cancellable (throws boost::system::system_error on cancellation).
@@ -29,6 +33,7 @@ class Permits {
   using Signal = boost::asio::experimental::concurrent_channel<void(boost::system::error_code)>;
   void wake_locked();
   const int total_;
+  const int wake_threshold_;
   mutable std::mutex mutex_;
   int available_;
   bool closed_ = false;
