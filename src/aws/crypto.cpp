@@ -6,11 +6,28 @@
 #include <stdexcept>
 
 namespace sluice::crypto {
+namespace {
+// Explicitly fetched once: OpenSSL 3 otherwise looks the algorithm up on every call,
+// which costs more than digesting a typical SQS message.
+const EVP_MD* fetched(const char* name) {
+  const EVP_MD* md = EVP_MD_fetch(nullptr, name, nullptr);
+  if (!md) throw std::runtime_error(std::string("OpenSSL has no ") + name);
+  return md;
+}
+const EVP_MD* sha256_md() {
+  static const EVP_MD* md = fetched("SHA256");
+  return md;
+}
+const EVP_MD* md5_md() {
+  static const EVP_MD* md = fetched("MD5");
+  return md;
+}
+}  // namespace
 
 Sha256 sha256(std::string_view data) {
   Sha256 out{};
   unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), out.data(), &size, EVP_sha256(), nullptr) != 1)
+  if (EVP_Digest(data.data(), data.size(), out.data(), &size, sha256_md(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(sha256) failed");
   return out;
 }
@@ -18,7 +35,7 @@ Sha256 sha256(std::string_view data) {
 Sha256 hmac_sha256(std::string_view key, std::string_view data) {
   Sha256 out{};
   unsigned int size = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+  if (!HMAC(sha256_md(), key.data(), static_cast<int>(key.size()),
             reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &size))
     throw std::runtime_error("HMAC(sha256) failed");
   return out;
@@ -27,7 +44,7 @@ Sha256 hmac_sha256(std::string_view key, std::string_view data) {
 Md5 md5(std::string_view data) {
   Md5 out{};
   unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), out.data(), &size, EVP_md5(), nullptr) != 1)
+  if (EVP_Digest(data.data(), data.size(), out.data(), &size, md5_md(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(md5) failed");
   return out;
 }
@@ -67,7 +84,7 @@ bool base64_decode(std::string_view text, std::string& out) {
 }
 
 Md5Builder::Md5Builder() : ctx_(EVP_MD_CTX_new()) {
-  if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_md5(), nullptr) != 1)
+  if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), md5_md(), nullptr) != 1)
     throw std::runtime_error("EVP_DigestInit_ex(md5) failed");
 }
 Md5Builder::~Md5Builder() {

@@ -152,17 +152,15 @@ std::string scope_of(std::string_view date, const SigningOptions& options) {
   return scope;
 }
 
-std::string signature_for(const std::string& string_to_sign, std::string_view date,
-                          const std::string& secret, const SigningOptions& options) {
+crypto::Sha256 derive_signing_key(std::string_view date, const std::string& secret,
+                                  const SigningOptions& options) {
+  auto view = [](const crypto::Sha256& k) {
+    return std::string_view(reinterpret_cast<const char*>(k.data()), k.size());
+  };
   const auto k_date = crypto::hmac_sha256("AWS4" + secret, date);
-  const auto k_region = crypto::hmac_sha256(
-      {reinterpret_cast<const char*>(k_date.data()), k_date.size()}, options.region);
-  const auto k_service = crypto::hmac_sha256(
-      {reinterpret_cast<const char*>(k_region.data()), k_region.size()}, options.service);
-  const auto k_signing = crypto::hmac_sha256(
-      {reinterpret_cast<const char*>(k_service.data()), k_service.size()}, "aws4_request");
-  return crypto::hex(crypto::hmac_sha256(
-      {reinterpret_cast<const char*>(k_signing.data()), k_signing.size()}, string_to_sign));
+  const auto k_region = crypto::hmac_sha256(view(k_date), options.region);
+  const auto k_service = crypto::hmac_sha256(view(k_region), options.service);
+  return crypto::hmac_sha256(view(k_service), "aws4_request");
 }
 
 std::pair<std::string_view, std::string_view> split_target(std::string_view target) {
@@ -189,7 +187,25 @@ std::string amz_date(std::chrono::system_clock::time_point time) {
   return buf;
 }
 
-SigV4Signer::SigV4Signer(SigningOptions options) : options_(std::move(options)) {}
+SigV4Signer::SigV4Signer(SigningOptions options)
+    : options_(std::move(options)), key_cache_(std::make_shared<KeyCache>()) {}
+
+// The signing key changes once a day per secret: derive it once, not per request.
+std::string SigV4Signer::signature(const std::string& string_to_sign, std::string_view date,
+                                   const std::string& secret) const {
+  crypto::Sha256 key;
+  {
+    std::lock_guard lock(key_cache_->mutex);
+    if (key_cache_->date != date || key_cache_->secret != secret) {
+      key_cache_->key = derive_signing_key(date, secret, options_);
+      key_cache_->date = std::string(date);
+      key_cache_->secret = secret;
+    }
+    key = key_cache_->key;
+  }
+  return crypto::hex(crypto::hmac_sha256(
+      std::string_view(reinterpret_cast<const char*>(key.data()), key.size()), string_to_sign));
+}
 
 SigningResult SigV4Signer::sign(HttpRequest& request, const Credentials& credentials,
                                 std::chrono::system_clock::time_point now) const {
@@ -220,8 +236,7 @@ SigningResult SigV4Signer::sign(HttpRequest& request, const Credentials& credent
   result.string_to_sign.append(kAlgorithm).append("\n").append(timestamp).append("\n");
   result.string_to_sign.append(scope).append("\n");
   result.string_to_sign.append(crypto::sha256_hex(result.canonical_request));
-  result.signature =
-      signature_for(result.string_to_sign, date, credentials.secret_access_key, options_);
+  result.signature = signature(result.string_to_sign, date, credentials.secret_access_key);
 
   std::string authorization;
   authorization.reserve(200);
@@ -266,8 +281,7 @@ SigningResult SigV4Signer::presign(HttpRequest& request, const Credentials& cred
   result.string_to_sign.append(kAlgorithm).append("\n").append(timestamp).append("\n");
   result.string_to_sign.append(scope).append("\n");
   result.string_to_sign.append(crypto::sha256_hex(result.canonical_request));
-  result.signature =
-      signature_for(result.string_to_sign, date, credentials.secret_access_key, options_);
+  result.signature = signature(result.string_to_sign, date, credentials.secret_access_key);
 
   params.push_back({"X-Amz-Signature", result.signature});
   if (has_token && options_.omit_session_token)

@@ -1,8 +1,13 @@
 #pragma once
 // AWS Signature Version 4, header and query (presigned) forms.
 
+#include <array>
 #include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 
 #include "sluice/aws/credentials.hpp"
 #include "sluice/aws/http.hpp"
@@ -41,7 +46,16 @@ class SigV4Signer {
   const SigningOptions& options() const { return options_; }
 
  private:
+  std::string signature(const std::string& string_to_sign, std::string_view date,
+                        const std::string& secret) const;
+  struct KeyCache {
+    std::mutex mutex;
+    std::string date;
+    std::string secret;
+    std::array<std::uint8_t, 32> key{};
+  };
   SigningOptions options_;
+  std::shared_ptr<KeyCache> key_cache_;
 };
 
 // "20150830T123600Z"

@@ -1,0 +1,234 @@
+#include "pipeline/transform.hpp"
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "aws/crypto.hpp"
+
+namespace sluice::pipeline {
+namespace {
+
+std::string iso8601(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
+  return buf;
+}
+
+const char* type_name(FieldType t) {
+  switch (t) {
+    case FieldType::string: return "string";
+    case FieldType::integer: return "integer";
+    case FieldType::number: return "number";
+    case FieldType::boolean: return "boolean";
+    case FieldType::json: return "json";
+  }
+  return "?";
+}
+
+std::string describe(simdjson::dom::element e) {
+  std::string text = simdjson::minify(e);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+// Converts a JSON value to the field's type, or explains why it cannot.
+std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, std::string& why) {
+  using simdjson::dom::element_type;
+  const element_type kind = e.type();
+  switch (type) {
+    case FieldType::string:
+      if (kind == element_type::STRING) return std::string(e.get_string().value());
+      if (kind == element_type::INT64 || kind == element_type::UINT64 || kind == element_type::DOUBLE ||
+          kind == element_type::BOOL)
+        return simdjson::minify(e);  // numbers and booleans keep their JSON spelling
+      break;
+    case FieldType::integer:
+      if (kind == element_type::INT64) return e.get_int64().value();
+      if (kind == element_type::UINT64 && e.get_uint64().value() <= static_cast<std::uint64_t>(INT64_MAX))
+        return static_cast<std::int64_t>(e.get_uint64().value());
+      if (kind == element_type::DOUBLE) {
+        const double d = e.get_double().value();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
+          return static_cast<std::int64_t>(d);
+      }
+      if (kind == element_type::STRING) {
+        const std::string s(e.get_string().value());
+        std::size_t used = 0;
+        try {
+          const long long v = std::stoll(s, &used);
+          if (used == s.size()) return static_cast<std::int64_t>(v);
+        } catch (...) {
+        }
+      }
+      break;
+    case FieldType::number:
+      if (kind == element_type::INT64 || kind == element_type::UINT64 || kind == element_type::DOUBLE)
+        return e.get_double().value();
+      if (kind == element_type::STRING) {
+        const std::string s(e.get_string().value());
+        std::size_t used = 0;
+        try {
+          const double v = std::stod(s, &used);
+          if (used == s.size() && std::isfinite(v)) return v;
+        } catch (...) {
+        }
+      }
+      break;
+    case FieldType::boolean:
+      if (kind == element_type::BOOL) return e.get_bool().value();
+      if (kind == element_type::STRING) {
+        const std::string_view s = e.get_string().value();
+        if (s == "true") return true;
+        if (s == "false") return false;
+      }
+      break;
+    case FieldType::json:
+      return nlohmann::json::parse(simdjson::minify(e));
+  }
+  why = std::string("expected ") + type_name(type) + ", got " + describe(e);
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* to_string(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::malformed: return "malformed";
+    case RejectReason::validation: return "validation";
+    case RejectReason::schema_drift: return "schema_drift";
+  }
+  return "unknown";
+}
+
+void validate(const TransformSpec& spec) {
+  if (spec.fields.empty()) throw std::invalid_argument("normalize.fields: expected at least one field");
+  std::map<std::string, int> names;
+  for (const auto& f : spec.fields) {
+    if (f.name.empty()) throw std::invalid_argument("normalize.fields[].name: expected a non-empty name");
+    if (++names[f.name] > 1)
+      throw std::invalid_argument("normalize.fields[].name = " + f.name + ": expected unique names");
+    const int sources = (!f.pointer.empty()) + f.constant.has_value() + f.meta.has_value();
+    if (sources != 1)
+      throw std::invalid_argument("normalize.fields[" + f.name +
+                                  "]: expected exactly one of from, const, meta");
+    if (!f.pointer.empty() && f.pointer.front() != '/')
+      throw std::invalid_argument("normalize.fields[" + f.name + "].from = " + f.pointer +
+                                  ": expected a JSON pointer starting with '/'");
+  }
+  if (names.count(spec.hash_field))
+    throw std::invalid_argument("normalize.fields[].name = " + spec.hash_field +
+                                ": expected a name other than the hash field");
+  if (spec.hash_versions.empty())
+    throw std::invalid_argument("identity.versions: expected at least one hash version");
+  for (const auto& [version, fields] : spec.hash_versions) {
+    if (fields.empty())
+      throw std::invalid_argument("identity.versions." + version + ": expected at least one field");
+    for (const auto& name : fields)
+      if (!names.count(name))
+        throw std::invalid_argument("identity.versions." + version + " names field '" + name +
+                                    "': expected one of normalize.fields");
+  }
+  if (!spec.hash_versions.count(spec.hash_version))
+    throw std::invalid_argument("identity.version = " + spec.hash_version +
+                                ": expected one of identity.versions");
+  if (spec.max_body_bytes == 0 || spec.max_depth < 2)
+    throw std::invalid_argument("decode limits: expected max_body_bytes > 0 and max_depth >= 2");
+}
+
+std::string content_hash(const std::string& version, const std::vector<nlohmann::json>& values) {
+  // A JSON array is an unambiguous encoding: no separator can collide with a value.
+  const std::string canonical = nlohmann::json(values).dump();
+  return version + ":" + crypto::sha256_hex(canonical);
+}
+
+Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
+  validate(spec_);
+  for (const auto& name : spec_.hash_versions.at(spec_.hash_version))
+    for (std::size_t i = 0; i < spec_.fields.size(); ++i)
+      if (spec_.fields[i].name == name) hash_indexes_.push_back(i);
+}
+
+std::variant<Record, Rejection> Transformer::transform(const MessageView& message) const {
+  if (message.body.size() > spec_.max_body_bytes)
+    return Rejection{RejectReason::malformed, "body of " + std::to_string(message.body.size()) +
+                                                  " bytes exceeds max_body_bytes " +
+                                                  std::to_string(spec_.max_body_bytes)};
+  thread_local simdjson::dom::parser parser;
+  thread_local simdjson::dom::parser inner_parser;
+  thread_local std::size_t allocated_depth = 0;
+  if (allocated_depth != spec_.max_depth) {
+    if (parser.allocate(spec_.max_body_bytes, spec_.max_depth) ||
+        inner_parser.allocate(spec_.max_body_bytes, spec_.max_depth))
+      throw std::runtime_error("cannot allocate the JSON parser");
+    allocated_depth = spec_.max_depth;
+  }
+  simdjson::dom::element root;
+  if (auto error = parser.parse(message.body.data(), message.body.size()).get(root))
+    return Rejection{RejectReason::malformed,
+                     std::string("body is not valid JSON: ") + simdjson::error_message(error)};
+  if (spec_.unwrap_sns) {
+    std::string_view type, inner;
+    if (!root["Type"].get_string().get(type) && type == "Notification" &&
+        !root["Message"].get_string().get(inner)) {
+      if (auto error = inner_parser.parse(inner.data(), inner.size()).get(root))
+        return Rejection{RejectReason::malformed, std::string("SNS Message is not valid JSON: ") +
+                                                      simdjson::error_message(error)};
+    } else {
+      return Rejection{RejectReason::malformed, "expected an SNS Notification envelope"};
+    }
+  }
+  if (!root.is_object()) return Rejection{RejectReason::schema_drift, "body is not a JSON object"};
+
+  Record record;
+  record.message_id = std::string(message.message_id);
+  std::vector<nlohmann::json> values(spec_.fields.size());
+  for (std::size_t i = 0; i < spec_.fields.size(); ++i) {
+    const FieldSpec& f = spec_.fields[i];
+    nlohmann::json value;
+    if (f.constant) {
+      value = *f.constant;
+    } else if (f.meta) {
+      switch (*f.meta) {
+        case MetaField::message_id: value = std::string(message.message_id); break;
+        case MetaField::sent_time:
+          value = message.sent_time ? nlohmann::json(iso8601(*message.sent_time)) : nlohmann::json();
+          break;
+        case MetaField::received_time: value = iso8601(message.received_time); break;
+        case MetaField::receive_count: value = message.receive_count; break;
+        case MetaField::source: value = std::string(message.source); break;
+      }
+    } else {
+      simdjson::dom::element found;
+      const auto error = root.at_pointer(f.pointer).get(found);
+      if (error || found.is_null()) {
+        if (f.required)
+          return Rejection{RejectReason::validation,
+                           "missing required field " + f.name + " at " + f.pointer};
+        value = f.default_value.value_or(nlohmann::json());
+      } else {
+        std::string why;
+        auto converted = convert(found, f.type, why);
+        if (!converted)
+          return Rejection{RejectReason::schema_drift, "field " + f.name + " at " + f.pointer + ": " + why};
+        value = std::move(*converted);
+      }
+    }
+    record.document[f.name] = value;
+    values[i] = std::move(value);
+  }
+  std::vector<nlohmann::json> identity;
+  identity.reserve(hash_indexes_.size());
+  for (std::size_t i : hash_indexes_) identity.push_back(values[i]);
+  record.hash = content_hash(spec_.hash_version, identity);
+  record.document[spec_.hash_field] = record.hash;
+  return record;
+}
+
+}  // namespace sluice::pipeline
