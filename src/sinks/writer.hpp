@@ -1,0 +1,82 @@
+#pragma once
+// Micro-batching sink writers (LevelDB's group commit, for queues): each writer
+// thread gathers up to batch_size items or waits batch_timeout, writes them in one
+// round trip and settles every message by its own record's outcome:
+//   inserted or duplicate -> ack;  failed -> nack (redelivered later);
+//   whole batch failed (database down) -> retried with backoff, then nacked.
+// Rejected messages go to the rejects table (when enabled) before they are settled.
+// A message is never acked before the database has its record.
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "sinks/sink.hpp"
+#include "sluice/message.hpp"
+
+namespace sluice::sinks {
+
+struct WriterOptions {
+  std::size_t batch_size = 100;
+  std::chrono::milliseconds batch_timeout{20};
+  int writers = 1;
+  int max_attempts = 5;  // per batch, before its messages are nacked
+  std::chrono::milliseconds retry_base{200};
+  std::chrono::milliseconds retry_max{5000};
+  bool rejects_table = true;
+  bool dead_letter_queue = false;  // the container sends rejects to a DLQ
+};
+
+struct WriterEvents {
+  std::function<void(std::size_t batch, std::chrono::nanoseconds latency)> batch_written;
+  std::function<void(WriteOutcome)> outcome;
+  std::function<void(const std::string& error)> batch_failed;
+};
+
+struct RejectItem {
+  RejectRow row;
+};
+
+class BatchWriter {
+ public:
+  using SinkFactory = std::function<std::unique_ptr<Sink>()>;
+  BatchWriter(SinkFactory factory, WriterOptions options, WriterEvents events);
+  ~BatchWriter();
+
+  // Opens one sink per writer (creating tables and indexes); throws SinkError.
+  void start();
+  void submit(pipeline::Record record, Message message);
+  void submit_reject(RejectRow row, Message message);
+  // Writes everything queued, then joins the writers.
+  void stop();
+  bool healthy() const { return healthy_.load(); }
+  std::size_t queued() const;
+
+ private:
+  struct Item {
+    std::variant<pipeline::Record, RejectRow> payload;
+    Message message;
+  };
+  void run(std::unique_ptr<Sink> sink);
+  void write_records(Sink& sink, std::vector<Item>& items);
+  void write_rejects(Sink& sink, std::vector<Item>& items);
+  bool sleep_unless_stopping(std::chrono::milliseconds d);
+
+  SinkFactory factory_;
+  WriterOptions options_;
+  WriterEvents events_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Item> queue_;
+  bool stopping_ = false;
+  std::atomic<bool> healthy_{true};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sluice::sinks
