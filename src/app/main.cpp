@@ -1,33 +1,146 @@
-// The `sluice` command line.
-#include <CLI/CLI.hpp>
-#include <cstdlib>
+// The `sluice` command line. Exit codes: 0 success; 1 the work failed (messages not
+// sent, round trip incomplete); 2 bad usage or configuration; 3 a sink could not be
+// opened at start.
+#include <spdlog/async.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "app/config.hpp"
 #include "app/demo.hpp"
+#include "app/publish.hpp"
+#include "app/run.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/sqs/client.hpp"
+
+namespace {
+
+// Asynchronous logging (seed 001): callers hand lines to a queue, one thread writes.
+void setup_logging(const std::string& level) {
+  spdlog::init_thread_pool(8192, 1);
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto logger = std::make_shared<spdlog::async_logger>("sluice", sink, spdlog::thread_pool(),
+                                                       spdlog::async_overflow_policy::block);
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ [%t] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+int queue_stats(const std::string& queue_url, const std::string& endpoint, const std::string& region) {
+  boost::asio::io_context io;
+  sluice::sqs::SqsClientOptions options;
+  options.endpoint_url = endpoint;
+  options.region = region;
+  try {
+    sluice::sqs::SqsClient client(io.get_executor(), options);
+    auto f = boost::asio::co_spawn(io, client.get_queue_attributes(queue_url), boost::asio::use_future);
+    io.run();
+    for (const auto& [name, value] : f.get()) std::cout << name << " " << value << "\n";
+    return 0;
+  } catch (const sluice::aws::AwsError& e) {
+    std::cerr << "sluice queue stats: " << e.what() << "\n";
+    return e.kind() == sluice::aws::ErrorKind::configuration ? 2 : 1;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "sluice: drain message queues into databases, fast, bounded, exactly once per record"};
+  CLI::App app{"sluice: drain message queues into databases, fast, bounded, once per business record"};
   app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
 
+  // run
+  std::string config_path;
+  sluice::app::RunOptions run_options;
+  auto* run = app.add_subcommand("run", "Run the ingestion pipeline (queue -> decode -> normalize -> dedupe -> sink)");
+  run->add_option("--config,-c", config_path, "pipeline YAML file")->required();
+  run->add_flag("--until-drained", run_options.until_drained,
+                "stop once the queue is empty and every message is settled (batch jobs, demos)");
+
+  // publish
+  sluice::app::PublishOptions publish;
+  auto* pub = app.add_subcommand("publish", "Send a JSON-lines file, or generated inventory events, with retries");
+  pub->add_option("--queue-url", publish.queue_url, "target queue")->required();
+  pub->add_option("--endpoint-url", publish.endpoint_url, "SQS endpoint (default: as the AWS CLI finds it)");
+  pub->add_option("--region", publish.region, "AWS region");
+  pub->add_option("--file", publish.file, "JSON lines to send, one message per line");
+  pub->add_option("--generate", publish.generate, "generate this many inventory events")
+      ->check(CLI::Range(1, 100'000'000))->capture_default_str();
+  pub->add_option("--duplicates", publish.duplicate_share,
+                  "share of generated events repeating an earlier business record (not byte-identical)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  pub->add_option("--malformed", publish.malformed_share, "share of generated events broken on purpose")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  pub->add_option("--concurrency", publish.concurrency, "batches of 100 in flight")
+      ->check(CLI::Range(1, 256))->capture_default_str();
+  pub->add_option("--seed", publish.seed, "random seed of the generator")->capture_default_str();
+
+  // queue stats
+  auto* queue = app.add_subcommand("queue", "Queue operations");
+  queue->require_subcommand(1);
+  std::string stats_url, stats_endpoint, stats_region;
+  auto* stats = queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
+  stats->add_option("--queue-url", stats_url, "queue")->required();
+  stats->add_option("--endpoint-url", stats_endpoint, "SQS endpoint");
+  stats->add_option("--region", stats_region, "AWS region");
+
+  // config
+  auto* config = app.add_subcommand("config", "Configuration tools");
+  config->require_subcommand(1);
+  auto* docs = config->add_subcommand("docs", "Print every option with its default (docs/configuration.md)");
+  std::string check_path;
+  auto* check = config->add_subcommand("check", "Validate a pipeline file and print what it does");
+  check->add_option("--config,-c", check_path, "pipeline YAML file")->required();
+
+  // round-trip
   sluice::app::RoundTripOptions round_trip;
-  auto* demo =
-      app.add_subcommand("round-trip",
-                         "Create a queue, publish events, drain them with overlapping long polls, "
-                         "verify and summarize");
-  demo->add_option("--endpoint-url", round_trip.endpoint_url,
-                   "SQS endpoint (default: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, profile, AWS)");
-  demo->add_option("--region", round_trip.region, "AWS region (default: AWS_REGION, profile)");
+  auto* demo = app.add_subcommand(
+      "round-trip", "Create a queue, publish events, drain them with overlapping long polls, verify and summarize");
+  demo->add_option("--endpoint-url", round_trip.endpoint_url, "SQS endpoint");
+  demo->add_option("--region", round_trip.region, "AWS region");
   demo->add_option("--queue", round_trip.queue_name, "queue name")->capture_default_str();
   demo->add_option("--messages", round_trip.messages, "messages to publish")
-      ->check(CLI::Range(1, 10'000'000))
-      ->capture_default_str();
-  demo->add_option("--concurrent-receives", round_trip.concurrent_receives,
-                   "long polls in flight at once")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
+      ->check(CLI::Range(1, 10'000'000))->capture_default_str();
+  demo->add_option("--concurrent-receives", round_trip.concurrent_receives, "long polls in flight at once")
+      ->check(CLI::Range(1, 256))->capture_default_str();
   demo->add_flag("--keep-queue", round_trip.keep_queue, "do not delete the queue afterwards");
 
   CLI11_PARSE(app, argc, argv);
-  if (*demo) return sluice::app::run_round_trip(round_trip);
-  return EXIT_FAILURE;
+  setup_logging(log_level);
+  int code = EXIT_FAILURE;
+  try {
+    if (*run) {
+      const auto cfg = sluice::app::load_config(config_path);
+      if (log_level == "info") spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+      sluice::app::RunSummary summary;
+      code = sluice::app::run_pipeline(cfg, run_options, summary);
+    } else if (*pub) {
+      code = sluice::app::run_publish(publish);
+    } else if (*stats) {
+      code = queue_stats(stats_url, stats_endpoint, stats_region);
+    } else if (*docs) {
+      std::cout << sluice::app::configuration_markdown();
+      code = 0;
+    } else if (*check) {
+      std::cout << sluice::app::describe(sluice::app::load_config(check_path));
+      code = 0;
+    } else if (*demo) {
+      code = sluice::app::run_round_trip(round_trip);
+    }
+  } catch (const sluice::app::ConfigError& e) {
+    std::cerr << "sluice: configuration error: " << e.what() << "\n";
+    code = 2;
+  }
+  spdlog::shutdown();
+  return code;
 }

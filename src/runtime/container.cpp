@@ -631,10 +631,14 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 
     // 2. Messages handed off but not started are released; running handlers go on.
     draining = true;
-    // 3. Wait for running handlers, until the deadline.
+    // 3. Wait, until the deadline, for running handlers and for messages whose handler
+    //    returned but which are settled later (manual acks, e.g. by a sink writer).
     {
       std::unique_lock idle_lock(idle_mutex);
-      idle_cv.wait_until(idle_lock, deadline, [this] { return running_handlers.load() == 0; });
+      while (!idle_cv.wait_until(idle_lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(5)),
+                                 [this] { return running_handlers.load() == 0 && started_unsettled() == 0; }) &&
+             Clock::now() < deadline) {
+      }
     }
     const int still_running = running_handlers.load();
     // 4. Release everything held and not started (hand-off queue, FIFO group queues).
@@ -678,6 +682,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         options.name,
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
         received.load(), acked.load(), failed.load(), released.load());
+  }
+
+  std::size_t started_unsettled() {
+    std::lock_guard lock(held_mutex);
+    std::size_t n = 0;
+    for (auto& [ptr, s] : held) n += s->started && s->outcome.load() == Outcome::none;
+    return n;
   }
 
   ContainerStats stats() const {

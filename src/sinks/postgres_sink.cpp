@@ -5,15 +5,11 @@
 #include <set>
 
 #include "sinks/sink.hpp"
+#include "sinks/sql.hpp"
 
 namespace sluice::sinks {
 namespace {
 
-std::string quoted(const std::string& identifier) {
-  std::string out = "\"";
-  for (char c : identifier) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 const char* sql_type(pipeline::FieldType type) {
   switch (type) {
@@ -41,13 +37,13 @@ class PostgresSink final : public Sink {
     if (PQstatus(conn_) != CONNECTION_OK) fail("connect");
     std::string columns;
     for (const auto& c : options_.columns)
-      columns += ", " + quoted(c.field) + " " + sql_type(c.type);
-    exec("CREATE TABLE IF NOT EXISTS " + quoted(options_.table) +
+      columns += ", " + sql_identifier(c.field) + " " + sql_type(c.type);
+    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
          " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
          " written_at timestamptz NOT NULL DEFAULT now()" + columns + ")");
-    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + quoted("uniq_" + options_.table + "_hash") + " ON " +
-         quoted(options_.table) + " (hash)");
-    exec("CREATE TABLE IF NOT EXISTS " + quoted(options_.rejects_table) +
+    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") + " ON " +
+         sql_identifier(options_.table) + " (hash)");
+    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body text,"
          " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
   }
@@ -55,8 +51,8 @@ class PostgresSink final : public Sink {
   std::vector<WriteOutcome> write(std::span<const pipeline::Record> records) override {
     ensure_open();
     const std::size_t per_row = 3 + options_.columns.size();
-    std::string sql = "INSERT INTO " + quoted(options_.table) + " (hash, message_id, document";
-    for (const auto& c : options_.columns) sql += ", " + quoted(c.field);
+    std::string sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
+    for (const auto& c : options_.columns) sql += ", " + sql_identifier(c.field);
     sql += ") VALUES ";
     std::vector<std::string> storage;
     storage.reserve(records.size() * per_row);
@@ -121,7 +117,7 @@ class PostgresSink final : public Sink {
                               row.body.c_str(), row.source.c_str()};
       PGresult* res = PQexecParams(
           conn_,
-          ("INSERT INTO " + quoted(options_.rejects_table) +
+          ("INSERT INTO " + sql_identifier(options_.rejects_table) +
            " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)")
               .c_str(),
           5, nullptr, values, nullptr, nullptr, 0);
@@ -134,7 +130,7 @@ class PostgresSink final : public Sink {
 
   std::uint64_t count_records() override {
     ensure_open();
-    PGresult* res = PQexec(conn_, ("SELECT count(*) FROM " + quoted(options_.table)).c_str());
+    PGresult* res = PQexec(conn_, ("SELECT count(*) FROM " + sql_identifier(options_.table)).c_str());
     std::uint64_t n = 0;
     if (PQresultStatus(res) == PGRES_TUPLES_OK) n = std::stoull(PQgetvalue(res, 0, 0));
     PQclear(res);

@@ -3,15 +3,11 @@
 #include <sqlite3.h>
 
 #include "sinks/sink.hpp"
+#include "sinks/sql.hpp"
 
 namespace sluice::sinks {
 namespace {
 
-std::string quoted(const std::string& identifier) {
-  std::string out = "\"";
-  for (char c : identifier) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 class SqliteSink final : public Sink {
  public:
@@ -27,17 +23,17 @@ class SqliteSink final : public Sink {
     sqlite3_busy_timeout(db_, static_cast<int>(options_.busy_timeout.count()));
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=" + options_.synchronous);
-    exec("CREATE TABLE IF NOT EXISTS " + quoted(options_.table) +
+    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
          " (hash TEXT NOT NULL, message_id TEXT, document TEXT NOT NULL,"
          " written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
-    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + quoted("uniq_" + options_.table + "_hash") + " ON " +
-         quoted(options_.table) + " (hash)");
-    exec("CREATE TABLE IF NOT EXISTS " + quoted(options_.rejects_table) +
+    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") + " ON " +
+         sql_identifier(options_.table) + " (hash)");
+    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id INTEGER PRIMARY KEY, message_id TEXT, reason TEXT NOT NULL, detail TEXT, body TEXT,"
          " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
-    insert_ = prepare("INSERT INTO " + quoted(options_.table) +
+    insert_ = prepare("INSERT INTO " + sql_identifier(options_.table) +
                       " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING");
-    insert_reject_ = prepare("INSERT INTO " + quoted(options_.rejects_table) +
+    insert_reject_ = prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
                              " (message_id, reason, detail, body, source) VALUES (?1, ?2, ?3, ?4, ?5)");
   }
 
@@ -87,7 +83,7 @@ class SqliteSink final : public Sink {
 
   std::uint64_t count_records() override {
     ensure_open();
-    sqlite3_stmt* stmt = prepare("SELECT count(*) FROM " + quoted(options_.table));
+    sqlite3_stmt* stmt = prepare("SELECT count(*) FROM " + sql_identifier(options_.table));
     std::uint64_t n = 0;
     if (sqlite3_step(stmt) == SQLITE_ROW) n = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
     sqlite3_finalize(stmt);

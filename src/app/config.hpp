@@ -1,0 +1,60 @@
+#pragma once
+// The `sluice run` configuration: one YAML file, validated on load. Every option is
+// defined once, in the option table in config.cpp (name, type, default, doc,
+// validation, environment override); the loader, `sluice config docs` and
+// docs/configuration.md all come from that table.
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeline/transform.hpp"
+#include "sinks/sink.hpp"
+#include "sinks/writer.hpp"
+#include "sluice/container.hpp"
+
+namespace sluice::app {
+
+// Names the key, the value and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class SinkType { sqlite, postgres, mongodb };
+
+struct PipelineConfig {
+  // source
+  std::string queue_url;
+  std::string region;
+  std::string endpoint_url;
+  ContainerOptions container;
+  // stages
+  pipeline::TransformSpec transform;
+  // sink
+  SinkType sink = SinkType::sqlite;
+  sinks::SqliteOptions sqlite;
+  sinks::PostgresOptions postgres;
+  sinks::MongoOptions mongodb;
+  sinks::WriterOptions writer;
+  // dead letters
+  std::string dead_letter_queue_url;
+  // operations
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string log_level = "info";
+  std::vector<std::string> log_fields;  // business fields carried in log lines
+};
+
+// Loads and validates; environment overrides applied (see the table).
+PipelineConfig load_config(const std::string& path);
+PipelineConfig parse_config(const std::string& yaml_text, const std::string& origin = "<config>");
+
+// docs/configuration.md, generated from the option table.
+std::string configuration_markdown();
+
+// The effective configuration as YAML, secrets redacted.
+std::string describe(const PipelineConfig& config);
+
+}  // namespace sluice::app

@@ -1,0 +1,169 @@
+#include "app/metrics.hpp"
+
+#include <prometheus/text_serializer.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace sluice::app {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+namespace {
+double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+const Histogram::BucketBoundaries kLatency{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10, 25};
+}  // namespace
+
+PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  received_ = &BuildCounter().Name("sluice_messages_received_total").Help("Messages received from the queue").Register(r).Add({});
+  receive_errors_ = &BuildCounter().Name("sluice_receive_errors_total").Help("Failed receive calls").Register(r).Add({});
+  empty_receives_ = &BuildCounter().Name("sluice_empty_receives_total").Help("Receives that returned nothing").Register(r).Add({});
+  written_ = &BuildCounter().Name("sluice_records_written_total").Help("Records inserted by the sink").Register(r).Add({});
+  duplicates_ = &BuildCounter().Name("sluice_records_duplicate_total").Help("Records already present (same content hash)").Register(r).Add({});
+  write_failed_ = &BuildCounter().Name("sluice_records_failed_total").Help("Records the sink refused (nacked)").Register(r).Add({});
+  sink_batch_failures_ = &BuildCounter().Name("sluice_sink_batch_failures_total").Help("Whole-batch write failures (database down, timeout)").Register(r).Add({});
+  rejected_ = &BuildCounter().Name("sluice_messages_rejected_total").Help("Messages rejected, by reason").Register(r);
+  settled_ = &BuildCounter().Name("sluice_messages_settled_total").Help("Messages settled, by outcome").Register(r);
+  in_flight_ = &BuildGauge().Name("sluice_messages_in_flight").Help("Messages held (received, not settled)").Register(r).Add({});
+  receives_ = &BuildGauge().Name("sluice_concurrent_receives").Help("Receive loops running").Register(r).Add({});
+  auto& backlog = BuildGauge().Name("sluice_queue_backlog_messages").Help("ApproximateNumberOfMessages(NotVisible) of the queue").Register(r);
+  backlog_visible_ = &backlog.Add({{"state", "visible"}});
+  backlog_in_flight_ = &backlog.Add({{"state", "not_visible"}});
+  poll_latency_ = &BuildHistogram().Name("sluice_poll_latency_seconds").Help("ReceiveMessage latency").Register(r).Add({}, kLatency);
+  handler_latency_ = &BuildHistogram().Name("sluice_stage_latency_seconds").Help("Decode, normalize and hash per message").Register(r).Add({}, kLatency);
+  sink_latency_ = &BuildHistogram().Name("sluice_sink_write_latency_seconds").Help("One batch write").Register(r).Add({}, kLatency);
+  sink_batch_size_ = &BuildHistogram().Name("sluice_sink_batch_size").Help("Records per batch write").Register(r).Add(
+      {}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
+}
+
+void PipelineMetrics::on_receive(std::size_t messages, std::chrono::nanoseconds latency) {
+  poll_latency_->Observe(seconds(latency));
+  if (messages == 0) empty_receives_->Increment();
+  received_->Increment(static_cast<double>(messages));
+}
+void PipelineMetrics::on_receive_error(const std::string&) { receive_errors_->Increment(); }
+void PipelineMetrics::on_handler(std::chrono::nanoseconds latency, bool) { handler_latency_->Observe(seconds(latency)); }
+void PipelineMetrics::on_settled(const char* outcome) { settled_->Add({{"outcome", outcome}}).Increment(); }
+void PipelineMetrics::on_concurrency(int receives) { receives_->Set(receives); }
+
+void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {
+  switch (outcome) {
+    case sinks::WriteOutcome::inserted: written_->Increment(); break;
+    case sinks::WriteOutcome::duplicate: duplicates_->Increment(); break;
+    case sinks::WriteOutcome::failed: write_failed_->Increment(); break;
+  }
+}
+void PipelineMetrics::record_rejected(const std::string& reason) { rejected_->Add({{"reason", reason}}).Increment(); }
+void PipelineMetrics::record_batch(std::size_t size, std::chrono::nanoseconds latency) {
+  sink_batch_size_->Observe(static_cast<double>(size));
+  sink_latency_->Observe(seconds(latency));
+}
+void PipelineMetrics::record_sink_failure() { sink_batch_failures_->Increment(); }
+void PipelineMetrics::set_backlog(double visible, double not_visible) {
+  backlog_visible_->Set(visible);
+  backlog_in_flight_->Set(not_visible);
+}
+std::uint64_t PipelineMetrics::rejected(const std::string& reason) const {
+  return static_cast<std::uint64_t>(rejected_->Add({{"reason", reason}}).Value());
+}
+std::string PipelineMetrics::serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+// ------------------------------------------------------------------ server
+
+struct MetricsServer::Impl {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io};
+  std::function<std::string()> metrics;
+  std::function<bool()> ready;
+  std::thread thread;
+
+  asio::awaitable<void> session(asio::ip::tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request<http::empty_body> req;
+      stream.expires_after(std::chrono::seconds(30));
+      auto [ec, n] = co_await http::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      http::response<http::string_body> res{http::status::ok, req.version()};
+      const std::string_view target = req.target();
+      if (target == "/metrics") {
+        res.set(http::field::content_type, "text/plain; version=0.0.4");
+        res.body() = metrics();
+      } else if (target == "/healthz") {
+        res.body() = "ok\n";
+      } else if (target == "/readyz") {
+        const bool is_ready = ready();
+        res.result(is_ready ? http::status::ok : http::status::service_unavailable);
+        res.body() = is_ready ? "ready\n" : "not ready\n";
+      } else {
+        res.result(http::status::not_found);
+        res.body() = "not found\n";
+      }
+      res.keep_alive(req.keep_alive());
+      res.prepare_payload();
+      auto [wec, wn] = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      if (wec || !req.keep_alive()) co_return;
+    }
+  }
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      asio::co_spawn(io, session(std::move(socket)), asio::detached);
+    }
+  }
+};
+
+MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> metrics,
+                             std::function<bool()> ready)
+    : impl_(std::make_shared<Impl>()) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos)
+    throw std::invalid_argument("metrics.listen: got '" + listen + "', expected HOST:PORT");
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec) throw std::invalid_argument("metrics.listen: got '" + listen + "', expected an IP address and port");
+  int port = 0;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (...) {
+    throw std::invalid_argument("metrics.listen: got '" + listen + "', expected a port number");
+  }
+  impl_->metrics = std::move(metrics);
+  impl_->ready = std::move(ready);
+  const asio::ip::tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  impl_->acceptor.open(endpoint.protocol());
+  impl_->acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true));
+  impl_->acceptor.bind(endpoint, ec);
+  if (ec) throw std::runtime_error("metrics.listen " + listen + ": " + ec.message());
+  impl_->acceptor.listen();
+  port_ = impl_->acceptor.local_endpoint().port();
+  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  impl_->thread = std::thread([impl = impl_] { impl->io.run(); });
+}
+
+MetricsServer::~MetricsServer() {
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace sluice::app

@@ -1,0 +1,85 @@
+#pragma once
+// Prometheus metrics of a running pipeline, and the HTTP endpoint that serves them
+// with /healthz and /readyz.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <string>
+#include <thread>
+
+#include "sinks/sink.hpp"
+#include "sluice/container.hpp"
+
+namespace sluice::app {
+
+class PipelineMetrics : public ContainerObserver {
+ public:
+  PipelineMetrics();
+
+  // ContainerObserver (called from the container's threads)
+  void on_receive(std::size_t messages, std::chrono::nanoseconds latency) override;
+  void on_receive_error(const std::string& what) override;
+  void on_handler(std::chrono::nanoseconds latency, bool ok) override;
+  void on_settled(const char* outcome) override;
+  void on_concurrency(int receives) override;
+
+  void record_outcome(sinks::WriteOutcome outcome);
+  void record_rejected(const std::string& reason);
+  void record_batch(std::size_t size, std::chrono::nanoseconds latency);
+  void record_sink_failure();
+  void set_in_flight(double n) { in_flight_->Set(n); }
+  void set_backlog(double visible, double not_visible);
+
+  std::string serialize() const;
+
+  // Totals for summaries.
+  std::uint64_t received() const { return static_cast<std::uint64_t>(received_->Value()); }
+  std::uint64_t written() const { return static_cast<std::uint64_t>(written_->Value()); }
+  std::uint64_t duplicates() const { return static_cast<std::uint64_t>(duplicates_->Value()); }
+  std::uint64_t rejected(const std::string& reason) const;
+  std::uint64_t failed_writes() const { return static_cast<std::uint64_t>(write_failed_->Value()); }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Counter* received_;
+  prometheus::Counter* receive_errors_;
+  prometheus::Counter* empty_receives_;
+  prometheus::Counter* written_;
+  prometheus::Counter* duplicates_;
+  prometheus::Counter* write_failed_;
+  prometheus::Counter* sink_batch_failures_;
+  prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Counter>* settled_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Gauge* receives_;
+  prometheus::Gauge* backlog_visible_;
+  prometheus::Gauge* backlog_in_flight_;
+  prometheus::Histogram* poll_latency_;
+  prometheus::Histogram* handler_latency_;
+  prometheus::Histogram* sink_latency_;
+  prometheus::Histogram* sink_batch_size_;
+};
+
+// GET /metrics, /healthz (the process answers), /readyz (200 when ready() is true,
+// else 503). Its own thread; loopback by default.
+class MetricsServer {
+ public:
+  MetricsServer(const std::string& listen, std::function<std::string()> metrics,
+                std::function<bool()> ready);
+  ~MetricsServer();
+  int port() const { return port_; }
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace sluice::app

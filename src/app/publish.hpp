@@ -1,0 +1,32 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace sluice::app {
+
+struct PublishOptions {
+  std::string queue_url;
+  std::string endpoint_url;
+  std::string region;
+  std::string file;          // JSON lines; empty: generate events
+  int generate = 1000;       // generated inventory events
+  double duplicate_share = 0.2;  // share of generated events that repeat an earlier business record
+  double malformed_share = 0.0;  // share of generated events that are broken on purpose
+  int concurrency = 4;       // batches in flight at once
+  bool progress = true;
+  unsigned seed = 1;
+};
+
+// Returns the exit code: 0 all sent, 1 some failed, 2 bad input.
+int run_publish(const PublishOptions& options);
+
+// The generated stream, for tests: each line a JSON body (or a broken one), and how
+// many distinct business records (skuId, locationId, eventType, quantity) it holds.
+struct GeneratedEvents {
+  std::vector<std::string> bodies;
+  std::size_t distinct_records = 0;
+  std::size_t malformed = 0;
+};
+GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share, unsigned seed);
+
+}  // namespace sluice::app

@@ -1,0 +1,234 @@
+#include "app/run.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <condition_variable>
+#include <iostream>
+
+#include "app/metrics.hpp"
+#include "sinks/writer.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/container.hpp"
+#include "sluice/sqs/client.hpp"
+
+namespace sluice::app {
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<int> g_signal{0};
+void on_signal(int number) { g_signal = number; }
+
+double cpu_now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
+  switch (config.sink) {
+    case SinkType::sqlite: return [o = config.sqlite] { return sinks::make_sqlite_sink(o); };
+    case SinkType::postgres: return [o = config.postgres] { return sinks::make_postgres_sink(o); };
+    case SinkType::mongodb: return [o = config.mongodb] { return sinks::make_mongo_sink(o); };
+  }
+  return nullptr;
+}
+
+std::optional<std::chrono::system_clock::time_point> sent_time(const Message& m) {
+  auto it = m.attributes().find("SentTimestamp");
+  if (it == m.attributes().end()) return std::nullopt;
+  try {
+    return std::chrono::system_clock::time_point(std::chrono::milliseconds(std::stoll(it->second)));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// "skuId=SKU-1 locationId=LOC-7": the configured business fields, for log lines.
+std::string log_context(const pipeline::Record& record, const std::vector<std::string>& fields) {
+  std::string out;
+  for (const auto& f : fields) {
+    auto it = record.document.find(f);
+    if (it == record.document.end()) continue;
+    out += (out.empty() ? "" : " ") + f + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary) {
+  const auto started = Clock::now();
+  const double cpu_started = cpu_now();
+  auto metrics = std::make_shared<PipelineMetrics>();
+  const pipeline::Transformer transformer(config.transform);
+
+  sinks::WriterEvents events;
+  events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) { metrics->record_batch(n, latency); };
+  events.outcome = [&](sinks::WriteOutcome o) { metrics->record_outcome(o); };
+  events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
+  sinks::BatchWriter writer(sink_factory(config), config.writer, events);
+  try {
+    writer.start();
+  } catch (const std::exception& e) {
+    spdlog::error("event=sink_unavailable error=\"{}\"", e.what());
+    std::cerr << "sluice: cannot open the sink: " << e.what() << "\n";
+    return 3;
+  }
+  summary.sink = config.sink == SinkType::sqlite     ? "sqlite " + config.sqlite.path
+                 : config.sink == SinkType::postgres ? "postgres table " + config.postgres.table
+                                                     : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
+
+  SqsSourceOptions source{config.queue_url, {}};
+  source.client.region = config.region;
+  source.client.endpoint_url = config.endpoint_url;
+  const auto& log_fields = config.log_fields;
+  auto handler = [&](Message& message) {
+    pipeline::MessageView view{message.body(), message.id(), message.receive_count(), sent_time(message),
+                               message.received_at(), message.source()};
+    auto result = transformer.transform(view);
+    if (auto* record = std::get_if<pipeline::Record>(&result)) {
+      if (!log_fields.empty())
+        spdlog::debug("event=normalized message_id={} {} hash={}", message.id(), log_context(*record, log_fields),
+                      record->hash);
+      writer.submit(std::move(*record), message);
+      return;
+    }
+    const auto& rejection = std::get<pipeline::Rejection>(result);
+    const std::string reason = pipeline::to_string(rejection.reason);
+    metrics->record_rejected(reason);
+    spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason, message.id(),
+                 message.receive_count(), rejection.detail);
+    writer.submit_reject({message.id(), reason, rejection.detail, message.body(), message.source()}, message);
+  };
+
+  std::unique_ptr<Container> container;
+  try {
+    container = std::make_unique<Container>(config.container, source, MessageHandler(handler));
+  } catch (const std::exception& e) {
+    std::cerr << "sluice: " << e.what() << "\n";
+    writer.stop();
+    return 2;
+  }
+  container->set_observer(metrics);
+
+  // Queue statistics for the backlog gauge and the drained check.
+  asio::io_context stats_io;
+  sqs::SqsClientOptions stats_options = source.client;
+  std::optional<sqs::SqsClient> stats_client;
+  try {
+    stats_client.emplace(stats_io.get_executor(), stats_options);
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice: " << e.what() << "\n";
+    writer.stop();
+    return 2;
+  }
+  auto queue_counts = [&]() -> std::optional<std::pair<long, long>> {
+    try {
+      auto f = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.queue_url), asio::use_future);
+      stats_io.restart();
+      stats_io.run();
+      const auto attrs = f.get();
+      return std::make_pair(std::stol(attrs.at("ApproximateNumberOfMessages")),
+                            std::stol(attrs.at("ApproximateNumberOfMessagesNotVisible")));
+    } catch (const std::exception& e) {
+      spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
+      return std::nullopt;
+    }
+  };
+
+  std::unique_ptr<MetricsServer> server;
+  std::atomic<bool> ready{false};
+  if (!config.metrics_listen.empty()) {
+    try {
+      server = std::make_unique<MetricsServer>(
+          config.metrics_listen, [&] { return metrics->serialize(); },
+          [&] { return ready.load() && writer.healthy(); });
+      spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen, server->port());
+    } catch (const std::exception& e) {
+      std::cerr << "sluice: " << e.what() << "\n";
+      writer.stop();
+      return 2;
+    }
+  }
+
+  g_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  container->start();
+  ready = true;
+  spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.queue_url, summary.sink,
+               config.transform.hash_version);
+  auto drained_since = Clock::time_point{};
+  auto last_stats = Clock::time_point{};
+  while (g_signal == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto stats = container->stats();
+    metrics->set_in_flight(static_cast<double>(stats.in_flight));
+    if (Clock::now() - last_stats < std::chrono::milliseconds(500)) continue;
+    last_stats = Clock::now();
+    const auto counts = queue_counts();
+    if (counts) metrics->set_backlog(static_cast<double>(counts->first), static_cast<double>(counts->second));
+    if (!options.until_drained) continue;
+    const bool idle = counts && counts->first == 0 && counts->second == 0 && stats.in_flight == 0 &&
+                      writer.queued() == 0;
+    if (!idle) {
+      drained_since = {};
+    } else if (drained_since == Clock::time_point{}) {
+      drained_since = Clock::now();
+    } else if (Clock::now() - drained_since >= options.drained_for) {
+      spdlog::info("event=drained");
+      break;
+    }
+  }
+  ready = false;
+  if (g_signal) spdlog::info("event=signal signal={}", g_signal.load());
+  // Stop order: intake, running stages and pending writes (the container waits for
+  // every started message to be settled by the writer), deletes flushed, then writers.
+  container->stop();
+  writer.stop();
+
+  summary.received = metrics->received();
+  summary.written = metrics->written();
+  summary.duplicates = metrics->duplicates();
+  summary.failed = metrics->failed_writes();
+  summary.rejected_malformed = metrics->rejected("malformed");
+  summary.rejected_validation = metrics->rejected("validation");
+  summary.rejected_schema_drift = metrics->rejected("schema_drift");
+  try {
+    auto sink = sink_factory(config)();
+    summary.records_in_sink = sink->count_records();
+  } catch (const std::exception&) {
+  }
+  summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  summary.cpu_seconds = cpu_now() - cpu_started;
+  if (!options.quiet) print_summary(summary);
+  return 0;
+}
+
+void print_summary(const RunSummary& s) {
+  const std::uint64_t rejected = s.rejected_malformed + s.rejected_validation + s.rejected_schema_drift;
+  std::cout << "\n== sluice run summary ==\n"
+            << "  received            " << s.received << "\n"
+            << "  written (new)       " << s.written << "\n"
+            << "  duplicates          " << s.duplicates << "  (same business record, already stored)\n"
+            << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed << ", validation "
+            << s.rejected_validation << ", schema drift " << s.rejected_schema_drift << ")\n"
+            << "  failed writes       " << s.failed << "\n"
+            << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
+            << "  elapsed             " << s.seconds << " s, " << (s.seconds > 0 ? s.received / s.seconds : 0)
+            << " messages/s, " << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0)
+            << " us CPU/message\n";
+}
+
+}  // namespace sluice::app

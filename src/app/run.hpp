@@ -1,0 +1,31 @@
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "app/config.hpp"
+
+namespace sluice::app {
+
+struct RunOptions {
+  bool until_drained = false;  // stop once the queue is empty and everything is settled
+  std::chrono::milliseconds drained_for{2000};  // ... for this long
+  bool quiet = false;  // no summary on stdout
+};
+
+struct RunSummary {
+  std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
+  std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0;
+  std::uint64_t records_in_sink = 0;
+  double seconds = 0;
+  double cpu_seconds = 0;
+  std::string sink;
+};
+
+// Runs the pipeline until SIGTERM/SIGINT (or drained), then stops gracefully.
+// Returns the process exit code; fills `summary`.
+int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary);
+
+void print_summary(const RunSummary& summary);
+
+}  // namespace sluice::app
