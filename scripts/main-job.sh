@@ -1,16 +1,46 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine: installs what is missing, builds,
-# starts the local SQS emulator (loopback only), runs a real round trip through
-# Sluice's SQS stack (create queue, publish, drain with overlapping long polls,
-# batched deletes, verify) and prints a summary. Stops the emulator on exit.
+# starts the local SQS emulator (loopback only), publishes inventory events (with
+# business duplicates that are not byte-identical, and a few malformed ones), runs
+# the sluice pipeline into SQLite until the queue is drained, prints a summary and
+# checks that the database holds exactly the distinct business records.
+# Usage: scripts/main-job.sh [EVENTS]   (default 20000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+events="${1:-20000}"
 scripts/install-deps.sh
 dir="$(scripts/build.sh | tail -1)"
+sluice="$PWD/$dir/src/sluice"
 source scripts/lib/emulator.sh
 start_emulator
-echo "main-job: SQS emulator listening on 127.0.0.1:$EMULATOR_PORT"
+endpoint="http://127.0.0.1:$EMULATOR_PORT"
+echo "main-job: SQS emulator on $endpoint"
 # The emulator accepts any signature; these are placeholders, not secrets.
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
-"$dir/src/sluice" round-trip --endpoint-url "http://127.0.0.1:$EMULATOR_PORT" "$@"
+
+out="$PWD/out"
+mkdir -p "$out"
+rm -f "$out"/inventory.db*
+"$sluice" queue create --name inventory-events --endpoint-url "$endpoint" >/dev/null
+queue="$endpoint/000000000000/inventory-events"
+"$sluice" publish --queue-url "$queue" --endpoint-url "$endpoint" --generate "$events" \
+  --duplicates 0.2 --malformed 0.005 2>&1 | tee "$out/publish.log"
+distinct="$(sed -n 's/.* \([0-9]*\) distinct business records.*/\1/p' "$out/publish.log")"
+
+echo "main-job: running the pipeline (examples/inventory-pipeline.yaml) into $out/inventory.db"
+SLUICE_QUEUE_URL="$queue" SLUICE_SQS_ENDPOINT="$endpoint" SLUICE_SQLITE_PATH="$out/inventory.db" \
+SLUICE_METRICS_LISTEN=127.0.0.1:0 SLUICE_LOG_LEVEL=error \
+  "$sluice" run --config examples/inventory-pipeline.yaml --until-drained
+
+stored="$(sqlite3 "$out/inventory.db" 'select count(*) from records')"
+echo
+echo "Look at the result:"
+echo "  sqlite3 $out/inventory.db 'select document from records limit 3'"
+echo "  sqlite3 $out/inventory.db 'select reason, count(*), min(detail) from rejects group by reason'"
+if [[ "$stored" == "$distinct" ]]; then
+  echo "main-job: OK: $stored records stored = $distinct distinct business records published"
+else
+  echo "main-job: FAILED: $stored records stored, expected $distinct" >&2
+  exit 1
+fi

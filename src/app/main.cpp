@@ -49,6 +49,25 @@ int queue_stats(const std::string& queue_url, const std::string& endpoint, const
   }
 }
 
+int queue_create(const std::string& name, bool fifo, const std::string& endpoint, const std::string& region) {
+  boost::asio::io_context io;
+  sluice::sqs::SqsClientOptions options;
+  options.endpoint_url = endpoint;
+  options.region = region;
+  try {
+    sluice::sqs::SqsClient client(io.get_executor(), options);
+    sluice::sqs::QueueAttributes attributes;
+    if (fifo) attributes["FifoQueue"] = "true";
+    auto f = boost::asio::co_spawn(io, client.create_queue(name, attributes), boost::asio::use_future);
+    io.run();
+    std::cout << f.get() << "\n";
+    return 0;
+  } catch (const sluice::aws::AwsError& e) {
+    std::cerr << "sluice queue create: " << e.what() << "\n";
+    return e.kind() == sluice::aws::ErrorKind::configuration ? 2 : 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,6 +113,14 @@ int main(int argc, char** argv) {
   stats->add_option("--endpoint-url", stats_endpoint, "SQS endpoint");
   stats->add_option("--region", stats_region, "AWS region");
 
+  std::string create_name, create_endpoint, create_region;
+  bool create_fifo = false;
+  auto* create = queue->add_subcommand("create", "Create a queue (idempotent) and print its URL");
+  create->add_option("--name", create_name, "queue name (.fifo for FIFO)")->required();
+  create->add_option("--endpoint-url", create_endpoint, "SQS endpoint");
+  create->add_option("--region", create_region, "AWS region");
+  create->add_flag("--fifo", create_fifo, "FIFO queue (the name must end in .fifo)");
+
   // config
   auto* config = app.add_subcommand("config", "Configuration tools");
   config->require_subcommand(1);
@@ -128,6 +155,8 @@ int main(int argc, char** argv) {
       code = sluice::app::run_publish(publish);
     } else if (*stats) {
       code = queue_stats(stats_url, stats_endpoint, stats_region);
+    } else if (*create) {
+      code = queue_create(create_name, create_fifo, create_endpoint, create_region);
     } else if (*docs) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;

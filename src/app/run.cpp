@@ -170,6 +170,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.queue_url, summary.sink,
                config.transform.hash_version);
   auto drained_since = Clock::time_point{};
+  auto work_ended = Clock::time_point{};
   auto last_stats = Clock::time_point{};
   while (g_signal == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -188,6 +189,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       drained_since = Clock::now();
     } else if (Clock::now() - drained_since >= options.drained_for) {
       spdlog::info("event=drained");
+      work_ended = drained_since;  // the idle wait is not work
       break;
     }
   }
@@ -210,7 +212,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     summary.records_in_sink = sink->count_records();
   } catch (const std::exception&) {
   }
-  summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (work_ended == Clock::time_point{}) work_ended = Clock::now();
+  summary.seconds = std::chrono::duration<double>(work_ended - started).count();
   summary.cpu_seconds = cpu_now() - cpu_started;
   if (!options.quiet) print_summary(summary);
   return 0;
