@@ -39,4 +39,17 @@ if [[ ! -x tools/emulator/node_modules/.bin/node ]] || [[ ! -d tools/emulator/no
   echo "install-deps: installing the SQS emulator (npm ci)"
   (cd tools/emulator && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# CongoDB, the MongoDB-wire server for the MongoDB sink tests: its dependencies pinned
+# by tools/mongo-wire's lockfile, the server itself unpacked from its npm package (a
+# plain install of that package fails on dependency versions that do not exist).
+if [[ ! -d tools/mongo-wire/node_modules/mingo ]]; then
+  echo "install-deps: installing the MongoDB-wire test server dependencies (npm ci)"
+  (cd tools/mongo-wire && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [[ ! -f tools/mongo-wire/vendor/package/dist_ts/congodb/index.js ]]; then
+  echo "install-deps: unpacking @push.rocks/smartmongo 2.2.0 (CongoDB)"
+  mkdir -p tools/mongo-wire/vendor
+  (cd tools/mongo-wire/vendor && npm pack --silent @push.rocks/smartmongo@2.2.0 >/dev/null \
+    && tar xzf push.rocks-smartmongo-2.2.0.tgz && rm -f push.rocks-smartmongo-2.2.0.tgz)
+fi
 echo "install-deps: done"

@@ -345,10 +345,15 @@ bool is_section(const std::string& key) {
   return false;
 }
 
+// Every option and every section above one, for "did you mean" suggestions.
 std::vector<std::string> all_keys() {
-  std::vector<std::string> keys;
-  for (const auto& o : options()) keys.push_back(o.key);
-  return keys;
+  std::set<std::string> keys;
+  for (const auto& o : options()) {
+    keys.insert(o.key);
+    for (auto dot = o.key.find('.'); dot != std::string::npos; dot = o.key.find('.', dot + 1))
+      keys.insert(o.key.substr(0, dot));
+  }
+  return {keys.begin(), keys.end()};
 }
 
 void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::string& key) {

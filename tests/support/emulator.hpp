@@ -1,29 +1,70 @@
 #pragma once
-// The real SQS emulator (fauxqs), started once per test process on a loopback
-// ephemeral port and stopped when the process exits (its stdin is our pipe).
+// Real servers for the tests, each started once per test process on a loopback
+// ephemeral port and stopped when the process exits:
+//  - the SQS emulator (fauxqs) and the MongoDB-wire server (CongoDB): Node scripts
+//    whose stdin is our pipe, so they also exit if we die;
+//  - PostgreSQL 15: a private cluster in a temporary directory, run as `postgres`.
 #include <string>
 
 namespace sluice::test {
 
-class Emulator {
+// A Node script from tools/ that prints "LISTENING <port>" when ready.
+class NodeServer {
  public:
-  static Emulator& shared();
+  explicit NodeServer(const std::string& script);
+  ~NodeServer();
   int port() const { return port_; }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  // Queue URLs the emulator's own host name does not resolve; address it by loopback.
-  std::string queue_url(const std::string& name) const {
-    return endpoint() + "/000000000000/" + name;
-  }
-  ~Emulator();
 
  private:
-  Emulator();
   int pid_ = -1;
   int stdin_fd_ = -1;
   int port_ = 0;
 };
 
-// A fresh, unique queue name per call.
+class Emulator {
+ public:
+  static Emulator& shared();
+  int port() const { return server_.port(); }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port()); }
+  // Queue URLs the emulator's own host name does not resolve; address it by loopback.
+  std::string queue_url(const std::string& name) const { return endpoint() + "/000000000000/" + name; }
+
+ private:
+  Emulator();
+  NodeServer server_;
+};
+
+class MongoWire {
+ public:
+  static MongoWire& shared();
+  std::string uri() const {
+    return "mongodb://127.0.0.1:" + std::to_string(server_.port()) + "/?directConnection=true";
+  }
+
+ private:
+  MongoWire();
+  NodeServer server_;
+};
+
+class Postgres {
+ public:
+  static Postgres& shared();
+  std::string dsn(const std::string& database = "postgres") const;
+  int port() const { return port_; }
+  void stop();   // fast shutdown (for outage tests)
+  void start();
+  // Runs SQL through psql; returns its output (tuples only).
+  std::string query(const std::string& sql) const;
+  ~Postgres();
+
+ private:
+  Postgres();
+  std::string dir_;
+  int port_ = 0;
+  bool running_ = false;
+};
+
+// A fresh, unique name per call (queues, tables, databases).
 std::string unique_queue_name(const std::string& prefix);
 
 }  // namespace sluice::test

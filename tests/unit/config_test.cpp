@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "app/config.hpp"
+
+using namespace sluice::app;
+
+namespace {
+const char* kMinimal = R"(
+source:
+  queue_url: http://127.0.0.1:1/000000000000/q
+normalize:
+  fields:
+    - {name: skuId, from: /skuId, required: true}
+    - {name: quantity, from: /quantity, type: integer}
+identity:
+  versions:
+    V1: [skuId, quantity]
+)";
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "test.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string with(const std::string& extra) { return std::string(kMinimal) + extra; }
+}  // namespace
+
+TEST(Config, DefaultsComeFromTheOptionTable) {
+  const auto c = parse_config(kMinimal);
+  EXPECT_EQ(c.container.max_in_flight, 100);
+  EXPECT_EQ(c.container.poll_wait, std::chrono::seconds(20));
+  EXPECT_EQ(c.container.min_concurrent_receives, 1);
+  EXPECT_EQ(c.container.max_concurrent_receives, 4);
+  EXPECT_EQ(c.sink, SinkType::sqlite);
+  EXPECT_EQ(c.sqlite.path, "sluice.db");
+  EXPECT_EQ(c.writer.batch_size, 100u);
+  EXPECT_EQ(c.transform.hash_version, "V1");
+  EXPECT_EQ(c.mongodb.write_concern, "majority");
+  EXPECT_EQ(c.metrics_listen, "127.0.0.1:9464");
+  EXPECT_EQ(c.container.ack_mode, sluice::AckMode::manual);
+}
+
+TEST(Config, ReadsEveryKindOfValue) {
+  const auto c = parse_config(with(R"(
+  version: V1
+sink:
+  type: postgres
+  batch_size: 250
+  batch_timeout: 5ms
+  postgres:
+    dsn: host=127.0.0.1
+    columns: [skuId]
+decode:
+  sns_envelope: yes
+)"));
+  EXPECT_EQ(c.sink, SinkType::postgres);
+  EXPECT_EQ(c.writer.batch_size, 250u);
+  EXPECT_EQ(c.writer.batch_timeout, std::chrono::milliseconds(5));
+  EXPECT_TRUE(c.transform.unwrap_sns);
+  ASSERT_EQ(c.postgres.columns.size(), 1u);
+  EXPECT_EQ(c.postgres.columns[0].field, "skuId");
+}
+
+TEST(Config, ErrorsNameTheKeyTheValueAndWhatWasExpected) {
+  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
+    for (const char* p : parts)
+      if (message.find(p) == std::string::npos) return ::testing::AssertionFailure() << message << " lacks " << p;
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(has(error_of(with("sink:\n  batch_size: lots\n")), {"test.yaml", "sink.batch_size", "'lots'", "integer from 1 to 1000"}));
+  EXPECT_TRUE(has(error_of(std::string(kMinimal) + "sink:\n  type: oracle\n"), {"sink.type", "'oracle'", "sqlite, postgres, mongodb"}));
+  EXPECT_TRUE(has(error_of(with("sink:\n  batch_timeout: 5\n")), {"sink.batch_timeout", "'5'", "duration"}));
+  EXPECT_TRUE(has(error_of(with("sink:\n  sqllite:\n    path: x\n")), {"unknown key sink.sqllite", "did you mean"}));
+  EXPECT_TRUE(has(error_of(with("metrics:\n  lisen: x\n")), {"unknown key metrics.lisen", "metrics.listen"}));
+  EXPECT_TRUE(has(error_of(with("sink:\n  type: postgres\n")), {"sink.postgres.dsn", "missing"}));
+  EXPECT_TRUE(has(error_of(with("logging:\n  fields: [nope]\n")), {"logging.fields", "nope"}));
+  EXPECT_TRUE(has(error_of("source:\n  queue_url: x\n"), {"normalize.fields"}));
+  EXPECT_TRUE(has(error_of("normalize: {}\n"), {"source.queue_url", "missing"}));
+  EXPECT_TRUE(has(error_of(std::string(kMinimal) + "normalize:\n  fields:\n    - {name: a, from: /a, typo: 1}\n"),
+                  {"normalize.fields[0].typo"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  concurrency: 4-2\n")), {"source.concurrency", "'4-2'"}));
+  EXPECT_TRUE(has(error_of("a: [1, 2"), {"not valid YAML"}));
+}
+
+TEST(Config, EnvironmentOverridesTheFile) {
+  setenv("SLUICE_QUEUE_URL", "http://127.0.0.1:2/000000000000/from-env", 1);
+  setenv("SLUICE_POSTGRES_DSN", "host=127.0.0.1 password=s3cret", 1);
+  const auto c = parse_config(with("sink:\n  type: postgres\n"));
+  unsetenv("SLUICE_QUEUE_URL");
+  unsetenv("SLUICE_POSTGRES_DSN");
+  EXPECT_EQ(c.queue_url, "http://127.0.0.1:2/000000000000/from-env");
+  EXPECT_EQ(c.postgres.dsn, "host=127.0.0.1 password=s3cret");
+  EXPECT_EQ(describe(c).find("s3cret"), std::string::npos) << "secrets are redacted";
+  setenv("SLUICE_LOG_LEVEL", "loud", 1);
+  const std::string error = error_of(kMinimal);
+  unsetenv("SLUICE_LOG_LEVEL");
+  EXPECT_NE(error.find("SLUICE_LOG_LEVEL"), std::string::npos) << error;
+}
+
+TEST(Config, TheExampleConfigurationLoads) {
+  const auto c = load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/inventory-pipeline.yaml");
+  EXPECT_EQ(c.transform.hash_versions.at("V1").size(), 4u);
+  EXPECT_EQ(c.container.max_in_flight, 400);
+}
+
+TEST(Config, DocumentationMatchesTheOptionTable) {
+  std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/docs/configuration.md");
+  std::stringstream committed;
+  committed << in.rdbuf();
+  EXPECT_EQ(committed.str(), configuration_markdown())
+      << "docs/configuration.md is stale: run `sluice config docs > docs/configuration.md`";
+}

@@ -1,0 +1,158 @@
+#include <gtest/gtest.h>
+
+#include "pipeline/transform.hpp"
+
+using namespace sluice::pipeline;
+
+namespace {
+TransformSpec inventory_spec() {
+  TransformSpec spec;
+  spec.fields = {
+      {"skuId", "/skuId", FieldType::string, true, {}, {}, {}},
+      {"locationId", "/location/id", FieldType::string, true, {}, {}, {}},
+      {"eventType", "/eventType", FieldType::string, true, {}, {}, {}},
+      {"quantity", "/quantity", FieldType::integer, true, {}, {}, {}},
+      {"unitOfMeasure", "/uom", FieldType::string, false, nlohmann::json("EA"), {}, {}},
+      {"price", "/price", FieldType::number, false, {}, {}, {}},
+      {"active", "/active", FieldType::boolean, false, {}, {}, {}},
+      {"tags", "/tags", FieldType::json, false, {}, {}, {}},
+      {"pipeline", "", FieldType::string, false, {}, nlohmann::json("audit"), {}},
+      {"messageId", "", FieldType::string, false, {}, {}, MetaField::message_id},
+      {"receiveCount", "", FieldType::integer, false, {}, {}, MetaField::receive_count},
+  };
+  spec.hash_versions = {{"V1", {"skuId", "locationId", "eventType", "quantity"}},
+                        {"V2", {"skuId", "locationId", "eventType", "quantity", "unitOfMeasure"}}};
+  spec.hash_version = "V1";
+  return spec;
+}
+
+MessageView view(std::string_view body) {
+  MessageView v;
+  v.body = body;
+  v.message_id = "m-1";
+  v.receive_count = 2;
+  v.received_time = std::chrono::system_clock::now();
+  return v;
+}
+
+Record record_of(const Transformer& t, std::string_view body) {
+  auto result = t.transform(view(body));
+  if (auto* r = std::get_if<Rejection>(&result)) ADD_FAILURE() << to_string(r->reason) << ": " << r->detail;
+  return std::get<Record>(result);
+}
+
+Rejection rejection_of(const Transformer& t, std::string_view body) {
+  auto result = t.transform(view(body));
+  EXPECT_TRUE(std::holds_alternative<Rejection>(result)) << body;
+  return std::holds_alternative<Rejection>(result) ? std::get<Rejection>(result) : Rejection{};
+}
+}  // namespace
+
+TEST(Transform, ProjectsConvertsAndFillsAStableDocument) {
+  const Transformer t(inventory_spec());
+  const auto r = record_of(t, R"({"quantity":"7","eventType":"MOVED","skuId":"SKU-1","location":{"id":"L-9"},
+                                  "price":"9.5","active":"true","tags":["a",{"b":1}],"ignored":true})");
+  EXPECT_EQ(r.document["skuId"], "SKU-1");
+  EXPECT_EQ(r.document["locationId"], "L-9");
+  EXPECT_EQ(r.document["quantity"], 7) << "string converted to integer";
+  EXPECT_EQ(r.document["unitOfMeasure"], "EA") << "default";
+  EXPECT_DOUBLE_EQ(r.document["price"].get<double>(), 9.5);
+  EXPECT_EQ(r.document["active"], true);
+  EXPECT_EQ(r.document["tags"], nlohmann::json::parse(R"(["a",{"b":1}])"));
+  EXPECT_EQ(r.document["pipeline"], "audit");
+  EXPECT_EQ(r.document["messageId"], "m-1");
+  EXPECT_EQ(r.document["receiveCount"], 2);
+  EXPECT_FALSE(r.document.contains("ignored"));
+  // Configured order, then the hash: a stable shape whatever the input order.
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : r.document.items()) keys.push_back(k);
+  EXPECT_EQ(keys.front(), "skuId");
+  EXPECT_EQ(keys.back(), "documentHash");
+  EXPECT_EQ(r.document["documentHash"], r.hash);
+  EXPECT_EQ(r.hash.substr(0, 3), "V1:");
+  EXPECT_EQ(r.hash.size(), 3u + 64u);
+}
+
+TEST(Transform, SameBusinessRecordSameHashWhateverTheBytes) {
+  const Transformer t(inventory_spec());
+  const auto a = record_of(t, R"({"skuId":"SKU-1","location":{"id":"L"},"eventType":"MOVED","quantity":3,"eventId":"a"})");
+  const auto b = record_of(t, R"({"eventId":"b","quantity":"3","eventType":"MOVED","location":{"id":"L"},"skuId":"SKU-1","x":1})");
+  const auto c = record_of(t, R"({"skuId":"SKU-1","location":{"id":"L"},"eventType":"MOVED","quantity":4})");
+  EXPECT_EQ(a.hash, b.hash);
+  EXPECT_NE(a.hash, c.hash);
+  // Values that would collide when joined with a separator do not collide.
+  EXPECT_NE(content_hash("V1", {"a|b", "c"}), content_hash("V1", {"a", "b|c"}));
+  EXPECT_NE(content_hash("V1", {"3"}), content_hash("V1", {3}));
+}
+
+TEST(Transform, HashVersionsAreIndependent) {
+  auto spec = inventory_spec();
+  const Transformer v1(spec);
+  spec.hash_version = "V2";
+  const Transformer v2(spec);
+  const std::string body = R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":1})";
+  const auto a = record_of(v1, body), b = record_of(v2, body);
+  EXPECT_EQ(a.hash.substr(0, 3), "V1:");
+  EXPECT_EQ(b.hash.substr(0, 3), "V2:");
+  EXPECT_NE(a.hash.substr(3), b.hash.substr(3));
+}
+
+TEST(Transform, RejectsWithAReason) {
+  const Transformer t(inventory_spec());
+  EXPECT_EQ(rejection_of(t, "{not json").reason, RejectReason::malformed);
+  EXPECT_EQ(rejection_of(t, "[1,2]").reason, RejectReason::schema_drift);
+  const auto missing = rejection_of(t, R"({"location":{"id":"L"},"eventType":"E","quantity":1})");
+  EXPECT_EQ(missing.reason, RejectReason::validation);
+  EXPECT_NE(missing.detail.find("skuId"), std::string::npos);
+  const auto null_field = rejection_of(t, R"({"skuId":null,"location":{"id":"L"},"eventType":"E","quantity":1})");
+  EXPECT_EQ(null_field.reason, RejectReason::validation);
+  const auto drift = rejection_of(t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":"many"})");
+  EXPECT_EQ(drift.reason, RejectReason::schema_drift);
+  EXPECT_NE(drift.detail.find("quantity"), std::string::npos);
+  EXPECT_NE(drift.detail.find("many"), std::string::npos);
+  EXPECT_EQ(rejection_of(t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":1.5})").reason,
+            RejectReason::schema_drift);
+  EXPECT_EQ(rejection_of(t, R"({"skuId":{"a":1},"location":{"id":"L"},"eventType":"E","quantity":1})").reason,
+            RejectReason::schema_drift);
+}
+
+TEST(Transform, SizeAndDepthLimits) {
+  auto spec = inventory_spec();
+  spec.max_body_bytes = 100;
+  spec.max_depth = 8;
+  const Transformer t(spec);
+  const auto big = rejection_of(t, "{\"skuId\":\"" + std::string(200, 'x') + "\"}");
+  EXPECT_EQ(big.reason, RejectReason::malformed);
+  EXPECT_NE(big.detail.find("max_body_bytes"), std::string::npos);
+  std::string deep = "{\"a\":";
+  for (int i = 0; i < 20; ++i) deep += "[";
+  for (int i = 0; i < 20; ++i) deep += "]";
+  deep += "}";
+  EXPECT_EQ(rejection_of(t, deep).reason, RejectReason::malformed);
+}
+
+TEST(Transform, UnwrapsSnsEnvelopes) {
+  auto spec = inventory_spec();
+  spec.unwrap_sns = true;
+  const Transformer t(spec);
+  const nlohmann::json inner = {{"skuId", "S"}, {"location", {{"id", "L"}}}, {"eventType", "E"}, {"quantity", 2}};
+  const nlohmann::json envelope = {{"Type", "Notification"}, {"MessageId", "sns-1"},
+                                   {"TopicArn", "arn:aws:sns:us-east-1:1:t"}, {"Message", inner.dump()}};
+  EXPECT_EQ(record_of(t, envelope.dump()).document["quantity"], 2);
+  EXPECT_EQ(rejection_of(t, inner.dump()).reason, RejectReason::malformed) << "not an envelope";
+}
+
+TEST(Transform, SpecIsValidated) {
+  auto spec = inventory_spec();
+  spec.hash_versions["V3"] = {"nope"};
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument);
+  spec = inventory_spec();
+  spec.hash_version = "V9";
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument);
+  spec = inventory_spec();
+  spec.fields[0].pointer = "skuId";
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument);
+  spec = inventory_spec();
+  spec.fields[1].name = "skuId";
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument);
+}
