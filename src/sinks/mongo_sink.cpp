@@ -50,12 +50,12 @@ class MongoSink final : public Sink {
                                "key", "{", options_.hash_field.c_str(), BCON_INT32(1), "}", "name",
                                BCON_UTF8("uniq_content_hash"), "unique", BCON_BOOL(true), "}", "]"));
       const bool ok = mongoc_collection_write_command_with_opts(collection_, command.get(), nullptr, nullptr, &error);
-      if (!ok) throw SinkError(std::string("MongoDB createIndexes: ") + error.message);
+      if (!ok) throw SinkError(std::string("MongoDB createIndexes: ") + error.message, drop_connection_if_network(error));
     } else {
       // Still a round trip now, so that an unreachable server fails at start.
       BsonPtr ping(BCON_NEW("ping", BCON_INT32(1)));
       if (!mongoc_client_command_simple(client_, "admin", ping.get(), nullptr, nullptr, &error))
-        throw SinkError(std::string("MongoDB ping: ") + error.message);
+        throw SinkError(std::string("MongoDB ping: ") + error.message, drop_connection_if_network(error));
     }
   }
 
@@ -111,8 +111,8 @@ class MongoSink final : public Sink {
       if (!any_write_error) {
         const std::string message = error.message;
         bson_destroy(&reply);
-        drop_connection_if_network(error);
-        throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message);
+        const bool unavailable = drop_connection_if_network(error);
+        throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message, unavailable);
       }
     }
     bson_destroy(&reply);
@@ -147,8 +147,10 @@ class MongoSink final : public Sink {
   void ensure_open() {
     if (!client_) open();
   }
-  void drop_connection_if_network(const bson_error_t& error) {
-    if (error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION) close();
+  bool drop_connection_if_network(const bson_error_t& error) {
+    const bool network = error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION;
+    if (network) close();
+    return network;
   }
   void close() {
     if (write_concern_) mongoc_write_concern_destroy(write_concern_);

@@ -2,6 +2,7 @@
 // per batch (one round trip); the document as JSONB plus configured typed columns.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <set>
 
 #include "sinks/sink.hpp"
@@ -48,8 +49,16 @@ class PostgresSink final : public Sink {
          " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
   }
 
-  std::vector<WriteOutcome> write(std::span<const pipeline::Record> records) override {
+  std::vector<WriteOutcome> write(std::span<const pipeline::Record> input) override {
     ensure_open();
+    // Rows in hash order: concurrent writers (other processes too) then take the
+    // unique index's locks in the same order and cannot deadlock each other.
+    std::vector<std::size_t> order(input.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
+    std::vector<pipeline::Record> records;
+    records.reserve(input.size());
+    for (std::size_t i : order) records.push_back(input[i]);
     const std::size_t per_row = 3 + options_.columns.size();
     std::string sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
     for (const auto& c : options_.columns) sql += ", " + sql_identifier(c.field);
@@ -95,16 +104,13 @@ class PostgresSink final : public Sink {
     std::multiset<std::string> inserted;
     for (int row = 0; row < PQntuples(res); ++row) inserted.insert(PQgetvalue(res, row, 0));
     PQclear(res);
-    std::vector<WriteOutcome> outcomes;
-    outcomes.reserve(records.size());
-    for (const auto& r : records) {
+    std::vector<WriteOutcome> outcomes(input.size(), WriteOutcome::duplicate);
+    for (std::size_t i = 0; i < input.size(); ++i) {
       // The same hash twice in one batch: the first is the insert, the second a duplicate.
-      auto it = inserted.find(r.hash);
+      auto it = inserted.find(input[i].hash);
       if (it != inserted.end()) {
         inserted.erase(it);
-        outcomes.push_back(WriteOutcome::inserted);
-      } else {
-        outcomes.push_back(WriteOutcome::duplicate);
+        outcomes[i] = WriteOutcome::inserted;
       }
     }
     return outcomes;
@@ -146,7 +152,8 @@ class PostgresSink final : public Sink {
   [[noreturn]] void fail(const std::string& what, std::string error = {}) {
     if (error.empty()) error = conn_ ? PQerrorMessage(conn_) : "no connection";
     while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
-    throw SinkError("PostgreSQL " + what + ": " + error);
+    const bool unavailable = !conn_ || PQstatus(conn_) != CONNECTION_OK;
+    throw SinkError("PostgreSQL " + what + ": " + error, unavailable);
   }
   void exec(const std::string& sql) {
     PGresult* res = PQexec(conn_, sql.c_str());

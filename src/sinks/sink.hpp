@@ -16,11 +16,18 @@ namespace sluice::sinks {
 
 enum class WriteOutcome { inserted, duplicate, failed };
 
-// A failure of a whole batch (connection lost, database down, timeout): the records
-// are not written and will be retried.
+// A failure of a whole batch: the records are not written. `unavailable` when the
+// database cannot be reached at all (down, connection lost): writers then wait for it
+// without limit, holding their messages (and so the intake) back; other failures are
+// retried a bounded number of times, then the messages are nacked.
 class SinkError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit SinkError(const std::string& message, bool unavailable = false)
+      : std::runtime_error(message), unavailable_(unavailable) {}
+  bool unavailable() const { return unavailable_; }
+
+ private:
+  bool unavailable_;
 };
 
 struct RejectRow {

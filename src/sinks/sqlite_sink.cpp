@@ -99,8 +99,9 @@ class SqliteSink final : public Sink {
   [[noreturn]] void fail(const std::string& what) {
     const std::string message =
         "SQLite " + what + " on " + options_.path + ": " + (db_ ? sqlite3_errmsg(db_) : "no connection");
-    // Every SQLite failure here (busy past the timeout, I/O, full disk) is worth retrying later.
-    throw SinkError(message);
+    // Busy past the timeout (another writer holds the file) means: wait for it.
+    const int code = db_ ? sqlite3_errcode(db_) : SQLITE_CANTOPEN;
+    throw SinkError(message, code == SQLITE_BUSY || code == SQLITE_LOCKED);
   }
   void exec(const std::string& sql) {
     char* error = nullptr;

@@ -106,7 +106,11 @@ void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
     } catch (const std::exception& e) {
       healthy_ = false;
       if (events_.batch_failed) events_.batch_failed(e.what());
-      const bool give_up = attempt >= options_.max_attempts;
+      // An unreachable database is waited for (the held messages hold the intake back,
+      // their visibility extended meanwhile); any other failure has bounded attempts.
+      const auto* sink_error = dynamic_cast<const SinkError*>(&e);
+      const bool unavailable = sink_error && sink_error->unavailable();
+      const bool give_up = !unavailable && attempt >= options_.max_attempts;
       spdlog::warn("event=sink_write_failed sink={} records={} attempt={} {} error=\"{}\"",
                    sink.describe(), records.size(), attempt,
                    give_up ? "action=nack" : "retry_in_ms=" + std::to_string(backoff.count()), e.what());

@@ -1,0 +1,231 @@
+// `sluice run` end to end on the real servers: the emulator as the queue, SQLite,
+// PostgreSQL and the MongoDB-wire server as sinks. Each test checks the database
+// holds exactly the distinct business records that were published.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "app/config.hpp"
+#include "app/metrics.hpp"
+#include "app/publish.hpp"
+#include "app/run.hpp"
+#include "sluice/aws/http.hpp"
+#include "sluice/sqs/client.hpp"
+#include "sluice/sqs/publisher.hpp"
+#include "support/emulator.hpp"
+#include "support/local_sqs.hpp"
+#include "support/run.hpp"
+
+extern char** environ;
+namespace asio = boost::asio;
+using namespace sluice;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string pipeline_yaml(const std::string& queue_url, const std::string& sink_section) {
+  return "source:\n  queue_url: " + queue_url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 2-4\n  max_in_flight: 200\n"
+         "  failure_backoff: 1s\n  delete_flush_interval: 20ms\n"
+         "normalize:\n  fields:\n"
+         "    - {name: skuId, from: /skuId, required: true}\n"
+         "    - {name: locationId, from: /locationId, required: true}\n"
+         "    - {name: eventType, from: /eventType, required: true}\n"
+         "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
+         "    - {name: eventId, from: /eventId}\n"
+         "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
+         "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" +
+         sink_section;
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
+    client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), test::emulator_client_options());
+  }
+  std::string make_queue(const std::string& prefix) {
+    const std::string name = test::unique_queue_name(prefix);
+    test::run(io_, client_->create_queue(name));
+    return test::Emulator::shared().queue_url(name);
+  }
+  app::GeneratedEvents publish(const std::string& url, int count, double duplicates, double malformed) {
+    auto events = app::generate_events(count, duplicates, malformed, 7);
+    std::vector<sqs::SendMessageEntry> entries;
+    for (const auto& body : events.bodies) entries.push_back({"", body, {}, {}, {}, {}});
+    sqs::Publisher publisher(client_, url);
+    for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries)))) EXPECT_TRUE(o.ok);
+    return events;
+  }
+  int queue_total(const std::string& url) {
+    const auto a = test::run(io_, client_->get_queue_attributes(url));
+    return std::stoi(a.at("ApproximateNumberOfMessages")) + std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
+  }
+  app::RunSummary run_until_drained(const app::PipelineConfig& config) {
+    app::RunOptions options;
+    options.until_drained = true;
+    options.drained_for = 1500ms;
+    options.quiet = true;
+    app::RunSummary summary;
+    EXPECT_EQ(app::run_pipeline(config, options, summary), 0);
+    return summary;
+  }
+  asio::io_context io_;
+  std::shared_ptr<sqs::SqsClient> client_;
+};
+
+}  // namespace
+
+TEST_F(PipelineTest, SqliteHoldsExactlyTheDistinctRecordsAndRejectsAreKept) {
+  const std::string url = make_queue("pipe-sqlite");
+  const auto events = publish(url, 3000, 0.25, 0.02);
+  const std::string db = ::testing::TempDir() + "/sluice-pipe-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(db);
+  const auto config = app::parse_config(pipeline_yaml(url, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
+  const auto summary = run_until_drained(config);
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  EXPECT_EQ(summary.written, events.distinct_records);
+  EXPECT_EQ(summary.received, 3000u);
+  EXPECT_EQ(summary.duplicates, 3000u - events.distinct_records - events.malformed);
+  EXPECT_EQ(summary.rejected_malformed + summary.rejected_validation + summary.rejected_schema_drift, events.malformed);
+  EXPECT_GT(summary.rejected_malformed, 0u);
+  EXPECT_GT(summary.rejected_validation, 0u);
+  EXPECT_GT(summary.rejected_schema_drift, 0u);
+  EXPECT_EQ(queue_total(url), 0) << "everything acked: written, duplicate, or kept as a reject";
+  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+  EXPECT_EQ(sink->count_records(), events.distinct_records);
+  std::filesystem::remove(db);
+}
+
+TEST_F(PipelineTest, MalformedMessagesGoToTheDeadLetterQueueWithTheirReason) {
+  const std::string url = make_queue("pipe-dlq");
+  const std::string dlq = make_queue("pipe-dlq-dead");
+  const auto events = publish(url, 300, 0.0, 0.1);
+  const std::string db = ::testing::TempDir() + "/sluice-dlq-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(db);
+  const auto config = app::parse_config(pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db +
+                                                               "\ndead_letter:\n  queue_url: " + dlq + "\n"));
+  const auto summary = run_until_drained(config);
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  std::set<std::string> reasons;
+  std::size_t dead = 0;
+  for (int guard = 0; guard < 50 && dead < events.malformed; ++guard) {
+    sqs::ReceiveMessageRequest r;
+    r.queue_url = dlq;
+    r.wait_time_seconds = 1;
+    for (const auto& m : test::run(io_, client_->receive_message(r))) {
+      ++dead;
+      const std::string reason = m.message_attributes.at("sluice-reject-reason").string_value;
+      reasons.insert(reason.substr(0, reason.find(':')));
+      EXPECT_FALSE(m.message_attributes.at("sluice-message-id").string_value.empty());
+      test::run(io_, client_->delete_message(dlq, m.receipt_handle));
+    }
+  }
+  EXPECT_EQ(dead, events.malformed);
+  EXPECT_EQ(reasons, (std::set<std::string>{"malformed", "schema_drift", "validation"}));
+  EXPECT_EQ(queue_total(url), 0);
+  std::filesystem::remove(db);
+}
+
+TEST_F(PipelineTest, MongoWireSinkHoldsExactlyTheDistinctRecords) {
+  const std::string url = make_queue("pipe-mongo");
+  const auto events = publish(url, 1500, 0.3, 0.0);
+  const std::string collection = "pipe_" + std::to_string(getpid());
+  const auto config = app::parse_config(pipeline_yaml(
+      url, "sink:\n  type: mongodb\n  table: " + collection + "\n  mongodb:\n    uri: " + test::MongoWire::shared().uri() +
+               "\n    database: sluice_e2e\n    id_from_hash: true\n"));
+  const auto summary = run_until_drained(config);
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  EXPECT_EQ(summary.duplicates, 1500u - events.distinct_records);
+  EXPECT_EQ(queue_total(url), 0);
+}
+
+TEST_F(PipelineTest, ThreeProcessesOnOneQueueWriteNoDuplicatesToPostgres) {
+  auto& pg = test::Postgres::shared();
+  const std::string url = make_queue("pipe-pg-multi");
+  const auto events = publish(url, 6000, 0.3, 0.0);
+  const std::string table = "multi_" + std::to_string(getpid());
+  const std::string yaml = pipeline_yaml(url, "sink:\n  type: postgres\n  table: " + table +
+                                                  "\n  postgres:\n    dsn: " + pg.dsn() + "\n");
+  const std::string config_path = ::testing::TempDir() + "/sluice-multi-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(config_path) << yaml;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pid_t pid = 0;
+    const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), "--until-drained", nullptr};
+    ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  EXPECT_EQ(pg.query("SELECT count(*), count(DISTINCT hash) FROM " + table),
+            std::to_string(events.distinct_records) + "|" + std::to_string(events.distinct_records) + "\n");
+  EXPECT_EQ(queue_total(url), 0);
+  std::filesystem::remove(config_path);
+}
+
+TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers) {
+  auto& pg = test::Postgres::shared();
+  const std::string url = make_queue("pipe-pg-outage");
+  const auto events = publish(url, 4000, 0.2, 0.0);
+  const std::string table = "outage_" + std::to_string(getpid());
+  auto config = app::parse_config(pipeline_yaml(
+      url, "sink:\n  type: postgres\n  table: " + table + "\n  batch_size: 50\n  max_attempts: 3\n  postgres:\n    dsn: " +
+               pg.dsn() + "\n"));
+  config.container.max_in_flight = 100;
+  config.container.min_concurrent_receives = config.container.max_concurrent_receives = 1;
+  app::RunSummary summary;
+  std::thread runner([&] { summary = run_until_drained(config); });
+  // Stop the database once writing has begun, keep it down, bring it back.
+  for (int i = 0; i < 500; ++i) {
+    if (pg.query("SELECT count(*) FROM pg_tables WHERE tablename = '" + table + "'") == "1\n" &&
+        pg.query("SELECT count(*) > 0 FROM " + table) == "t\n")
+      break;
+    std::this_thread::sleep_for(20ms);
+  }
+  pg.stop();
+  const int visible_while_down_start = queue_total(url);
+  std::this_thread::sleep_for(6s);
+  EXPECT_GT(queue_total(url), 0) << "nothing unwritten was acked while the database was down";
+  EXPECT_LE(queue_total(url), visible_while_down_start);
+  pg.start();
+  runner.join();
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + table), std::to_string(events.distinct_records) + "\n");
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  EXPECT_EQ(queue_total(url), 0);
+}
+
+TEST(MetricsServer, ServesMetricsHealthAndReadiness) {
+  app::PipelineMetrics metrics;
+  metrics.record_rejected("malformed");
+  metrics.record_outcome(sinks::WriteOutcome::inserted);
+  std::atomic<bool> ready{false};
+  app::MetricsServer server("127.0.0.1:0", [&] { return metrics.serialize(); }, [&] { return ready.load(); });
+  asio::io_context io;
+  aws::HttpClientOptions options;
+  options.use_env_proxy = false;
+  aws::HttpClient http(io.get_executor(), options);
+  auto get = [&](const std::string& path) {
+    aws::HttpRequest r;
+    r.url = aws::Url::parse("http://127.0.0.1:" + std::to_string(server.port()) + path);
+    return test::run(io, http.send(r));
+  };
+  const auto m = get("/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("sluice_messages_rejected_total{reason=\"malformed\"} 1"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("sluice_records_written_total 1"), std::string::npos);
+  EXPECT_NE(m.body.find("sluice_sink_write_latency_seconds"), std::string::npos);
+  EXPECT_EQ(get("/healthz").status, 200);
+  EXPECT_EQ(get("/readyz").status, 503);
+  ready = true;
+  EXPECT_EQ(get("/readyz").status, 200);
+  EXPECT_EQ(get("/nope").status, 404);
+}
