@@ -36,6 +36,8 @@ class PostgresSink final : public Sink {
         options_.dsn + " connect_timeout=" + std::to_string(options_.connect_timeout.count());
     conn_ = PQconnectdb(dsn.c_str());
     if (PQstatus(conn_) != CONNECTION_OK) fail("connect");
+    // "relation already exists, skipping" and friends: not worth a line on stderr.
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     std::string columns;
     for (const auto& c : options_.columns)
       columns += ", " + sql_identifier(c.field) + " " + sql_type(c.type);

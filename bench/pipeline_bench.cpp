@@ -1,0 +1,154 @@
+// End-to-end pipeline benchmark, one run, one emulator, one PostgreSQL:
+//   1. ceiling: receive + delete with no processing (as in bench_drain);
+//   2. sluice run into PostgreSQL, batched writes (batch 100);
+//   3. sluice run into PostgreSQL, per-record writes (batch 1), what every seed does;
+//   4. (optional) the Node peer, bench/node-peer: sqs-consumer + pg, same work.
+// Usage: bench_pipeline [messages] [--node]
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "app/config.hpp"
+#include "app/publish.hpp"
+#include "app/run.hpp"
+#include "sluice/sqs/client.hpp"
+#include "sluice/sqs/publisher.hpp"
+#include "support/emulator.hpp"
+#include "support/local_sqs.hpp"
+#include "support/run.hpp"
+
+namespace asio = boost::asio;
+using namespace sluice;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Bench {
+  asio::io_context io;
+  std::shared_ptr<sqs::SqsClient> client =
+      std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
+
+  std::string fill(const std::string& prefix, const std::vector<std::string>& bodies) {
+    const std::string name = test::unique_queue_name(prefix);
+    test::run(io, client->create_queue(name));
+    const std::string url = test::Emulator::shared().queue_url(name);
+    sqs::Publisher publisher(client, url);
+    for (std::size_t start = 0; start < bodies.size(); start += 1000) {
+      std::vector<sqs::SendMessageEntry> entries;
+      for (std::size_t i = start; i < std::min(bodies.size(), start + 1000); ++i)
+        entries.push_back({"", bodies[i], {}, {}, {}, {}});
+      test::run(io, publisher.send_batch(std::move(entries)));
+    }
+    return url;
+  }
+
+  // Receive + delete, no processing: the emulator's ceiling.
+  std::pair<double, double> ceiling(const std::string& url, int count, int loops) {
+    std::atomic<int> received{0}, deleted{0};
+    Clock::time_point finished{};
+    const double cpu0 = cpu_seconds();
+    const auto start = Clock::now();
+    for (int i = 0; i < loops; ++i)
+      asio::co_spawn(io, [&, url]() -> asio::awaitable<void> {
+        while (received.load() < count) {
+          sqs::ReceiveMessageRequest r;
+          r.queue_url = url;
+          r.wait_time_seconds = 1;
+          r.visibility_timeout = 30;
+          auto messages = co_await client->receive_message(r);
+          if (messages.empty()) continue;
+          received += static_cast<int>(messages.size());
+          std::vector<sqs::DeleteMessageEntry> deletes;
+          for (std::size_t j = 0; j < messages.size(); ++j) deletes.push_back({std::to_string(j), messages[j].receipt_handle});
+          asio::co_spawn(io, client->delete_message_batch(url, std::move(deletes)),
+                         [&](std::exception_ptr, sqs::BatchResult result) {
+                           deleted += static_cast<int>(result.successful.size());
+                           if (deleted.load() >= count && finished == Clock::time_point{}) finished = Clock::now();
+                         });
+        }
+      }, asio::detached);
+    io.restart();
+    io.run();
+    return {count / std::chrono::duration<double>(finished - start).count(), (cpu_seconds() - cpu0) / count * 1e6};
+  }
+};
+
+std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table, int batch,
+                        int writers) {
+  return "source:\n  queue_url: " + url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 8\n  max_in_flight: 1000\n  worker_threads: 4\n"
+         "normalize:\n  fields:\n"
+         "    - {name: skuId, from: /skuId, required: true}\n"
+         "    - {name: locationId, from: /locationId, required: true}\n"
+         "    - {name: eventType, from: /eventType, required: true}\n"
+         "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
+         "    - {name: eventId, from: /eventId}\n"
+         "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
+         "sink:\n  type: postgres\n  table: " + table + "\n  batch_size: " + std::to_string(batch) +
+         "\n  writers: " + std::to_string(writers) + "\n  postgres:\n    dsn: " + dsn + "\n"
+         "metrics:\n  listen: ''\nlogging:\n  level: error\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int count = argc > 1 ? std::atoi(argv[1]) : 20000;
+  const bool node = argc > 2 && std::strcmp(argv[2], "--node") == 0;
+  spdlog::set_level(spdlog::level::err);
+  setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
+  auto& pg = test::Postgres::shared();
+  Bench bench;
+  const auto events = app::generate_events(count, 0.2, 0.0, 11);
+  std::printf("pipeline benchmark: %d inventory events (%zu distinct), emulator + PostgreSQL 15 on loopback\n",
+              count, events.distinct_records);
+  std::printf("%-44s %10s %14s %s\n", "contender", "msg/s", "CPU us/msg", "rows");
+
+  const auto [ceiling_rate, ceiling_cpu] = bench.ceiling(bench.fill("pb-ceiling", events.bodies), count, 8);
+  std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate, ceiling_cpu, "-");
+
+  auto sluice_run = [&](const char* label, int batch, int writers) {
+    const std::string url = bench.fill("pb-sluice", events.bodies);
+    const std::string table = "bench_" + std::to_string(batch) + "_" + std::to_string(getpid());
+    const auto config = app::parse_config(config_yaml(url, pg.dsn(), table, batch, writers));
+    app::RunOptions options;
+    options.until_drained = true;
+    options.drained_for = std::chrono::milliseconds(600);
+    options.quiet = true;
+    app::RunSummary summary;
+    app::run_pipeline(config, options, summary);
+    const double rate = static_cast<double>(summary.received) / summary.seconds;
+    std::printf("%-44s %10.0f %14.1f %llu\n", label, rate, summary.cpu_seconds / summary.received * 1e6,
+                static_cast<unsigned long long>(summary.records_in_sink));
+    return rate;
+  };
+  const double batched = sluice_run("sluice run -> PostgreSQL, batch 100", 100, 2);
+  const double single = sluice_run("sluice run -> PostgreSQL, per-record (batch 1)", 1, 16);
+  std::printf("%-44s %10.2f\n", "ratio batched / ceiling", batched / ceiling_rate);
+  std::printf("%-44s %10.2f\n", "ratio batched / per-record", batched / single);
+
+  if (node) {
+    const std::string url = bench.fill("pb-node", events.bodies);
+    const std::string table = "bench_node_" + std::to_string(getpid());
+    const std::string cmd = std::string(SLUICE_SOURCE_DIR) + "/tools/emulator/node_modules/.bin/node " +
+                            SLUICE_SOURCE_DIR + "/bench/node-peer/consumer.mjs " + url + " " +
+                            test::Emulator::shared().endpoint() + " '" + pg.dsn() + "' " + table + " " +
+                            std::to_string(count);
+    std::fflush(stdout);
+    if (std::system(cmd.c_str()) != 0) std::printf("node peer failed (run: cd bench/node-peer && npm ci)\n");
+  }
+  return 0;
+}
