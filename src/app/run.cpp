@@ -95,9 +95,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                                message.received_at(), message.source()};
     auto result = transformer.transform(view);
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
-      if (!log_fields.empty())
-        spdlog::debug("event=normalized message_id={} {} hash={}", message.id(), log_context(*record, log_fields),
-                      record->hash);
+      if (!log_fields.empty()) {
+        record->log_context = log_context(*record, log_fields);
+        spdlog::debug("event=normalized message_id={} {} hash={}", message.id(), record->log_context, record->hash);
+      }
       writer.submit(std::move(*record), message);
       return;
     }

@@ -53,6 +53,7 @@ struct Record {
   std::string hash;                 // "V1:" + 64 hex digits
   nlohmann::ordered_json document;  // fields in configured order, then the hash field
   std::string message_id;
+  std::string log_context;  // "skuId=SKU-1 locationId=L-7": carried to the writer's log lines
 };
 
 struct MessageView {

@@ -97,8 +97,11 @@ void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
       healthy_ = true;
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (events_.outcome) events_.outcome(outcomes[i]);
-        if (outcomes[i] == WriteOutcome::failed)
+        if (outcomes[i] == WriteOutcome::failed) {
+          spdlog::warn("event=record_write_failed sink={} message_id={} {} action=nack", sink.describe(),
+                       records[i].message_id, records[i].log_context);
           items[i].message.nack();
+        }
         else
           items[i].message.ack();  // written now, or already there: durable either way
       }
