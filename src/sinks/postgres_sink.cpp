@@ -61,51 +61,16 @@ class PostgresSink final : public Sink {
     std::vector<pipeline::Record> records;
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(input[i]);
-    const std::size_t per_row = 3 + options_.columns.size();
-    std::string sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
-    for (const auto& c : options_.columns) sql += ", " + sql_identifier(c.field);
-    sql += ") VALUES ";
-    std::vector<std::string> storage;
-    storage.reserve(records.size() * per_row);
-    std::vector<const char*> values;
-    values.reserve(records.size() * per_row);
-    int n = 0;
-    for (std::size_t i = 0; i < records.size(); ++i) {
-      const auto& r = records[i];
-      sql += i ? ",(" : "(";
-      for (std::size_t k = 0; k < per_row; ++k) {
-        sql += (k ? ",$" : "$") + std::to_string(++n);
-        if (k == 2) sql += "::jsonb";
-      }
-      sql += ")";
-      storage.push_back(r.hash);
-      values.push_back(storage.back().c_str());
-      storage.push_back(r.message_id);
-      values.push_back(storage.back().c_str());
-      storage.push_back(r.document.dump());
-      values.push_back(storage.back().c_str());
-      for (const auto& c : options_.columns) {
-        auto it = r.document.find(c.field);
-        if (it == r.document.end() || it->is_null()) {
-          values.push_back(nullptr);
-          continue;
-        }
-        storage.push_back(it->is_string() ? it->get<std::string>() : it->dump());
-        values.push_back(storage.back().c_str());
-      }
-    }
-    // storage must not reallocate after c_str() was taken: reserved above.
-    sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
-    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                 values.data(), nullptr, nullptr, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-      const std::string error = PQresultErrorMessage(res);
-      PQclear(res);
-      fail("insert of " + std::to_string(records.size()) + " records", error);
-    }
-    std::multiset<std::string> inserted;
-    for (int row = 0; row < PQntuples(res); ++row) inserted.insert(PQgetvalue(res, row, 0));
-    PQclear(res);
+    // One multi-row INSERT per chunk of rows; all chunks go out in libpq's pipeline
+    // mode with a single sync: one round trip for the whole batch, and statements
+    // that stay far below PostgreSQL's 65,535-parameter limit.
+    std::vector<Statement> statements;
+    for (std::size_t start = 0; start < records.size(); start += kRowsPerStatement)
+      statements.push_back(insert_statement(std::span(records).subspan(
+          start, std::min(kRowsPerStatement, records.size() - start))));
+    std::multiset<std::string> inserted = statements.size() == 1
+                                              ? run_single(statements.front(), records.size())
+                                              : run_pipelined(statements, records.size());
     std::vector<WriteOutcome> outcomes(input.size(), WriteOutcome::duplicate);
     for (std::size_t i = 0; i < input.size(); ++i) {
       // The same hash twice in one batch: the first is the insert, the second a duplicate.
@@ -116,6 +81,103 @@ class PostgresSink final : public Sink {
       }
     }
     return outcomes;
+  }
+
+  static constexpr std::size_t kRowsPerStatement = 200;
+
+  struct Statement {
+    std::string sql;
+    std::vector<std::string> storage;  // owns what `values` points to
+    std::vector<const char*> values;
+  };
+
+  Statement insert_statement(std::span<const pipeline::Record> rows) const {
+    const std::size_t per_row = 3 + options_.columns.size();
+    Statement st;
+    st.sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
+    for (const auto& c : options_.columns) st.sql += ", " + sql_identifier(c.field);
+    st.sql += ") VALUES ";
+    st.storage.reserve(rows.size() * per_row);  // no reallocation: c_str() pointers stay valid
+    st.values.reserve(rows.size() * per_row);
+    int n = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      st.sql += i ? ",(" : "(";
+      for (std::size_t k = 0; k < per_row; ++k) {
+        st.sql += (k ? ",$" : "$") + std::to_string(++n);
+        if (k == 2) st.sql += "::jsonb";
+      }
+      st.sql += ")";
+      for (std::string value : {r.hash, r.message_id, r.document.dump()}) {
+        st.storage.push_back(std::move(value));
+        st.values.push_back(st.storage.back().c_str());
+      }
+      for (const auto& c : options_.columns) {
+        auto it = r.document.find(c.field);
+        if (it == r.document.end() || it->is_null()) {
+          st.values.push_back(nullptr);
+          continue;
+        }
+        st.storage.push_back(it->is_string() ? it->get<std::string>() : it->dump());
+        st.values.push_back(st.storage.back().c_str());
+      }
+    }
+    st.sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
+    return st;
+  }
+
+  static void collect(PGresult* res, std::multiset<std::string>& inserted) {
+    for (int row = 0; row < PQntuples(res); ++row) inserted.insert(PQgetvalue(res, row, 0));
+  }
+
+  std::multiset<std::string> run_single(const Statement& st, std::size_t rows) {
+    PGresult* res = PQexecParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
+                                 st.values.data(), nullptr, nullptr, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+      const std::string error = PQresultErrorMessage(res);
+      PQclear(res);
+      fail("insert of " + std::to_string(rows) + " records", error);
+    }
+    std::multiset<std::string> inserted;
+    collect(res, inserted);
+    PQclear(res);
+    return inserted;
+  }
+
+  std::multiset<std::string> run_pipelined(const std::vector<Statement>& statements, std::size_t rows) {
+    if (!PQenterPipelineMode(conn_)) fail("enter pipeline mode");
+    // Statements up to a sync share an implicit transaction: all chunks are written
+    // or none (a failed chunk rolls back the ones before it and skips the rest).
+    bool sent = true;
+    for (const auto& st : statements)
+      sent = sent && PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
+                                       st.values.data(), nullptr, nullptr, 0);
+    sent = sent && PQpipelineSync(conn_);
+    std::multiset<std::string> inserted;
+    std::string error;
+    if (!sent) error = PQerrorMessage(conn_);
+    // Results: one per query (each followed by a null), then the sync.
+    while (sent) {
+      PGresult* res = PQgetResult(conn_);
+      if (!res) continue;  // end of one query's results
+      const auto status = PQresultStatus(res);
+      if (status == PGRES_PIPELINE_SYNC) {
+        PQclear(res);
+        break;
+      }
+      if (status == PGRES_TUPLES_OK)
+        collect(res, inserted);
+      else if (status != PGRES_COMMAND_OK && error.empty())
+        error = status == PGRES_PIPELINE_ABORTED ? "pipeline aborted" : PQresultErrorMessage(res);
+      PQclear(res);
+      if (PQstatus(conn_) != CONNECTION_OK) {
+        if (error.empty()) error = PQerrorMessage(conn_);
+        break;
+      }
+    }
+    if (PQstatus(conn_) == CONNECTION_OK) PQexitPipelineMode(conn_);
+    if (!error.empty()) fail("pipelined insert of " + std::to_string(rows) + " records", error);
+    return inserted;
   }
 
   void write_rejects(std::span<const RejectRow> rows) override {

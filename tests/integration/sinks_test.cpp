@@ -76,6 +76,23 @@ TEST(PostgresSink, MultiRowInsertOnConflictDoNothing) {
             "t\n");
 }
 
+TEST(PostgresSink, LargeBatchesArePipelinedInOneRoundTrip) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "pipelined_" + std::to_string(getpid());
+  auto sink = sinks::make_postgres_sink(options);
+  sink->open();
+  std::vector<pipeline::Record> batch;
+  for (int i = 0; i < 650; ++i) batch.push_back(record("SKU-" + std::to_string(i % 500), 1, "m" + std::to_string(i)));
+  const auto outcomes = sink->write(batch);
+  ASSERT_EQ(outcomes.size(), 650u);
+  for (int i = 0; i < 650; ++i)
+    EXPECT_EQ(outcomes[i], i < 500 ? WriteOutcome::inserted : WriteOutcome::duplicate) << i;
+  EXPECT_EQ(sink->count_records(), 500u);
+  EXPECT_EQ(sink->write(batch), std::vector<WriteOutcome>(650, WriteOutcome::duplicate)) << "the connection is usable again";
+}
+
 TEST(PostgresSink, UnreachableDatabaseIsASinkError) {
   sinks::PostgresOptions options;
   options.dsn = "host=127.0.0.1 port=9 user=postgres";
