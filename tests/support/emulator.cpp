@@ -1,7 +1,10 @@
 #include "support/emulator.hpp"
 
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -13,9 +16,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
+#include <optional>
 #include <string>
-
-extern char** environ;
+#include <thread>
+#include <vector>
 
 namespace sluice::test {
 namespace {
@@ -45,22 +49,42 @@ int free_port() {
 
 }  // namespace
 
+// Starts a child that dies with us (PR_SET_PDEATHSIG), whatever way we die, and
+// inherits none of our descriptors but the ones given: a crashed test must not leave
+// a server behind holding the test runner's output pipe open.
+pid_t spawn_child(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd,
+                  std::optional<std::pair<uid_t, gid_t>> as_user = std::nullopt) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid > 0) return pid;
+  if (as_user) {
+    if (setgid(as_user->second) != 0 || setuid(as_user->first) != 0) _exit(126);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(0);  // the parent died before prctl
+  dup2(stdin_fd, 0);
+  dup2(stdout_fd, 1);
+  dup2(stderr_fd, 2);
+  close_range(3, ~0U, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
 NodeServer::NodeServer(const std::string& script) {
   const std::string root = SLUICE_SOURCE_DIR;
   const std::string node = root + "/tools/emulator/node_modules/.bin/node";
   const std::string path = root + "/" + script;
+  if (access(node.c_str(), X_OK) != 0)
+    throw std::runtime_error("no Node at " + node + " (run scripts/install-deps.sh)");
   int in_pipe[2], out_pipe[2];
-  if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) throw std::runtime_error("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_addclose(&actions, in_pipe[1]);
-  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
-  const char* argv[] = {node.c_str(), "--no-warnings", path.c_str(), "0", nullptr};
-  if (posix_spawn(&pid_, node.c_str(), &actions, nullptr, const_cast<char**>(argv), environ) != 0)
-    throw std::runtime_error("cannot start " + path + " with " + node + " (run scripts/install-deps.sh)");
-  posix_spawn_file_actions_destroy(&actions);
+  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  pid_ = spawn_child({node, "--no-warnings", path, "0"}, in_pipe[0], out_pipe[1], null_fd);
+  close(null_fd);
   close(in_pipe[0]);
   close(out_pipe[1]);
   stdin_fd_ = in_pipe[1];
@@ -110,15 +134,32 @@ Postgres::Postgres() {
 
 void Postgres::start() {
   if (running_) return;
-  run_command("runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D " + dir_ + "/data -w -l " + dir_ +
-              "/log start -o \"-p " + std::to_string(port_) + " -c listen_addresses=127.0.0.1 -k " + dir_ +
-              " -c fsync=off -c max_connections=200\"");
-  running_ = true;
+  const passwd* user = getpwnam("postgres");
+  if (!user) throw std::runtime_error("no postgres user (install the postgresql package)");
+  const int log_fd = open((dir_ + "/log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // postgres itself, not pg_ctl: a daemonized server would outlive a crashed test.
+  pid_ = spawn_child({"/usr/lib/postgresql/15/bin/postgres", "-D", dir_ + "/data", "-p", std::to_string(port_), "-c",
+                      "listen_addresses=127.0.0.1", "-k", dir_, "-c", "fsync=off", "-c", "max_connections=200"},
+                     null_fd, log_fd, log_fd, std::make_pair(user->pw_uid, user->pw_gid));
+  close(log_fd);
+  close(null_fd);
+  const std::string conninfo = dsn() + " connect_timeout=1";
+  for (int i = 0; i < 300; ++i) {
+    if (PQping(conninfo.c_str()) == PQPING_OK) {
+      running_ = true;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("PostgreSQL did not start; see " + dir_ + "/log");
 }
 
 void Postgres::stop() {
   if (!running_) return;
-  run_command("runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D " + dir_ + "/data -w -m fast stop");
+  kill(pid_, SIGINT);  // fast shutdown: disconnect clients, stop
+  int status = 0;
+  waitpid(pid_, &status, 0);
   running_ = false;
 }
 

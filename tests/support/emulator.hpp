@@ -60,6 +60,7 @@ class Postgres {
  private:
   Postgres();
   std::string dir_;
+  int pid_ = -1;
   int port_ = 0;
   bool running_ = false;
 };
