@@ -30,12 +30,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 
 std::string fill_queue(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
@@ -66,7 +60,7 @@ Result ceiling(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, con
                int count, int loops) {
   std::atomic<int> received{0}, deleted{0};
   Clock::time_point finished{};
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = test::cpu_seconds();
   const auto start = Clock::now();
   // Each loop receives and hands the delete off without waiting for it, so that
   // receives never wait on deletes: the most this emulator can give.
@@ -98,7 +92,7 @@ Result ceiling(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, con
   io.restart();
   io.run();  // also waits out the idle long polls of the other loops: not counted
   if (deleted.load() < count) std::fprintf(stderr, "ceiling: only %d of %d deleted\n", deleted.load(), count);
-  return {std::chrono::duration<double>(finished - start).count(), cpu_seconds() - cpu0};
+  return {std::chrono::duration<double>(finished - start).count(), test::cpu_seconds() - cpu0};
 }
 
 Result container_drain(const std::string& url, int count, int receives) {
@@ -110,13 +104,13 @@ Result container_drain(const std::string& url, int count, int receives) {
   options.poll_wait = std::chrono::seconds(1);
   options.worker_threads = std::getenv("BENCH_WORKERS") ? std::atoi(std::getenv("BENCH_WORKERS")) : 4;
   Container container(options, {url, test::emulator_client_options()}, MessageHandler([](Message&) {}));
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = test::cpu_seconds();
   const auto start = Clock::now();
   container.start();
   while (container.stats().acked < static_cast<std::uint64_t>(count))
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const double cpu = cpu_seconds() - cpu0;
+  const double cpu = test::cpu_seconds() - cpu0;
   container.stop();
   return {seconds, cpu};
 }

@@ -29,12 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 struct Bench {
   asio::io_context io;
@@ -59,7 +53,7 @@ struct Bench {
   std::pair<double, double> ceiling(const std::string& url, int count, int loops) {
     std::atomic<int> received{0}, deleted{0};
     Clock::time_point finished{};
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = test::cpu_seconds();
     const auto start = Clock::now();
     for (int i = 0; i < loops; ++i)
       asio::co_spawn(io, [&, url]() -> asio::awaitable<void> {
@@ -82,7 +76,7 @@ struct Bench {
       }, asio::detached);
     io.restart();
     io.run();
-    return {count / std::chrono::duration<double>(finished - start).count(), (cpu_seconds() - cpu0) / count * 1e6};
+    return {count / std::chrono::duration<double>(finished - start).count(), (test::cpu_seconds() - cpu0) / count * 1e6};
   }
 };
 

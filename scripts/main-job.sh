@@ -18,6 +18,7 @@ echo "main-job: SQS emulator on $endpoint"
 # The emulator accepts any signature; these are placeholders, not secrets.
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_EC2_METADATA_DISABLED=true  # local job: no instance metadata lookups
 
 out="$PWD/out"
 mkdir -p "$out"

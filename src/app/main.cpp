@@ -32,40 +32,39 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
-int queue_stats(const std::string& queue_url, const std::string& endpoint, const std::string& region) {
+// Runs one SQS call to completion; `print` shows its result. Exit code as documented.
+template <class Call, class Print>
+int sqs_command(const char* name, const std::string& endpoint, const std::string& region, Call call, Print print) {
   boost::asio::io_context io;
   sluice::sqs::SqsClientOptions options;
   options.endpoint_url = endpoint;
   options.region = region;
   try {
     sluice::sqs::SqsClient client(io.get_executor(), options);
-    auto f = boost::asio::co_spawn(io, client.get_queue_attributes(queue_url), boost::asio::use_future);
+    auto result = boost::asio::co_spawn(io, call(client), boost::asio::use_future);
     io.run();
-    for (const auto& [name, value] : f.get()) std::cout << name << " " << value << "\n";
+    print(result.get());
     return 0;
   } catch (const sluice::aws::AwsError& e) {
-    std::cerr << "sluice queue stats: " << e.what() << "\n";
+    std::cerr << "sluice " << name << ": " << e.what() << "\n";
     return e.kind() == sluice::aws::ErrorKind::configuration ? 2 : 1;
   }
 }
 
+int queue_stats(const std::string& queue_url, const std::string& endpoint, const std::string& region) {
+  return sqs_command(
+      "queue stats", endpoint, region, [&](auto& client) { return client.get_queue_attributes(queue_url); },
+      [](const sluice::sqs::QueueAttributes& attributes) {
+        for (const auto& [name, value] : attributes) std::cout << name << " " << value << "\n";
+      });
+}
+
 int queue_create(const std::string& name, bool fifo, const std::string& endpoint, const std::string& region) {
-  boost::asio::io_context io;
-  sluice::sqs::SqsClientOptions options;
-  options.endpoint_url = endpoint;
-  options.region = region;
-  try {
-    sluice::sqs::SqsClient client(io.get_executor(), options);
-    sluice::sqs::QueueAttributes attributes;
-    if (fifo) attributes["FifoQueue"] = "true";
-    auto f = boost::asio::co_spawn(io, client.create_queue(name, attributes), boost::asio::use_future);
-    io.run();
-    std::cout << f.get() << "\n";
-    return 0;
-  } catch (const sluice::aws::AwsError& e) {
-    std::cerr << "sluice queue create: " << e.what() << "\n";
-    return e.kind() == sluice::aws::ErrorKind::configuration ? 2 : 1;
-  }
+  sluice::sqs::QueueAttributes attributes;
+  if (fifo) attributes["FifoQueue"] = "true";
+  return sqs_command(
+      "queue create", endpoint, region, [&](auto& client) { return client.create_queue(name, attributes); },
+      [](const std::string& url) { std::cout << url << "\n"; });
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #pragma once
 // Client settings for the local emulator, and process measurements, shared by the
 // integration tests and the benchmarks.
+#include <sys/resource.h>
+
 #include <fstream>
 #include <string>
 
@@ -17,6 +19,14 @@ inline sqs::SqsClientOptions emulator_client_options() {
   o.credentials = aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "test"});
   o.http.use_env_proxy = false;
   return o;
+}
+
+// CPU time (user + system) of this process so far, seconds.
+inline double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // Resident set size of this process, KiB.
