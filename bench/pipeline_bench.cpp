@@ -83,7 +83,7 @@ struct Bench {
 std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table, int batch,
                         int writers) {
   return "source:\n  queue_url: " + url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 8\n  max_in_flight: 1000\n  worker_threads: 4\n"
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 8\n  max_in_flight: " + std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") + "\n  worker_threads: 4\n"
          "normalize:\n  fields:\n"
          "    - {name: skuId, from: /skuId, required: true}\n"
          "    - {name: locationId, from: /locationId, required: true}\n"
@@ -124,12 +124,15 @@ int main(int argc, char** argv) {
     options.quiet = true;
     app::RunSummary summary;
     app::run_pipeline(config, options, summary);
-    const double rate = static_cast<double>(summary.received) / summary.seconds;
+    const double rate = static_cast<double>(summary.received) / summary.active_seconds;
     std::printf("%-44s %10.0f %14.1f %llu\n", label, rate, summary.cpu_seconds / summary.received * 1e6,
                 static_cast<unsigned long long>(summary.records_in_sink));
     return rate;
   };
-  const double batched = sluice_run("sluice run -> PostgreSQL, batch 100", 100, 2);
+  const int batch = std::getenv("BENCH_BATCH") ? std::atoi(std::getenv("BENCH_BATCH")) : 100;
+  const int writers = std::getenv("BENCH_WRITERS") ? std::atoi(std::getenv("BENCH_WRITERS")) : 4;
+  const std::string label = "sluice run -> PostgreSQL, batch " + std::to_string(batch) + " x" + std::to_string(writers);
+  const double batched = sluice_run(label.c_str(), batch, writers);
   const double single = sluice_run("sluice run -> PostgreSQL, per-record (batch 1)", 1, 16);
   std::printf("%-44s %10.2f\n", "ratio batched / ceiling", batched / ceiling_rate);
   std::printf("%-44s %10.2f\n", "ratio batched / per-record", batched / single);

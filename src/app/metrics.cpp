@@ -49,14 +49,33 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
       {}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
 }
 
+namespace {
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+double PipelineMetrics::active_seconds() const {
+  const auto first = first_receive_ns_.load(), last = last_settle_ns_.load();
+  return first && last > first ? static_cast<double>(last - first) / 1e9 : 0.0;
+}
+
 void PipelineMetrics::on_receive(std::size_t messages, std::chrono::nanoseconds latency) {
   poll_latency_->Observe(seconds(latency));
+  if (messages > 0) {
+    std::int64_t expected = 0;
+    first_receive_ns_.compare_exchange_strong(expected, now_ns());
+  }
   if (messages == 0) empty_receives_->Increment();
   received_->Increment(static_cast<double>(messages));
 }
 void PipelineMetrics::on_receive_error(const std::string&) { receive_errors_->Increment(); }
 void PipelineMetrics::on_handler(std::chrono::nanoseconds latency, bool) { handler_latency_->Observe(seconds(latency)); }
-void PipelineMetrics::on_settled(const char* outcome) { settled_->Add({{"outcome", outcome}}).Increment(); }
+void PipelineMetrics::on_settled(const char* outcome) {
+  settled_->Add({{"outcome", outcome}}).Increment();
+  last_settle_ns_.store(now_ns(), std::memory_order_relaxed);
+}
 void PipelineMetrics::on_concurrency(int receives) { receives_->Set(receives); }
 
 void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {

@@ -44,9 +44,14 @@ class PipelineMetrics : public ContainerObserver {
   std::uint64_t duplicates() const { return static_cast<std::uint64_t>(duplicates_->Value()); }
   std::uint64_t rejected(const std::string& reason) const;
   std::uint64_t failed_writes() const { return static_cast<std::uint64_t>(write_failed_->Value()); }
+  // From the first message received to the last one settled: the time spent working,
+  // without start-up or the idle wait of --until-drained.
+  double active_seconds() const;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  std::atomic<std::int64_t> first_receive_ns_{0};
+  std::atomic<std::int64_t> last_settle_ns_{0};
   prometheus::Counter* received_;
   prometheus::Counter* receive_errors_;
   prometheus::Counter* empty_receives_;

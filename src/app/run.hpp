@@ -17,7 +17,8 @@ struct RunSummary {
   std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0;
   std::uint64_t records_in_sink = 0;
-  double seconds = 0;
+  double seconds = 0;         // the whole run
+  double active_seconds = 0;  // first message received to last settled
   double cpu_seconds = 0;
   std::string sink;
 };

@@ -22,19 +22,23 @@ void BatchWriter::start() {
 }
 
 void BatchWriter::submit(pipeline::Record record, Message message) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(Item{std::move(record), std::move(message)});
-  }
-  ready_.notify_one();
+  enqueue(Item{std::move(record), std::move(message)});
 }
 
 void BatchWriter::submit_reject(RejectRow row, Message message) {
+  enqueue(Item{std::move(row), std::move(message)});
+}
+
+void BatchWriter::enqueue(Item item) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Item{std::move(row), std::move(message)});
+    queue_.push_back(std::move(item));
+    // Wake a writer when a batch can start (its timer begins) or is full; waking it
+    // for every record would cost a context switch per message.
+    wake = queue_.size() == 1 || queue_.size() % options_.batch_size == 0;
   }
-  ready_.notify_one();
+  if (wake) ready_.notify_one();
 }
 
 std::size_t BatchWriter::queued() const {
@@ -67,8 +71,7 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
       if (queue_.empty()) return;  // stopping and drained
       // Group commit: wait a little for company, unless the batch is full already.
       const auto deadline = Clock::now() + options_.batch_timeout;
-      while (queue_.size() < options_.batch_size && !stopping_)
-        if (ready_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+      ready_.wait_until(lock, deadline, [&] { return queue_.size() >= options_.batch_size || stopping_; });
       const std::size_t n = std::min(options_.batch_size, queue_.size());
       batch.reserve(n);
       for (std::size_t i = 0; i < n; ++i) {

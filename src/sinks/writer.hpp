@@ -63,6 +63,7 @@ class BatchWriter {
     std::variant<pipeline::Record, RejectRow> payload;
     Message message;
   };
+  void enqueue(Item item);
   void run(std::unique_ptr<Sink> sink);
   void write_records(Sink& sink, std::vector<Item>& items);
   void write_rejects(Sink& sink, std::vector<Item>& items);
