@@ -1,0 +1,14 @@
+// libFuzzer target: pipeline configuration files. Any text must give either a
+// configuration or a ConfigError, never a crash.
+#include <cstdint>
+#include <string>
+
+#include "app/config.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    sluice::app::parse_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
+  } catch (const sluice::app::ConfigError&) {
+  }
+  return 0;
+}
