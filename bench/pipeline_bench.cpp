@@ -83,7 +83,7 @@ struct Bench {
 std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table, int batch,
                         int writers) {
   return "source:\n  queue_url: " + url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 8\n  max_in_flight: " + std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") + "\n  worker_threads: 4\n"
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " + std::string(std::getenv("BENCH_RECEIVES") ? std::getenv("BENCH_RECEIVES") : "8") + "\n  max_in_flight: " + std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") + "\n  worker_threads: 4\n"
          "normalize:\n  fields:\n"
          "    - {name: skuId, from: /skuId, required: true}\n"
          "    - {name: locationId, from: /locationId, required: true}\n"
@@ -125,8 +125,9 @@ int main(int argc, char** argv) {
     app::RunSummary summary;
     app::run_pipeline(config, options, summary);
     const double rate = static_cast<double>(summary.received) / summary.active_seconds;
-    std::printf("%-44s %10.0f %14.1f %llu\n", label, rate, summary.cpu_seconds / summary.received * 1e6,
-                static_cast<unsigned long long>(summary.records_in_sink));
+    std::printf("%-44s %10.0f %14.1f %llu  (receive %.1f ms, batch %.0f in %.1f ms)\n", label, rate,
+                summary.cpu_seconds / summary.received * 1e6, static_cast<unsigned long long>(summary.records_in_sink),
+                summary.poll_latency_ms, summary.sink_batch, summary.sink_latency_ms);
     return rate;
   };
   const int batch = std::getenv("BENCH_BATCH") ? std::atoi(std::getenv("BENCH_BATCH")) : 100;

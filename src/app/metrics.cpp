@@ -56,6 +56,18 @@ std::int64_t now_ns() {
 }
 }  // namespace
 
+namespace {
+double mean(prometheus::Histogram* h, double scale) {
+  const auto m = h->Collect();
+  return m.histogram.sample_count ? m.histogram.sample_sum / static_cast<double>(m.histogram.sample_count) * scale
+                                  : 0.0;
+}
+}  // namespace
+
+double PipelineMetrics::mean_poll_latency_ms() const { return mean(poll_latency_, 1000); }
+double PipelineMetrics::mean_sink_latency_ms() const { return mean(sink_latency_, 1000); }
+double PipelineMetrics::mean_sink_batch() const { return mean(sink_batch_size_, 1); }
+
 double PipelineMetrics::active_seconds() const {
   const auto first = first_receive_ns_.load(), last = last_settle_ns_.load();
   return first && last > first ? static_cast<double>(last - first) / 1e9 : 0.0;

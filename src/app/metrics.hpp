@@ -47,6 +47,10 @@ class PipelineMetrics : public ContainerObserver {
   // From the first message received to the last one settled: the time spent working,
   // without start-up or the idle wait of --until-drained.
   double active_seconds() const;
+  // Means of the histograms, for summaries.
+  double mean_poll_latency_ms() const;
+  double mean_sink_latency_ms() const;
+  double mean_sink_batch() const;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

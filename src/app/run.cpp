@@ -223,6 +223,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.seconds = std::chrono::duration<double>(work_ended - started).count();
   summary.cpu_seconds = cpu_now() - cpu_started;
   summary.active_seconds = metrics->active_seconds();
+  summary.poll_latency_ms = metrics->mean_poll_latency_ms();
+  summary.sink_latency_ms = metrics->mean_sink_latency_ms();
+  summary.sink_batch = metrics->mean_sink_batch();
   if (!options.quiet) print_summary(summary);
   return 0;
 }
@@ -237,6 +240,9 @@ void print_summary(const RunSummary& s) {
             << s.rejected_validation << ", schema drift " << s.rejected_schema_drift << ")\n"
             << "  failed writes       " << s.failed << "\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
+            << "  receive latency     " << s.poll_latency_ms << " ms mean\n"
+            << "  sink writes         " << s.sink_batch << " records per batch, " << s.sink_latency_ms
+            << " ms per batch (means)\n"
             << "  elapsed             " << s.seconds << " s (" << s.active_seconds << " s with messages), "
             << (s.active_seconds > 0 ? s.received / s.active_seconds : 0) << " messages/s, "
             << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0) << " us CPU/message\n";

@@ -20,6 +20,7 @@ struct RunSummary {
   double seconds = 0;         // the whole run
   double active_seconds = 0;  // first message received to last settled
   double cpu_seconds = 0;
+  double poll_latency_ms = 0, sink_latency_ms = 0, sink_batch = 0;  // means
   std::string sink;
 };
 
