@@ -29,9 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
-
-
 std::string fill_queue(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
                        const std::string& prefix, int count) {
   const std::string name = test::unique_queue_name(prefix);
@@ -91,7 +88,8 @@ Result ceiling(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, con
         asio::detached);
   io.restart();
   io.run();  // also waits out the idle long polls of the other loops: not counted
-  if (deleted.load() < count) std::fprintf(stderr, "ceiling: only %d of %d deleted\n", deleted.load(), count);
+  if (deleted.load() < count)
+    std::fprintf(stderr, "ceiling: only %d of %d deleted\n", deleted.load(), count);
   return {std::chrono::duration<double>(finished - start).count(), test::cpu_seconds() - cpu0};
 }
 
@@ -102,8 +100,10 @@ Result container_drain(const std::string& url, int count, int receives) {
   options.min_concurrent_receives = receives;
   options.max_concurrent_receives = receives;
   options.poll_wait = std::chrono::seconds(1);
-  options.worker_threads = std::getenv("BENCH_WORKERS") ? std::atoi(std::getenv("BENCH_WORKERS")) : 4;
-  Container container(options, {url, test::emulator_client_options()}, MessageHandler([](Message&) {}));
+  options.worker_threads =
+      std::getenv("BENCH_WORKERS") ? std::atoi(std::getenv("BENCH_WORKERS")) : 4;
+  Container container(options, {url, test::emulator_client_options()},
+                      MessageHandler([](Message&) {}));
   const double cpu0 = test::cpu_seconds();
   const auto start = Clock::now();
   container.start();
@@ -129,7 +129,8 @@ double memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient
   options.worker_threads = 2;
   options.visibility_heartbeat = false;
   options.visibility_timeout = std::chrono::seconds(300);
-  Container container(options, {url, test::emulator_client_options()}, MessageHandler([&](Message&) {
+  Container container(options, {url, test::emulator_client_options()},
+                      MessageHandler([&](Message&) {
                         std::unique_lock lock(m);
                         cv.wait(lock, [&] { return open; });
                       }));
@@ -155,7 +156,8 @@ int main(int argc, char** argv) {
   const int receives = argc > 2 ? std::atoi(argv[2]) : 8;
   spdlog::set_level(spdlog::level::warn);
   asio::io_context io;
-  auto client = std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
+  auto client =
+      std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
 
   std::printf(
       "drain benchmark: %d messages of ~300 B, %d concurrent receives, emulator fauxqs on "

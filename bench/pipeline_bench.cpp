@@ -29,7 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
 struct Bench {
   asio::io_context io;
   std::shared_ptr<sqs::SqsClient> client =
@@ -56,43 +55,48 @@ struct Bench {
     const double cpu0 = test::cpu_seconds();
     const auto start = Clock::now();
     for (int i = 0; i < loops; ++i)
-      asio::co_spawn(io, [&, url]() -> asio::awaitable<void> {
-        while (received.load() < count) {
-          sqs::ReceiveMessageRequest r;
-          r.queue_url = url;
-          r.wait_time_seconds = 1;
-          r.visibility_timeout = 30;
-          auto messages = co_await client->receive_message(r);
-          if (messages.empty()) continue;
-          received += static_cast<int>(messages.size());
-          std::vector<sqs::DeleteMessageEntry> deletes;
-          for (std::size_t j = 0; j < messages.size(); ++j) deletes.push_back({std::to_string(j), messages[j].receipt_handle});
-          asio::co_spawn(io, client->delete_message_batch(url, std::move(deletes)),
-                         [&](std::exception_ptr, sqs::BatchResult result) {
-                           deleted += static_cast<int>(result.successful.size());
-                           if (deleted.load() >= count && finished == Clock::time_point{}) finished = Clock::now();
-                         });
-        }
-      }, asio::detached);
+      asio::co_spawn(
+          io,
+          [&, url]() -> asio::awaitable<void> {
+            while (received.load() < count) {
+              sqs::ReceiveMessageRequest r;
+              r.queue_url = url;
+              r.wait_time_seconds = 1;
+              r.visibility_timeout = 30;
+              auto messages = co_await client->receive_message(r);
+              if (messages.empty()) continue;
+              received += static_cast<int>(messages.size());
+              std::vector<sqs::DeleteMessageEntry> deletes;
+              for (std::size_t j = 0; j < messages.size(); ++j)
+                deletes.push_back({std::to_string(j), messages[j].receipt_handle});
+              asio::co_spawn(io, client->delete_message_batch(url, std::move(deletes)),
+                             [&](std::exception_ptr, sqs::BatchResult result) {
+                               deleted += static_cast<int>(result.successful.size());
+                               if (deleted.load() >= count && finished == Clock::time_point{})
+                                 finished = Clock::now();
+                             });
+            }
+          },
+          asio::detached);
     io.restart();
     io.run();
-    return {count / std::chrono::duration<double>(finished - start).count(), (test::cpu_seconds() - cpu0) / count * 1e6};
+    return {count / std::chrono::duration<double>(finished - start).count(),
+            (test::cpu_seconds() - cpu0) / count * 1e6};
   }
 };
 
-std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table, int batch,
-                        int writers) {
-  return "source:\n  queue_url: " + url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " + std::string(std::getenv("BENCH_RECEIVES") ? std::getenv("BENCH_RECEIVES") : "8") + "\n  max_in_flight: " + std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") + "\n  worker_threads: 4\n"
-         "normalize:\n  fields:\n"
-         "    - {name: skuId, from: /skuId, required: true}\n"
-         "    - {name: locationId, from: /locationId, required: true}\n"
-         "    - {name: eventType, from: /eventType, required: true}\n"
-         "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
-         "    - {name: eventId, from: /eventId}\n"
-         "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
+std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table,
+                        int batch, int writers) {
+  return "source:\n  queue_url: " + url +
+         "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " +
+         std::string(std::getenv("BENCH_RECEIVES") ? std::getenv("BENCH_RECEIVES") : "8") +
+         "\n  max_in_flight: " +
+         std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") +
+         "\n  worker_threads: 4\n" + test::inventory_stages_yaml() +
          "sink:\n  type: postgres\n  table: " + table + "\n  batch_size: " + std::to_string(batch) +
-         "\n  writers: " + std::to_string(writers) + "\n  postgres:\n    dsn: " + dsn + "\n"
+         "\n  writers: " + std::to_string(writers) + "\n  postgres:\n    dsn: " + dsn +
+         "\n"
          "metrics:\n  listen: ''\nlogging:\n  level: error\n";
 }
 
@@ -107,12 +111,16 @@ int main(int argc, char** argv) {
   auto& pg = test::Postgres::shared();
   Bench bench;
   const auto events = app::generate_events(count, 0.2, 0.0, 11);
-  std::printf("pipeline benchmark: %d inventory events (%zu distinct), emulator + PostgreSQL 15 on loopback\n",
-              count, events.distinct_records);
+  std::printf(
+      "pipeline benchmark: %d inventory events (%zu distinct), emulator + PostgreSQL 15 on "
+      "loopback\n",
+      count, events.distinct_records);
   std::printf("%-44s %10s %14s %s\n", "contender", "msg/s", "CPU us/msg", "rows");
 
-  const auto [ceiling_rate, ceiling_cpu] = bench.ceiling(bench.fill("pb-ceiling", events.bodies), count, 8);
-  std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate, ceiling_cpu, "-");
+  const auto [ceiling_rate, ceiling_cpu] =
+      bench.ceiling(bench.fill("pb-ceiling", events.bodies), count, 8);
+  std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate,
+              ceiling_cpu, "-");
 
   auto sluice_run = [&](const char* label, int batch, int writers) {
     const std::string url = bench.fill("pb-sluice", events.bodies);
@@ -126,13 +134,15 @@ int main(int argc, char** argv) {
     app::run_pipeline(config, options, summary);
     const double rate = static_cast<double>(summary.received) / summary.active_seconds;
     std::printf("%-44s %10.0f %14.1f %llu  (receive %.1f ms, batch %.0f in %.1f ms)\n", label, rate,
-                summary.cpu_seconds / summary.received * 1e6, static_cast<unsigned long long>(summary.records_in_sink),
-                summary.poll_latency_ms, summary.sink_batch, summary.sink_latency_ms);
+                summary.cpu_seconds / summary.received * 1e6,
+                static_cast<unsigned long long>(summary.records_in_sink), summary.poll_latency_ms,
+                summary.sink_batch, summary.sink_latency_ms);
     return rate;
   };
   const int batch = std::getenv("BENCH_BATCH") ? std::atoi(std::getenv("BENCH_BATCH")) : 100;
   const int writers = std::getenv("BENCH_WRITERS") ? std::atoi(std::getenv("BENCH_WRITERS")) : 4;
-  const std::string label = "sluice run -> PostgreSQL, batch " + std::to_string(batch) + " x" + std::to_string(writers);
+  const std::string label =
+      "sluice run -> PostgreSQL, batch " + std::to_string(batch) + " x" + std::to_string(writers);
   const double batched = sluice_run(label.c_str(), batch, writers);
   const double single = sluice_run("sluice run -> PostgreSQL, per-record (batch 1)", 1, 16);
   std::printf("%-44s %10.2f\n", "ratio batched / ceiling", batched / ceiling_rate);
@@ -141,12 +151,14 @@ int main(int argc, char** argv) {
   if (node) {
     const std::string url = bench.fill("pb-node", events.bodies);
     const std::string table = "bench_node_" + std::to_string(getpid());
-    const std::string cmd = std::string(SLUICE_SOURCE_DIR) + "/tools/emulator/node_modules/.bin/node " +
-                            SLUICE_SOURCE_DIR + "/bench/node-peer/consumer.mjs " + url + " " +
-                            test::Emulator::shared().endpoint() + " '" + pg.dsn() + "' " + table + " " +
-                            std::to_string(count);
+    const std::string cmd = std::string(SLUICE_SOURCE_DIR) +
+                            "/tools/emulator/node_modules/.bin/node " + SLUICE_SOURCE_DIR +
+                            "/bench/node-peer/consumer.mjs " + url + " " +
+                            test::Emulator::shared().endpoint() + " '" + pg.dsn() + "' " + table +
+                            " " + std::to_string(count);
     std::fflush(stdout);
-    if (std::system(cmd.c_str()) != 0) std::printf("node peer failed (run: cd bench/node-peer && npm ci)\n");
+    if (std::system(cmd.c_str()) != 0)
+      std::printf("node peer failed (run: cd bench/node-peer && npm ci)\n");
   }
   return 0;
 }

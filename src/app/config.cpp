@@ -56,10 +56,11 @@ bool as_bool(const YAML::Node& n, const std::string& key) {
 }
 
 std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& key,
-                                      std::chrono::milliseconds min, std::chrono::milliseconds max) {
+                                      std::chrono::milliseconds min,
+                                      std::chrono::milliseconds max) {
   auto range = [&] {
-    return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) + "ms to " +
-           std::to_string(max.count()) + "ms";
+    return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) +
+           "ms to " + std::to_string(max.count()) + "ms";
   };
   if (!n.IsScalar()) bad(key, n, range());
   const std::string& s = n.Scalar();
@@ -72,17 +73,23 @@ std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& ke
   }
   const std::string unit = s.substr(used);
   long long factor = 0;
-  if (unit == "ms") factor = 1;
-  else if (unit == "s") factor = 1000;
-  else if (unit == "m") factor = 60'000;
-  else if (unit == "h") factor = 3'600'000;
-  else bad(key, n, range());
+  if (unit == "ms")
+    factor = 1;
+  else if (unit == "s")
+    factor = 1000;
+  else if (unit == "m")
+    factor = 60'000;
+  else if (unit == "h")
+    factor = 3'600'000;
+  else
+    bad(key, n, range());
   const std::chrono::milliseconds d(v * factor);
   if (d < min || d > max) bad(key, n, range());
   return d;
 }
 
-std::string as_enum(const YAML::Node& n, const std::string& key, const std::vector<std::string>& values) {
+std::string as_enum(const YAML::Node& n, const std::string& key,
+                    const std::vector<std::string>& values) {
   std::string list;
   for (const auto& v : values) list += (list.empty() ? "" : ", ") + v;
   if (!n.IsScalar() || std::find(values.begin(), values.end(), n.Scalar()) == values.end())
@@ -115,8 +122,13 @@ using Apply = std::function<void(PipelineConfig&, const YAML::Node&, const std::
 struct Option {
   Option(std::string key_, std::string type_, std::string default_, std::string doc_, Apply apply_,
          std::string env_ = {}, bool secret_ = false)
-      : key(std::move(key_)), type(std::move(type_)), default_value(std::move(default_)),
-        doc(std::move(doc_)), apply(std::move(apply_)), env(std::move(env_)), secret(secret_) {}
+      : key(std::move(key_)),
+        type(std::move(type_)),
+        default_value(std::move(default_)),
+        doc(std::move(doc_)),
+        apply(std::move(apply_)),
+        env(std::move(env_)),
+        secret(secret_) {}
   std::string key;
   std::string type;
   std::string default_value;  // parsed through `apply` before the file is read
@@ -131,19 +143,29 @@ const std::vector<Option>& options() {
       // --- source
       {"source.queue_url", "string", "", "SQS queue URL to drain (required).",
        [](auto& c, auto& n, auto& k) { c.queue_url = as_string(n, k); }, "SLUICE_QUEUE_URL"},
-      {"source.region", "string", "", "AWS region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile.",
+      {"source.region", "string", "",
+       "AWS region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile.",
        [](auto& c, auto& n, auto& k) { c.region = as_string(n, k); }, "SLUICE_REGION"},
       {"source.endpoint_url", "string", "",
-       "SQS endpoint, for local emulators; empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, the profile, AWS.",
+       "SQS endpoint, for local emulators; empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, the "
+       "profile, AWS.",
        [](auto& c, auto& n, auto& k) { c.endpoint_url = as_string(n, k); }, "SLUICE_SQS_ENDPOINT"},
       {"source.max_in_flight", "integer", "100",
-       "Messages held at once (received, not yet settled): seed 001's maxConcurrentMessages. Bounds memory.",
-       [](auto& c, auto& n, auto& k) { c.container.max_in_flight = static_cast<int>(as_int(n, k, 1, 100000)); }},
-      {"source.max_messages_per_poll", "integer", "10", "Messages asked for by one receive (SQS allows 10).",
-       [](auto& c, auto& n, auto& k) { c.container.max_messages_per_poll = static_cast<int>(as_int(n, k, 1, 10)); }},
-      {"source.poll_wait", "duration", "20s", "Long-poll wait of each receive (SQS allows up to 20s).",
+       "Messages held at once (received, not yet settled): seed 001's maxConcurrentMessages. "
+       "Bounds memory.",
        [](auto& c, auto& n, auto& k) {
-         c.container.poll_wait = std::chrono::duration_cast<seconds>(as_duration(n, k, milliseconds(0), seconds(20)));
+         c.container.max_in_flight = static_cast<int>(as_int(n, k, 1, 100000));
+       }},
+      {"source.max_messages_per_poll", "integer", "10",
+       "Messages asked for by one receive (SQS allows 10).",
+       [](auto& c, auto& n, auto& k) {
+         c.container.max_messages_per_poll = static_cast<int>(as_int(n, k, 1, 10));
+       }},
+      {"source.poll_wait", "duration", "20s",
+       "Long-poll wait of each receive (SQS allows up to 20s).",
+       [](auto& c, auto& n, auto& k) {
+         c.container.poll_wait =
+             std::chrono::duration_cast<seconds>(as_duration(n, k, milliseconds(0), seconds(20)));
        }},
       {"source.concurrency", "string", "1-4",
        "Concurrent receives, N or MIN-MAX (Spring's syntax); elastic between MIN and MAX.",
@@ -157,35 +179,51 @@ const std::vector<Option>& options() {
       {"source.visibility_timeout", "duration", "30s",
        "Visibility asked for on every receive; extended by the heartbeat while a message is held.",
        [](auto& c, auto& n, auto& k) {
-         c.container.visibility_timeout = std::chrono::duration_cast<seconds>(as_duration(n, k, seconds(1), seconds(43200)));
+         c.container.visibility_timeout =
+             std::chrono::duration_cast<seconds>(as_duration(n, k, seconds(1), seconds(43200)));
        }},
       {"source.worker_threads", "integer", "16", "Threads that run the decode/normalize stages.",
-       [](auto& c, auto& n, auto& k) { c.container.worker_threads = static_cast<int>(as_int(n, k, 1, 1024)); }},
+       [](auto& c, auto& n, auto& k) {
+         c.container.worker_threads = static_cast<int>(as_int(n, k, 1, 1024));
+       }},
       {"source.failure_backoff", "duration", "1s",
        "A failed message comes back after this × 2^(receive count − 1), at most 12h.",
        [](auto& c, auto& n, auto& k) {
-         c.container.failure_backoff_base = std::chrono::duration_cast<seconds>(as_duration(n, k, milliseconds(0), seconds(43200)));
+         c.container.failure_backoff_base = std::chrono::duration_cast<seconds>(
+             as_duration(n, k, milliseconds(0), seconds(43200)));
        }},
       {"source.shutdown_deadline", "duration", "30s",
        "On SIGTERM: how long running work may take before the process exits anyway.",
-       [](auto& c, auto& n, auto& k) { c.container.shutdown_deadline = as_duration(n, k, milliseconds(0), seconds(3600)); }},
-      {"source.delete_flush_interval", "duration", "100ms", "Deletes are sent in batches of 10 or after this long.",
-       [](auto& c, auto& n, auto& k) { c.container.delete_flush_interval = as_duration(n, k, milliseconds(1), seconds(10)); }},
+       [](auto& c, auto& n, auto& k) {
+         c.container.shutdown_deadline = as_duration(n, k, milliseconds(0), seconds(3600));
+       }},
+      {"source.delete_flush_interval", "duration", "100ms",
+       "Deletes are sent in batches of 10 or after this long.",
+       [](auto& c, auto& n, auto& k) {
+         c.container.delete_flush_interval = as_duration(n, k, milliseconds(1), seconds(10));
+       }},
       // --- decode
       {"decode.max_body_bytes", "integer", "262144", "Larger bodies are rejected as malformed.",
-       [](auto& c, auto& n, auto& k) { c.transform.max_body_bytes = static_cast<std::size_t>(as_int(n, k, 1, 1 << 30)); }},
+       [](auto& c, auto& n, auto& k) {
+         c.transform.max_body_bytes = static_cast<std::size_t>(as_int(n, k, 1, 1 << 30));
+       }},
       {"decode.max_depth", "integer", "64", "Deeper JSON nesting is rejected as malformed.",
-       [](auto& c, auto& n, auto& k) { c.transform.max_depth = static_cast<std::size_t>(as_int(n, k, 2, 4096)); }},
-      {"decode.sns_envelope", "boolean", "false", "Bodies are SNS notifications: normalize their inner Message.",
+       [](auto& c, auto& n, auto& k) {
+         c.transform.max_depth = static_cast<std::size_t>(as_int(n, k, 2, 4096));
+       }},
+      {"decode.sns_envelope", "boolean", "false",
+       "Bodies are SNS notifications: normalize their inner Message.",
        [](auto& c, auto& n, auto& k) { c.transform.unwrap_sns = as_bool(n, k); }},
       // --- normalize (the list is described by the field table below)
       {"normalize.fields", "list of fields", "",
        "The stable document: one entry per field, in order (see the field table).", nullptr},
       // --- identity
-      {"identity.version", "string", "V1", "The hash version in force (seed 001's DocumentHashVersion).",
+      {"identity.version", "string", "V1",
+       "The hash version in force (seed 001's DocumentHashVersion).",
        [](auto& c, auto& n, auto& k) { c.transform.hash_version = as_string(n, k); }},
       {"identity.versions", "map of lists", "",
-       "Hash versions: name -> the fields whose canonical values identify a record, e.g. V1: [skuId, locationId].",
+       "Hash versions: name -> the fields whose canonical values identify a record, e.g. V1: "
+       "[skuId, locationId].",
        [](auto& c, auto& n, auto& k) {
          if (!n.IsMap()) bad(k, n, "a mapping of version name to a list of field names");
          c.transform.hash_versions.clear();
@@ -194,7 +232,8 @@ const std::vector<Option>& options() {
            c.transform.hash_versions[version] = as_string_list(entry.second, k + "." + version);
          }
        }},
-      {"identity.field", "string", "documentHash", "Document field (and unique index) holding the hash.",
+      {"identity.field", "string", "documentHash",
+       "Document field (and unique index) holding the hash.",
        [](auto& c, auto& n, auto& k) {
          c.transform.hash_field = as_string(n, k);
          c.mongodb.hash_field = c.transform.hash_field;
@@ -203,43 +242,60 @@ const std::vector<Option>& options() {
       {"sink.type", "enum: sqlite | postgres | mongodb", "sqlite", "Where records are written.",
        [](auto& c, auto& n, auto& k) {
          const std::string t = as_enum(n, k, {"sqlite", "postgres", "mongodb"});
-         c.sink = t == "sqlite" ? SinkType::sqlite : t == "postgres" ? SinkType::postgres : SinkType::mongodb;
+         c.sink = t == "sqlite"     ? SinkType::sqlite
+                  : t == "postgres" ? SinkType::postgres
+                                    : SinkType::mongodb;
        }},
       {"sink.batch_size", "integer", "100", "Records per write (one round trip).",
-       [](auto& c, auto& n, auto& k) { c.writer.batch_size = static_cast<std::size_t>(as_int(n, k, 1, 1000)); }},
+       [](auto& c, auto& n, auto& k) {
+         c.writer.batch_size = static_cast<std::size_t>(as_int(n, k, 1, 1000));
+       }},
       {"sink.batch_timeout", "duration", "20ms", "How long a writer waits to fill a batch.",
-       [](auto& c, auto& n, auto& k) { c.writer.batch_timeout = as_duration(n, k, milliseconds(0), seconds(10)); }},
+       [](auto& c, auto& n, auto& k) {
+         c.writer.batch_timeout = as_duration(n, k, milliseconds(0), seconds(10));
+       }},
       {"sink.writers", "integer", "2", "Writer threads, each with its own connection.",
        [](auto& c, auto& n, auto& k) { c.writer.writers = static_cast<int>(as_int(n, k, 1, 64)); }},
       {"sink.max_attempts", "integer", "5",
-       "Attempts per batch while the database fails; then its messages are nacked (redelivered later).",
-       [](auto& c, auto& n, auto& k) { c.writer.max_attempts = static_cast<int>(as_int(n, k, 1, 1000)); }},
-      {"sink.table", "string", "records", "Table (SQLite, PostgreSQL) or collection (MongoDB) for records.",
+       "Attempts per batch while the database fails; then its messages are nacked (redelivered "
+       "later).",
+       [](auto& c, auto& n, auto& k) {
+         c.writer.max_attempts = static_cast<int>(as_int(n, k, 1, 1000));
+       }},
+      {"sink.table", "string", "records",
+       "Table (SQLite, PostgreSQL) or collection (MongoDB) for records.",
        [](auto& c, auto& n, auto& k) {
          c.sqlite.table = c.postgres.table = c.mongodb.collection = as_string(n, k);
        }},
       {"sink.rejects_table", "string", "rejects", "Table or collection for rejected messages.",
        [](auto& c, auto& n, auto& k) {
-         c.sqlite.rejects_table = c.postgres.rejects_table = c.mongodb.rejects_collection = as_string(n, k);
+         c.sqlite.rejects_table = c.postgres.rejects_table = c.mongodb.rejects_collection =
+             as_string(n, k);
        }},
       {"sink.sqlite.path", "string", "sluice.db", "SQLite database file (WAL mode).",
        [](auto& c, auto& n, auto& k) { c.sqlite.path = as_string(n, k); }, "SLUICE_SQLITE_PATH"},
       {"sink.sqlite.synchronous", "enum: FULL | NORMAL", "FULL",
        "FULL: a commit survives power loss; NORMAL: it survives a process crash.",
-       [](auto& c, auto& n, auto& k) { c.sqlite.synchronous = as_enum(n, k, {"FULL", "NORMAL"}); }},
+       [](auto& c, auto& n, auto& k) {
+         c.sqlite.synchronous = as_enum(n, k, {"FULL", "NORMAL"});
+       }},
       {"sink.postgres.dsn", "string", "", "libpq connection string (required for postgres).",
-       [](auto& c, auto& n, auto& k) { c.postgres.dsn = as_string(n, k); }, "SLUICE_POSTGRES_DSN", true},
+       [](auto& c, auto& n, auto& k) { c.postgres.dsn = as_string(n, k); }, "SLUICE_POSTGRES_DSN",
+       true},
       {"sink.postgres.columns", "list of strings", "",
        "Normalized fields also written as typed columns beside the JSONB document.",
        [](auto& c, auto& n, auto& k) {
          c.postgres.columns.clear();
-         for (const auto& name : as_string_list(n, k)) c.postgres.columns.push_back({name, pipeline::FieldType::string});
+         for (const auto& name : as_string_list(n, k))
+           c.postgres.columns.push_back({name, pipeline::FieldType::string});
        }},
       {"sink.mongodb.uri", "string", "", "MongoDB connection URI (required for mongodb).",
-       [](auto& c, auto& n, auto& k) { c.mongodb.uri = as_string(n, k); }, "SLUICE_MONGODB_URI", true},
+       [](auto& c, auto& n, auto& k) { c.mongodb.uri = as_string(n, k); }, "SLUICE_MONGODB_URI",
+       true},
       {"sink.mongodb.database", "string", "sluice", "MongoDB database.",
        [](auto& c, auto& n, auto& k) { c.mongodb.database = as_string(n, k); }},
-      {"sink.mongodb.write_concern", "string", "majority", "majority, or a number of acknowledging nodes.",
+      {"sink.mongodb.write_concern", "string", "majority",
+       "majority, or a number of acknowledging nodes.",
        [](auto& c, auto& n, auto& k) {
          const std::string w = as_string(n, k);
          if (w != "majority") as_int(n, k, 0, 50);
@@ -251,15 +307,20 @@ const std::vector<Option>& options() {
       // --- dead letters
       {"dead_letter.queue_url", "string", "",
        "SQS queue for rejected messages (body, reason, original attributes); empty: none.",
-       [](auto& c, auto& n, auto& k) { c.dead_letter_queue_url = as_string(n, k); }, "SLUICE_DEAD_LETTER_QUEUE_URL"},
-      {"dead_letter.table", "boolean", "true", "Also keep rejected messages in the sink's rejects table.",
+       [](auto& c, auto& n, auto& k) { c.dead_letter_queue_url = as_string(n, k); },
+       "SLUICE_DEAD_LETTER_QUEUE_URL"},
+      {"dead_letter.table", "boolean", "true",
+       "Also keep rejected messages in the sink's rejects table.",
        [](auto& c, auto& n, auto& k) { c.writer.rejects_table = as_bool(n, k); }},
       // --- operations
       {"metrics.listen", "string", "127.0.0.1:9464",
        "Address of /metrics, /healthz and /readyz (loopback by default); empty: off.",
-       [](auto& c, auto& n, auto& k) { c.metrics_listen = n.IsNull() ? "" : as_string(n, k); }, "SLUICE_METRICS_LISTEN"},
+       [](auto& c, auto& n, auto& k) { c.metrics_listen = n.IsNull() ? "" : as_string(n, k); },
+       "SLUICE_METRICS_LISTEN"},
       {"logging.level", "enum: trace | debug | info | warn | error", "info", "Log level.",
-       [](auto& c, auto& n, auto& k) { c.log_level = as_enum(n, k, {"trace", "debug", "info", "warn", "error"}); },
+       [](auto& c, auto& n, auto& k) {
+         c.log_level = as_enum(n, k, {"trace", "debug", "info", "warn", "error"});
+       },
        "SLUICE_LOG_LEVEL"},
       {"logging.fields", "list of strings", "",
        "Normalized fields carried in every log line about a message (e.g. skuId).",
@@ -282,7 +343,8 @@ const std::vector<FieldOption>& field_options() {
       {"from", "JSON pointer", "Where the value is in the body, e.g. /item/sku.",
        [](auto& f, auto& n, auto& k) { f.pointer = as_string(n, k); }},
       {"type", "enum: string | integer | number | boolean | json",
-       "Type to convert to (\"42\" becomes 42 for integer); a value that does not convert is schema drift.",
+       "Type to convert to (\"42\" becomes 42 for integer); a value that does not convert is "
+       "schema drift.",
        [](auto& f, auto& n, auto& k) {
          const std::string t = as_enum(n, k, {"string", "integer", "number", "boolean", "json"});
          f.type = t == "string"    ? pipeline::FieldType::string
@@ -300,7 +362,8 @@ const std::vector<FieldOption>& field_options() {
       {"meta", "enum: message_id | sent_time | received_time | receive_count | source",
        "A message property instead of `from`.",
        [](auto& f, auto& n, auto& k) {
-         const std::string m = as_enum(n, k, {"message_id", "sent_time", "received_time", "receive_count", "source"});
+         const std::string m =
+             as_enum(n, k, {"message_id", "sent_time", "received_time", "receive_count", "source"});
          f.meta = m == "message_id"      ? pipeline::MetaField::message_id
                   : m == "sent_time"     ? pipeline::MetaField::sent_time
                   : m == "received_time" ? pipeline::MetaField::received_time
@@ -317,7 +380,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   for (std::size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
     std::swap(prev, cur);
   }
   return prev[b.size()];
@@ -383,7 +447,8 @@ void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::str
 
 void walk(PipelineConfig& config, const YAML::Node& node, const std::string& prefix) {
   for (const auto& entry : node) {
-    const std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+    const std::string key =
+        prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
     if (key == "normalize.fields") {
       apply_fields(config, entry.second, key);
     } else if (const Option* option = find_option(key)) {
@@ -398,7 +463,8 @@ void walk(PipelineConfig& config, const YAML::Node& node, const std::string& pre
 }
 
 void finalize(PipelineConfig& c) {
-  if (c.queue_url.empty()) throw ConfigError("source.queue_url: missing, expected an SQS queue URL");
+  if (c.queue_url.empty())
+    throw ConfigError("source.queue_url: missing, expected an SQS queue URL");
   c.container.name = "pipeline";
   c.container.ack_mode = AckMode::manual;  // the sink writer settles each message
   c.container.dead_letter_queue_url = c.dead_letter_queue_url;
@@ -418,7 +484,8 @@ void finalize(PipelineConfig& c) {
     auto it = std::find_if(c.transform.fields.begin(), c.transform.fields.end(),
                            [&](const auto& f) { return f.name == column.field; });
     if (it == c.transform.fields.end())
-      throw ConfigError("sink.postgres.columns: '" + column.field + "' is not one of normalize.fields");
+      throw ConfigError("sink.postgres.columns: '" + column.field +
+                        "' is not one of normalize.fields");
     column.type = it->type;
   }
   for (const auto& name : c.log_fields)
@@ -426,10 +493,13 @@ void finalize(PipelineConfig& c) {
                      [&](const auto& f) { return f.name == name; }))
       throw ConfigError("logging.fields: '" + name + "' is not one of normalize.fields");
   if (c.sink == SinkType::postgres && c.postgres.dsn.empty())
-    throw ConfigError("sink.postgres.dsn: missing, expected a libpq connection string (sink.type is postgres)");
+    throw ConfigError(
+        "sink.postgres.dsn: missing, expected a libpq connection string (sink.type is postgres)");
   if (c.sink == SinkType::mongodb && c.mongodb.uri.empty())
-    throw ConfigError("sink.mongodb.uri: missing, expected a mongodb:// URI (sink.type is mongodb)");
-  if (c.sink == SinkType::sqlite && c.writer.writers > 1) c.writer.writers = 1;  // one writer per file
+    throw ConfigError(
+        "sink.mongodb.uri: missing, expected a mongodb:// URI (sink.type is mongodb)");
+  if (c.sink == SinkType::sqlite && c.writer.writers > 1)
+    c.writer.writers = 1;  // one writer per file
 }
 
 }  // namespace
@@ -437,7 +507,8 @@ void finalize(PipelineConfig& c) {
 PipelineConfig parse_config(const std::string& yaml_text, const std::string& origin) {
   PipelineConfig config;
   for (const auto& o : options())
-    if (!o.default_value.empty() && o.apply) o.apply(config, YAML::Load(o.default_value), o.key + " (default)");
+    if (!o.default_value.empty() && o.apply)
+      o.apply(config, YAML::Load(o.default_value), o.key + " (default)");
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -489,29 +560,36 @@ std::string configuration_markdown() {
       << "file. AWS credentials and region come from the usual AWS places (see README).\n\n"
       << "| key | type | default | environment | meaning |\n|---|---|---|---|---|\n";
   for (const auto& o : options())
-    out << "| `" << o.key << "` | " << o.type << " | " << (o.default_value.empty() ? "" : "`" + o.default_value + "`")
-        << " | " << (o.env.empty() ? "" : "`" + o.env + "`") << " | " << o.doc
+    out << "| `" << o.key << "` | " << o.type << " | "
+        << (o.default_value.empty() ? "" : "`" + o.default_value + "`") << " | "
+        << (o.env.empty() ? "" : "`" + o.env + "`") << " | " << o.doc
         << (o.secret ? " Secret: shown redacted." : "") << " |\n";
-  out << "\n## Fields of `normalize.fields[]`\n\nEach field takes exactly one of `from`, `const`, `meta`.\n\n"
+  out << "\n## Fields of `normalize.fields[]`\n\nEach field takes exactly one of `from`, `const`, "
+         "`meta`.\n\n"
       << "| key | type | meaning |\n|---|---|---|\n";
-  for (const auto& f : field_options()) out << "| `" << f.key << "` | " << f.type << " | " << f.doc << " |\n";
+  for (const auto& f : field_options())
+    out << "| `" << f.key << "` | " << f.type << " | " << f.doc << " |\n";
   out << "\n## Reject reasons\n\n"
       << "| reason | when |\n|---|---|\n"
-      << "| `malformed` | the body is not JSON, is larger than `decode.max_body_bytes`, nests deeper than "
+      << "| `malformed` | the body is not JSON, is larger than `decode.max_body_bytes`, nests "
+         "deeper than "
          "`decode.max_depth`, or is not the expected SNS envelope |\n"
       << "| `validation` | a required field is missing or null |\n"
-      << "| `schema_drift` | a field does not convert to its type, or the body is not an object |\n";
+      << "| `schema_drift` | a field does not convert to its type, or the body is not an object "
+         "|\n";
   return out.str();
 }
 
 std::string describe(const PipelineConfig& c) {
   std::ostringstream out;
   out << "source: " << c.queue_url << " (receives " << c.container.min_concurrent_receives << "-"
-      << c.container.max_concurrent_receives << ", max_in_flight " << c.container.max_in_flight << ")\n";
+      << c.container.max_concurrent_receives << ", max_in_flight " << c.container.max_in_flight
+      << ")\n";
   out << "sink: "
       << (c.sink == SinkType::sqlite ? "sqlite " + c.sqlite.path
-          : c.sink == SinkType::postgres ? std::string("postgres (dsn redacted)")
-                                         : std::string("mongodb (uri redacted) ") + c.mongodb.database)
+          : c.sink == SinkType::postgres
+              ? std::string("postgres (dsn redacted)")
+              : std::string("mongodb (uri redacted) ") + c.mongodb.database)
       << ", batch " << c.writer.batch_size << ", writers " << c.writer.writers << "\n";
   out << "identity: " << c.transform.hash_version << " over";
   for (const auto& f : c.transform.hash_versions.at(c.transform.hash_version)) out << " " << f;

@@ -34,7 +34,8 @@ void setup_logging(const std::string& level) {
 
 // Runs one SQS call to completion; `print` shows its result. Exit code as documented.
 template <class Call, class Print>
-int sqs_command(const char* name, const std::string& endpoint, const std::string& region, Call call, Print print) {
+int sqs_command(const char* name, const std::string& endpoint, const std::string& region, Call call,
+                Print print) {
   boost::asio::io_context io;
   sluice::sqs::SqsClientOptions options;
   options.endpoint_url = endpoint;
@@ -51,26 +52,31 @@ int sqs_command(const char* name, const std::string& endpoint, const std::string
   }
 }
 
-int queue_stats(const std::string& queue_url, const std::string& endpoint, const std::string& region) {
+int queue_stats(const std::string& queue_url, const std::string& endpoint,
+                const std::string& region) {
   return sqs_command(
-      "queue stats", endpoint, region, [&](auto& client) { return client.get_queue_attributes(queue_url); },
+      "queue stats", endpoint, region,
+      [&](auto& client) { return client.get_queue_attributes(queue_url); },
       [](const sluice::sqs::QueueAttributes& attributes) {
         for (const auto& [name, value] : attributes) std::cout << name << " " << value << "\n";
       });
 }
 
-int queue_create(const std::string& name, bool fifo, const std::string& endpoint, const std::string& region) {
+int queue_create(const std::string& name, bool fifo, const std::string& endpoint,
+                 const std::string& region) {
   sluice::sqs::QueueAttributes attributes;
   if (fifo) attributes["FifoQueue"] = "true";
   return sqs_command(
-      "queue create", endpoint, region, [&](auto& client) { return client.create_queue(name, attributes); },
+      "queue create", endpoint, region,
+      [&](auto& client) { return client.create_queue(name, attributes); },
       [](const std::string& url) { std::cout << url << "\n"; });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sluice: drain message queues into databases, fast, bounded, once per business record"};
+  CLI::App app{
+      "sluice: drain message queues into databases, fast, bounded, once per business record"};
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
@@ -80,34 +86,44 @@ int main(int argc, char** argv) {
   // run
   std::string config_path;
   sluice::app::RunOptions run_options;
-  auto* run = app.add_subcommand("run", "Run the ingestion pipeline (queue -> decode -> normalize -> dedupe -> sink)");
+  auto* run = app.add_subcommand(
+      "run", "Run the ingestion pipeline (queue -> decode -> normalize -> dedupe -> sink)");
   run->add_option("--config,-c", config_path, "pipeline YAML file")->required();
   run->add_flag("--until-drained", run_options.until_drained,
                 "stop once the queue is empty and every message is settled (batch jobs, demos)");
 
   // publish
   sluice::app::PublishOptions publish;
-  auto* pub = app.add_subcommand("publish", "Send a JSON-lines file, or generated inventory events, with retries");
+  auto* pub = app.add_subcommand(
+      "publish", "Send a JSON-lines file, or generated inventory events, with retries");
   pub->add_option("--queue-url", publish.queue_url, "target queue")->required();
-  pub->add_option("--endpoint-url", publish.endpoint_url, "SQS endpoint (default: as the AWS CLI finds it)");
+  pub->add_option("--endpoint-url", publish.endpoint_url,
+                  "SQS endpoint (default: as the AWS CLI finds it)");
   pub->add_option("--region", publish.region, "AWS region");
   pub->add_option("--file", publish.file, "JSON lines to send, one message per line");
   pub->add_option("--generate", publish.generate, "generate this many inventory events")
-      ->check(CLI::Range(1, 100'000'000))->capture_default_str();
-  pub->add_option("--duplicates", publish.duplicate_share,
-                  "share of generated events repeating an earlier business record (not byte-identical)")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  pub->add_option("--malformed", publish.malformed_share, "share of generated events broken on purpose")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+      ->check(CLI::Range(1, 100'000'000))
+      ->capture_default_str();
+  pub->add_option(
+         "--duplicates", publish.duplicate_share,
+         "share of generated events repeating an earlier business record (not byte-identical)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  pub->add_option("--malformed", publish.malformed_share,
+                  "share of generated events broken on purpose")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   pub->add_option("--concurrency", publish.concurrency, "batches of 100 in flight")
-      ->check(CLI::Range(1, 256))->capture_default_str();
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   pub->add_option("--seed", publish.seed, "random seed of the generator")->capture_default_str();
 
   // queue stats
   auto* queue = app.add_subcommand("queue", "Queue operations");
   queue->require_subcommand(1);
   std::string stats_url, stats_endpoint, stats_region;
-  auto* stats = queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
+  auto* stats =
+      queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
   stats->add_option("--queue-url", stats_url, "queue")->required();
   stats->add_option("--endpoint-url", stats_endpoint, "SQS endpoint");
   stats->add_option("--region", stats_region, "AWS region");
@@ -123,22 +139,27 @@ int main(int argc, char** argv) {
   // config
   auto* config = app.add_subcommand("config", "Configuration tools");
   config->require_subcommand(1);
-  auto* docs = config->add_subcommand("docs", "Print every option with its default (docs/configuration.md)");
+  auto* docs =
+      config->add_subcommand("docs", "Print every option with its default (docs/configuration.md)");
   std::string check_path;
   auto* check = config->add_subcommand("check", "Validate a pipeline file and print what it does");
   check->add_option("--config,-c", check_path, "pipeline YAML file")->required();
 
   // round-trip
   sluice::app::RoundTripOptions round_trip;
-  auto* demo = app.add_subcommand(
-      "round-trip", "Create a queue, publish events, drain them with overlapping long polls, verify and summarize");
+  auto* demo = app.add_subcommand("round-trip",
+                                  "Create a queue, publish events, drain them with overlapping "
+                                  "long polls, verify and summarize");
   demo->add_option("--endpoint-url", round_trip.endpoint_url, "SQS endpoint");
   demo->add_option("--region", round_trip.region, "AWS region");
   demo->add_option("--queue", round_trip.queue_name, "queue name")->capture_default_str();
   demo->add_option("--messages", round_trip.messages, "messages to publish")
-      ->check(CLI::Range(1, 10'000'000))->capture_default_str();
-  demo->add_option("--concurrent-receives", round_trip.concurrent_receives, "long polls in flight at once")
-      ->check(CLI::Range(1, 256))->capture_default_str();
+      ->check(CLI::Range(1, 10'000'000))
+      ->capture_default_str();
+  demo->add_option("--concurrent-receives", round_trip.concurrent_receives,
+                   "long polls in flight at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   demo->add_flag("--keep-queue", round_trip.keep_queue, "do not delete the queue afterwards");
 
   CLI11_PARSE(app, argc, argv);

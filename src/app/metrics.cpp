@@ -21,37 +21,101 @@ using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
 namespace {
-double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
-const Histogram::BucketBoundaries kLatency{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10, 25};
+double seconds(std::chrono::nanoseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+const Histogram::BucketBoundaries kLatency{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                           0.25,   0.5,   1,      2.5,   5,    10,    25};
 }  // namespace
 
 PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
-  received_ = &BuildCounter().Name("sluice_messages_received_total").Help("Messages received from the queue").Register(r).Add({});
-  receive_errors_ = &BuildCounter().Name("sluice_receive_errors_total").Help("Failed receive calls").Register(r).Add({});
-  empty_receives_ = &BuildCounter().Name("sluice_empty_receives_total").Help("Receives that returned nothing").Register(r).Add({});
-  written_ = &BuildCounter().Name("sluice_records_written_total").Help("Records inserted by the sink").Register(r).Add({});
-  duplicates_ = &BuildCounter().Name("sluice_records_duplicate_total").Help("Records already present (same content hash)").Register(r).Add({});
-  write_failed_ = &BuildCounter().Name("sluice_records_failed_total").Help("Records the sink refused (nacked)").Register(r).Add({});
-  sink_batch_failures_ = &BuildCounter().Name("sluice_sink_batch_failures_total").Help("Whole-batch write failures (database down, timeout)").Register(r).Add({});
-  rejected_ = &BuildCounter().Name("sluice_messages_rejected_total").Help("Messages rejected, by reason").Register(r);
-  settled_ = &BuildCounter().Name("sluice_messages_settled_total").Help("Messages settled, by outcome").Register(r);
-  in_flight_ = &BuildGauge().Name("sluice_messages_in_flight").Help("Messages held (received, not settled)").Register(r).Add({});
-  receives_ = &BuildGauge().Name("sluice_concurrent_receives").Help("Receive loops running").Register(r).Add({});
-  auto& backlog = BuildGauge().Name("sluice_queue_backlog_messages").Help("ApproximateNumberOfMessages(NotVisible) of the queue").Register(r);
+  received_ = &BuildCounter()
+                   .Name("sluice_messages_received_total")
+                   .Help("Messages received from the queue")
+                   .Register(r)
+                   .Add({});
+  receive_errors_ = &BuildCounter()
+                         .Name("sluice_receive_errors_total")
+                         .Help("Failed receive calls")
+                         .Register(r)
+                         .Add({});
+  empty_receives_ = &BuildCounter()
+                         .Name("sluice_empty_receives_total")
+                         .Help("Receives that returned nothing")
+                         .Register(r)
+                         .Add({});
+  written_ = &BuildCounter()
+                  .Name("sluice_records_written_total")
+                  .Help("Records inserted by the sink")
+                  .Register(r)
+                  .Add({});
+  duplicates_ = &BuildCounter()
+                     .Name("sluice_records_duplicate_total")
+                     .Help("Records already present (same content hash)")
+                     .Register(r)
+                     .Add({});
+  write_failed_ = &BuildCounter()
+                       .Name("sluice_records_failed_total")
+                       .Help("Records the sink refused (nacked)")
+                       .Register(r)
+                       .Add({});
+  sink_batch_failures_ = &BuildCounter()
+                              .Name("sluice_sink_batch_failures_total")
+                              .Help("Whole-batch write failures (database down, timeout)")
+                              .Register(r)
+                              .Add({});
+  rejected_ = &BuildCounter()
+                   .Name("sluice_messages_rejected_total")
+                   .Help("Messages rejected, by reason")
+                   .Register(r);
+  settled_ = &BuildCounter()
+                  .Name("sluice_messages_settled_total")
+                  .Help("Messages settled, by outcome")
+                  .Register(r);
+  in_flight_ = &BuildGauge()
+                    .Name("sluice_messages_in_flight")
+                    .Help("Messages held (received, not settled)")
+                    .Register(r)
+                    .Add({});
+  receives_ = &BuildGauge()
+                   .Name("sluice_concurrent_receives")
+                   .Help("Receive loops running")
+                   .Register(r)
+                   .Add({});
+  auto& backlog = BuildGauge()
+                      .Name("sluice_queue_backlog_messages")
+                      .Help("ApproximateNumberOfMessages(NotVisible) of the queue")
+                      .Register(r);
   backlog_visible_ = &backlog.Add({{"state", "visible"}});
   backlog_in_flight_ = &backlog.Add({{"state", "not_visible"}});
-  poll_latency_ = &BuildHistogram().Name("sluice_poll_latency_seconds").Help("ReceiveMessage latency").Register(r).Add({}, kLatency);
-  handler_latency_ = &BuildHistogram().Name("sluice_stage_latency_seconds").Help("Decode, normalize and hash per message").Register(r).Add({}, kLatency);
-  sink_latency_ = &BuildHistogram().Name("sluice_sink_write_latency_seconds").Help("One batch write").Register(r).Add({}, kLatency);
-  sink_batch_size_ = &BuildHistogram().Name("sluice_sink_batch_size").Help("Records per batch write").Register(r).Add(
-      {}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
+  poll_latency_ = &BuildHistogram()
+                       .Name("sluice_poll_latency_seconds")
+                       .Help("ReceiveMessage latency")
+                       .Register(r)
+                       .Add({}, kLatency);
+  handler_latency_ = &BuildHistogram()
+                          .Name("sluice_stage_latency_seconds")
+                          .Help("Decode, normalize and hash per message")
+                          .Register(r)
+                          .Add({}, kLatency);
+  sink_latency_ = &BuildHistogram()
+                       .Name("sluice_sink_write_latency_seconds")
+                       .Help("One batch write")
+                       .Register(r)
+                       .Add({}, kLatency);
+  sink_batch_size_ =
+      &BuildHistogram()
+           .Name("sluice_sink_batch_size")
+           .Help("Records per batch write")
+           .Register(r)
+           .Add({}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
 }
 
 namespace {
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
@@ -59,14 +123,21 @@ std::int64_t now_ns() {
 namespace {
 double mean(prometheus::Histogram* h, double scale) {
   const auto m = h->Collect();
-  return m.histogram.sample_count ? m.histogram.sample_sum / static_cast<double>(m.histogram.sample_count) * scale
-                                  : 0.0;
+  return m.histogram.sample_count
+             ? m.histogram.sample_sum / static_cast<double>(m.histogram.sample_count) * scale
+             : 0.0;
 }
 }  // namespace
 
-double PipelineMetrics::mean_poll_latency_ms() const { return mean(poll_latency_, 1000); }
-double PipelineMetrics::mean_sink_latency_ms() const { return mean(sink_latency_, 1000); }
-double PipelineMetrics::mean_sink_batch() const { return mean(sink_batch_size_, 1); }
+double PipelineMetrics::mean_poll_latency_ms() const {
+  return mean(poll_latency_, 1000);
+}
+double PipelineMetrics::mean_sink_latency_ms() const {
+  return mean(sink_latency_, 1000);
+}
+double PipelineMetrics::mean_sink_batch() const {
+  return mean(sink_batch_size_, 1);
+}
 
 double PipelineMetrics::active_seconds() const {
   const auto first = first_receive_ns_.load(), last = last_settle_ns_.load();
@@ -82,27 +153,43 @@ void PipelineMetrics::on_receive(std::size_t messages, std::chrono::nanoseconds 
   if (messages == 0) empty_receives_->Increment();
   received_->Increment(static_cast<double>(messages));
 }
-void PipelineMetrics::on_receive_error(const std::string&) { receive_errors_->Increment(); }
-void PipelineMetrics::on_handler(std::chrono::nanoseconds latency, bool) { handler_latency_->Observe(seconds(latency)); }
+void PipelineMetrics::on_receive_error(const std::string&) {
+  receive_errors_->Increment();
+}
+void PipelineMetrics::on_handler(std::chrono::nanoseconds latency, bool) {
+  handler_latency_->Observe(seconds(latency));
+}
 void PipelineMetrics::on_settled(const char* outcome) {
   settled_->Add({{"outcome", outcome}}).Increment();
   last_settle_ns_.store(now_ns(), std::memory_order_relaxed);
 }
-void PipelineMetrics::on_concurrency(int receives) { receives_->Set(receives); }
+void PipelineMetrics::on_concurrency(int receives) {
+  receives_->Set(receives);
+}
 
 void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {
   switch (outcome) {
-    case sinks::WriteOutcome::inserted: written_->Increment(); break;
-    case sinks::WriteOutcome::duplicate: duplicates_->Increment(); break;
-    case sinks::WriteOutcome::failed: write_failed_->Increment(); break;
+    case sinks::WriteOutcome::inserted:
+      written_->Increment();
+      break;
+    case sinks::WriteOutcome::duplicate:
+      duplicates_->Increment();
+      break;
+    case sinks::WriteOutcome::failed:
+      write_failed_->Increment();
+      break;
   }
 }
-void PipelineMetrics::record_rejected(const std::string& reason) { rejected_->Add({{"reason", reason}}).Increment(); }
+void PipelineMetrics::record_rejected(const std::string& reason) {
+  rejected_->Add({{"reason", reason}}).Increment();
+}
 void PipelineMetrics::record_batch(std::size_t size, std::chrono::nanoseconds latency) {
   sink_batch_size_->Observe(static_cast<double>(size));
   sink_latency_->Observe(seconds(latency));
 }
-void PipelineMetrics::record_sink_failure() { sink_batch_failures_->Increment(); }
+void PipelineMetrics::record_sink_failure() {
+  sink_batch_failures_->Increment();
+}
 void PipelineMetrics::set_backlog(double visible, double not_visible) {
   backlog_visible_->Set(visible);
   backlog_in_flight_->Set(not_visible);
@@ -129,7 +216,8 @@ struct MetricsServer::Impl {
     for (;;) {
       http::request<http::empty_body> req;
       stream.expires_after(std::chrono::seconds(30));
-      auto [ec, n] = co_await http::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
+      auto [ec, n] =
+          co_await http::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
       if (ec) co_return;
       http::response<http::string_body> res{http::status::ok, req.version()};
       const std::string_view target = req.target();
@@ -172,7 +260,9 @@ MetricsServer::MetricsServer(const std::string& listen, std::function<std::strin
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
-  if (ec) throw std::invalid_argument("metrics.listen: got '" + listen + "', expected an IP address and port");
+  if (ec)
+    throw std::invalid_argument("metrics.listen: got '" + listen +
+                                "', expected an IP address and port");
   int port = 0;
   try {
     port = std::stoi(listen.substr(colon + 1));

@@ -2,14 +2,15 @@
 // Prometheus metrics of a running pipeline, and the HTTP endpoint that serves them
 // with /healthz and /readyz.
 
-#include <atomic>
-#include <functional>
-#include <memory>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 

@@ -1,5 +1,7 @@
 #include "app/publish.hpp"
 
+#include <unistd.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,7 +14,6 @@
 #include <random>
 #include <set>
 #include <tuple>
-#include <unistd.h>
 
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/publisher.hpp"
@@ -21,7 +22,8 @@ namespace sluice::app {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
-GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share, unsigned seed) {
+GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share,
+                                unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> unit(0, 1);
   GeneratedEvents out;
@@ -33,9 +35,13 @@ GeneratedEvents generate_events(int count, double duplicate_share, double malfor
     if (r < malformed_share) {
       // Broken on purpose, one of three ways: not JSON, a missing field, a wrong type.
       const int kind = i % 3;
-      out.bodies.push_back(kind == 0   ? R"({"eventId": "e-)" + std::to_string(i) + R"(", "skuId": )"
-                           : kind == 1 ? R"({"eventId":"e-)" + std::to_string(i) + R"(","locationId":"L-1","eventType":"MOVED","quantity":1})"
-                                       : R"({"eventId":"e-)" + std::to_string(i) + R"(","skuId":"SKU-1","locationId":"L-1","eventType":"MOVED","quantity":"many"})");
+      out.bodies.push_back(
+          kind == 0 ? R"({"eventId": "e-)" + std::to_string(i) + R"(", "skuId": )"
+          : kind == 1
+              ? R"({"eventId":"e-)" + std::to_string(i) +
+                    R"(","locationId":"L-1","eventType":"MOVED","quantity":1})"
+              : R"({"eventId":"e-)" + std::to_string(i) +
+                    R"(","skuId":"SKU-1","locationId":"L-1","eventType":"MOVED","quantity":"many"})");
       ++out.malformed;
       continue;
     }
@@ -97,12 +103,14 @@ asio::awaitable<std::pair<std::size_t, std::size_t>> publish_all(const PublishOp
   auto report = [&](bool final) {
     if (!options.progress) return;
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::cerr << (tty ? "\r" : "") << "sluice publish: " << sent << "/" << bodies.size() << " sent, " << failed
-              << " failed, " << static_cast<long>(sent / std::max(seconds, 1e-3)) << " msg/s"
+    std::cerr << (tty ? "\r" : "") << "sluice publish: " << sent << "/" << bodies.size()
+              << " sent, " << failed << " failed, "
+              << static_cast<long>(sent / std::max(seconds, 1e-3)) << " msg/s"
               << ((final || !tty) ? "\n" : "") << std::flush;
   };
   // Chunks of 100 entries, `concurrency` chunks in flight.
-  using Done = asio::experimental::channel<void(boost::system::error_code, std::size_t, std::size_t)>;
+  using Done =
+      asio::experimental::channel<void(boost::system::error_code, std::size_t, std::size_t)>;
   Done done(executor, static_cast<std::size_t>(options.concurrency));
   int running = 0;
   auto last_report = Clock::now();
@@ -120,16 +128,17 @@ asio::awaitable<std::pair<std::size_t, std::size_t>> publish_all(const PublishOp
       }
       ++running;
       const std::size_t chunk = entries.size();
-      asio::co_spawn(executor, publisher.send_batch(std::move(entries)),
-                     [&done, chunk](std::exception_ptr e, std::vector<sqs::PublishOutcome> outcomes) {
-                       std::size_t ok = 0, bad = 0;
-                       if (e) {
-                         bad = chunk;
-                       } else {
-                         for (const auto& o : outcomes) (o.ok ? ok : bad)++;
-                       }
-                       done.try_send(boost::system::error_code{}, ok, bad);
-                     });
+      asio::co_spawn(
+          executor, publisher.send_batch(std::move(entries)),
+          [&done, chunk](std::exception_ptr e, std::vector<sqs::PublishOutcome> outcomes) {
+            std::size_t ok = 0, bad = 0;
+            if (e) {
+              bad = chunk;
+            } else {
+              for (const auto& o : outcomes) (o.ok ? ok : bad)++;
+            }
+            done.try_send(boost::system::error_code{}, ok, bad);
+          });
     }
     auto [ok, bad] = co_await done.async_receive(asio::use_awaitable);
     --running;
@@ -152,10 +161,11 @@ int run_publish(const PublishOptions& options) {
     if (!options.file.empty()) {
       bodies = read_lines(options.file);
     } else {
-      auto generated = generate_events(options.generate, options.duplicate_share, options.malformed_share, options.seed);
-      std::cerr << "sluice publish: generated " << generated.bodies.size() << " events: "
-                << generated.distinct_records << " distinct business records, " << generated.malformed
-                << " malformed on purpose\n";
+      auto generated = generate_events(options.generate, options.duplicate_share,
+                                       options.malformed_share, options.seed);
+      std::cerr << "sluice publish: generated " << generated.bodies.size()
+                << " events: " << generated.distinct_records << " distinct business records, "
+                << generated.malformed << " malformed on purpose\n";
       bodies = std::move(generated.bodies);
     }
   } catch (const std::exception& e) {

@@ -8,11 +8,11 @@ struct PublishOptions {
   std::string queue_url;
   std::string endpoint_url;
   std::string region;
-  std::string file;          // JSON lines; empty: generate events
-  int generate = 1000;       // generated inventory events
+  std::string file;              // JSON lines; empty: generate events
+  int generate = 1000;           // generated inventory events
   double duplicate_share = 0.2;  // share of generated events that repeat an earlier business record
   double malformed_share = 0.0;  // share of generated events that are broken on purpose
-  int concurrency = 4;       // batches in flight at once
+  int concurrency = 4;           // batches in flight at once
   bool progress = true;
   unsigned seed = 1;
 };
@@ -27,6 +27,7 @@ struct GeneratedEvents {
   std::size_t distinct_records = 0;
   std::size_t malformed = 0;
 };
-GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share, unsigned seed);
+GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share,
+                                unsigned seed);
 
 }  // namespace sluice::app

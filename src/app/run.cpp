@@ -23,7 +23,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::atomic<int> g_signal{0};
-void on_signal(int number) { g_signal = number; }
+void on_signal(int number) {
+  g_signal = number;
+}
 
 double cpu_now() {
   rusage u{};
@@ -34,9 +36,12 @@ double cpu_now() {
 
 sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
   switch (config.sink) {
-    case SinkType::sqlite: return [o = config.sqlite] { return sinks::make_sqlite_sink(o); };
-    case SinkType::postgres: return [o = config.postgres] { return sinks::make_postgres_sink(o); };
-    case SinkType::mongodb: return [o = config.mongodb] { return sinks::make_mongo_sink(o); };
+    case SinkType::sqlite:
+      return [o = config.sqlite] { return sinks::make_sqlite_sink(o); };
+    case SinkType::postgres:
+      return [o = config.postgres] { return sinks::make_postgres_sink(o); };
+    case SinkType::mongodb:
+      return [o = config.mongodb] { return sinks::make_mongo_sink(o); };
   }
   return nullptr;
 }
@@ -57,7 +62,8 @@ std::string log_context(const pipeline::Record& record, const std::vector<std::s
   for (const auto& f : fields) {
     auto it = record.document.find(f);
     if (it == record.document.end()) continue;
-    out += (out.empty() ? "" : " ") + f + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+    out += (out.empty() ? "" : " ") + f + "=" +
+           (it->is_string() ? it->get<std::string>() : it->dump());
   }
   return out;
 }
@@ -71,7 +77,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   const pipeline::Transformer transformer(config.transform);
 
   sinks::WriterEvents events;
-  events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) { metrics->record_batch(n, latency); };
+  events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) {
+    metrics->record_batch(n, latency);
+  };
   events.outcome = [&](sinks::WriteOutcome o) { metrics->record_outcome(o); };
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
   sinks::BatchWriter writer(sink_factory(config), config.writer, events);
@@ -82,22 +90,24 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     std::cerr << "sluice: cannot open the sink: " << e.what() << "\n";
     return 3;
   }
-  summary.sink = config.sink == SinkType::sqlite     ? "sqlite " + config.sqlite.path
-                 : config.sink == SinkType::postgres ? "postgres table " + config.postgres.table
-                                                     : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
+  summary.sink = config.sink == SinkType::sqlite ? "sqlite " + config.sqlite.path
+                 : config.sink == SinkType::postgres
+                     ? "postgres table " + config.postgres.table
+                     : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
 
   SqsSourceOptions source{config.queue_url, {}};
   source.client.region = config.region;
   source.client.endpoint_url = config.endpoint_url;
   const auto& log_fields = config.log_fields;
   auto handle_one = [&](Message& message) {
-    pipeline::MessageView view{message.body(), message.id(), message.receive_count(), sent_time(message),
-                               message.received_at(), message.source()};
+    pipeline::MessageView view{message.body(),     message.id(),          message.receive_count(),
+                               sent_time(message), message.received_at(), message.source()};
     auto result = transformer.transform(view);
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!log_fields.empty()) {
         record->log_context = log_context(*record, log_fields);
-        spdlog::debug("event=normalized message_id={} {} hash={}", message.id(), record->log_context, record->hash);
+        spdlog::debug("event=normalized message_id={} {} hash={}", message.id(),
+                      record->log_context, record->hash);
       }
       writer.submit(std::move(*record), message);
       return;
@@ -105,9 +115,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     const auto& rejection = std::get<pipeline::Rejection>(result);
     const std::string reason = pipeline::to_string(rejection.reason);
     metrics->record_rejected(reason);
-    spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason, message.id(),
-                 message.receive_count(), rejection.detail);
-    writer.submit_reject({message.id(), reason, rejection.detail, message.body(), message.source()}, message);
+    spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason,
+                 message.id(), message.receive_count(), rejection.detail);
+    writer.submit_reject({message.id(), reason, rejection.detail, message.body(), message.source()},
+                         message);
   };
 
   std::unique_ptr<Container> container;
@@ -116,9 +127,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     // batch is handled in one worker call: one thread hand-off per poll, not per message.
     auto options = config.container;
     options.listener_mode = ListenerMode::batch;
-    container = std::make_unique<Container>(options, source, BatchHandler([&](std::span<Message> batch) {
-                                              for (auto& message : batch) handle_one(message);
-                                            }));
+    container =
+        std::make_unique<Container>(options, source, BatchHandler([&](std::span<Message> batch) {
+                                      for (auto& message : batch) handle_one(message);
+                                    }));
   } catch (const std::exception& e) {
     std::cerr << "sluice: " << e.what() << "\n";
     writer.stop();
@@ -139,7 +151,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   auto queue_counts = [&]() -> std::optional<std::pair<long, long>> {
     try {
-      auto f = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.queue_url), asio::use_future);
+      auto f = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.queue_url),
+                              asio::use_future);
       stats_io.restart();
       stats_io.run();
       const auto attrs = f.get();
@@ -158,7 +171,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       server = std::make_unique<MetricsServer>(
           config.metrics_listen, [&] { return metrics->serialize(); },
           [&] { return ready.load() && writer.healthy(); });
-      spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen, server->port());
+      spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen,
+                   server->port());
     } catch (const std::exception& e) {
       std::cerr << "sluice: " << e.what() << "\n";
       writer.stop();
@@ -174,8 +188,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 
   container->start();
   ready = true;
-  spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.queue_url, summary.sink,
-               config.transform.hash_version);
+  spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.queue_url,
+               summary.sink, config.transform.hash_version);
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};
   auto last_stats = Clock::time_point{};
@@ -186,7 +200,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     if (Clock::now() - last_stats < std::chrono::milliseconds(500)) continue;
     last_stats = Clock::now();
     const auto counts = queue_counts();
-    if (counts) metrics->set_backlog(static_cast<double>(counts->first), static_cast<double>(counts->second));
+    if (counts)
+      metrics->set_backlog(static_cast<double>(counts->first), static_cast<double>(counts->second));
     if (!options.until_drained) continue;
     const bool idle = counts && counts->first == 0 && counts->second == 0 && stats.in_flight == 0 &&
                       writer.queued() == 0;
@@ -231,21 +246,26 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 }
 
 void print_summary(const RunSummary& s) {
-  const std::uint64_t rejected = s.rejected_malformed + s.rejected_validation + s.rejected_schema_drift;
+  const std::uint64_t rejected =
+      s.rejected_malformed + s.rejected_validation + s.rejected_schema_drift;
   std::cout << "\n== sluice run summary ==\n"
             << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
-            << "  duplicates          " << s.duplicates << "  (same business record, already stored)\n"
-            << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed << ", validation "
-            << s.rejected_validation << ", schema drift " << s.rejected_schema_drift << ")\n"
+            << "  duplicates          " << s.duplicates
+            << "  (same business record, already stored)\n"
+            << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
+            << ", validation " << s.rejected_validation << ", schema drift "
+            << s.rejected_schema_drift << ")\n"
             << "  failed writes       " << s.failed << "\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
             << "  receive latency     " << s.poll_latency_ms << " ms mean\n"
-            << "  sink writes         " << s.sink_batch << " records per batch, " << s.sink_latency_ms
-            << " ms per batch (means)\n"
-            << "  elapsed             " << s.seconds << " s (" << s.active_seconds << " s with messages), "
-            << (s.active_seconds > 0 ? s.received / s.active_seconds : 0) << " messages/s, "
-            << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0) << " us CPU/message\n";
+            << "  sink writes         " << s.sink_batch << " records per batch, "
+            << s.sink_latency_ms << " ms per batch (means)\n"
+            << "  elapsed             " << s.seconds << " s (" << s.active_seconds
+            << " s with messages), " << (s.active_seconds > 0 ? s.received / s.active_seconds : 0)
+            << " messages/s, "
+            << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0)
+            << " us CPU/message\n";
 }
 
 }  // namespace sluice::app

@@ -10,7 +10,7 @@ namespace sluice::app {
 struct RunOptions {
   bool until_drained = false;  // stop once the queue is empty and everything is settled
   std::chrono::milliseconds drained_for{2000};  // ... for this long
-  bool quiet = false;  // no summary on stdout
+  bool quiet = false;                           // no summary on stdout
 };
 
 struct RunSummary {

@@ -11,7 +11,8 @@ namespace sluice::pipeline {
 namespace {
 
 std::string iso8601(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   const std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
@@ -23,11 +24,16 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
 
 const char* type_name(FieldType t) {
   switch (t) {
-    case FieldType::string: return "string";
-    case FieldType::integer: return "integer";
-    case FieldType::number: return "number";
-    case FieldType::boolean: return "boolean";
-    case FieldType::json: return "json";
+    case FieldType::string:
+      return "string";
+    case FieldType::integer:
+      return "integer";
+    case FieldType::number:
+      return "number";
+    case FieldType::boolean:
+      return "boolean";
+    case FieldType::json:
+      return "json";
   }
   return "?";
 }
@@ -45,13 +51,14 @@ std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, 
   switch (type) {
     case FieldType::string:
       if (kind == element_type::STRING) return std::string(e.get_string().value());
-      if (kind == element_type::INT64 || kind == element_type::UINT64 || kind == element_type::DOUBLE ||
-          kind == element_type::BOOL)
+      if (kind == element_type::INT64 || kind == element_type::UINT64 ||
+          kind == element_type::DOUBLE || kind == element_type::BOOL)
         return simdjson::minify(e);  // numbers and booleans keep their JSON spelling
       break;
     case FieldType::integer:
       if (kind == element_type::INT64) return e.get_int64().value();
-      if (kind == element_type::UINT64 && e.get_uint64().value() <= static_cast<std::uint64_t>(INT64_MAX))
+      if (kind == element_type::UINT64 &&
+          e.get_uint64().value() <= static_cast<std::uint64_t>(INT64_MAX))
         return static_cast<std::int64_t>(e.get_uint64().value());
       if (kind == element_type::DOUBLE) {
         const double d = e.get_double().value();
@@ -69,7 +76,8 @@ std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, 
       }
       break;
     case FieldType::number:
-      if (kind == element_type::INT64 || kind == element_type::UINT64 || kind == element_type::DOUBLE)
+      if (kind == element_type::INT64 || kind == element_type::UINT64 ||
+          kind == element_type::DOUBLE)
         return e.get_double().value();
       if (kind == element_type::STRING) {
         const std::string s(e.get_string().value());
@@ -100,20 +108,26 @@ std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, 
 
 const char* to_string(RejectReason reason) {
   switch (reason) {
-    case RejectReason::malformed: return "malformed";
-    case RejectReason::validation: return "validation";
-    case RejectReason::schema_drift: return "schema_drift";
+    case RejectReason::malformed:
+      return "malformed";
+    case RejectReason::validation:
+      return "validation";
+    case RejectReason::schema_drift:
+      return "schema_drift";
   }
   return "unknown";
 }
 
 void validate(const TransformSpec& spec) {
-  if (spec.fields.empty()) throw std::invalid_argument("normalize.fields: expected at least one field");
+  if (spec.fields.empty())
+    throw std::invalid_argument("normalize.fields: expected at least one field");
   std::map<std::string, int> names;
   for (const auto& f : spec.fields) {
-    if (f.name.empty()) throw std::invalid_argument("normalize.fields[].name: expected a non-empty name");
+    if (f.name.empty())
+      throw std::invalid_argument("normalize.fields[].name: expected a non-empty name");
     if (++names[f.name] > 1)
-      throw std::invalid_argument("normalize.fields[].name = " + f.name + ": expected unique names");
+      throw std::invalid_argument("normalize.fields[].name = " + f.name +
+                                  ": expected unique names");
     const int sources = (!f.pointer.empty()) + f.constant.has_value() + f.meta.has_value();
     if (sources != 1)
       throw std::invalid_argument("normalize.fields[" + f.name +
@@ -196,13 +210,22 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
       value = *f.constant;
     } else if (f.meta) {
       switch (*f.meta) {
-        case MetaField::message_id: value = std::string(message.message_id); break;
-        case MetaField::sent_time:
-          value = message.sent_time ? nlohmann::json(iso8601(*message.sent_time)) : nlohmann::json();
+        case MetaField::message_id:
+          value = std::string(message.message_id);
           break;
-        case MetaField::received_time: value = iso8601(message.received_time); break;
-        case MetaField::receive_count: value = message.receive_count; break;
-        case MetaField::source: value = std::string(message.source); break;
+        case MetaField::sent_time:
+          value =
+              message.sent_time ? nlohmann::json(iso8601(*message.sent_time)) : nlohmann::json();
+          break;
+        case MetaField::received_time:
+          value = iso8601(message.received_time);
+          break;
+        case MetaField::receive_count:
+          value = message.receive_count;
+          break;
+        case MetaField::source:
+          value = std::string(message.source);
+          break;
       }
     } else {
       simdjson::dom::element found;
@@ -216,7 +239,8 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
         std::string why;
         auto converted = convert(found, f.type, why);
         if (!converted)
-          return Rejection{RejectReason::schema_drift, "field " + f.name + " at " + f.pointer + ": " + why};
+          return Rejection{RejectReason::schema_drift,
+                           "field " + f.name + " at " + f.pointer + ": " + why};
         value = std::move(*converted);
       }
     }

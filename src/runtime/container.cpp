@@ -173,9 +173,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       throw std::invalid_argument("container source queue_url is empty: expected an SQS queue URL");
     const bool batch_mode = options.listener_mode == ListenerMode::batch;
     if (batch_mode ? !batch_handler : !single_handler)
-      throw std::invalid_argument(
-          std::string("container option listener_mode = ") + (batch_mode ? "batch" : "single") +
-          ": expected a " + (batch_mode ? "batch" : "single-message") + " handler to match");
+      throw std::invalid_argument(std::string("container option listener_mode = ") +
+                                  (batch_mode ? "batch" : "single") + ": expected a " +
+                                  (batch_mode ? "batch" : "single-message") + " handler to match");
     fifo = options.fifo == FifoMode::on ||
            (options.fifo == FifoMode::auto_detect && source_options.queue_url.ends_with(".fifo"));
     if (fifo && options.listener_mode == ListenerMode::batch)
@@ -635,8 +635,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     //    returned but which are settled later (manual acks, e.g. by a sink writer).
     {
       std::unique_lock idle_lock(idle_mutex);
-      while (!idle_cv.wait_until(idle_lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(5)),
-                                 [this] { return running_handlers.load() == 0 && started_unsettled() == 0; }) &&
+      while (!idle_cv.wait_until(
+                 idle_lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(5)),
+                 [this] { return running_handlers.load() == 0 && started_unsettled() == 0; }) &&
              Clock::now() < deadline) {
       }
     }

@@ -3,9 +3,9 @@
 // settled message gives one back. Waiting is asynchronous (a coroutine suspends);
 // releasing is thread-safe (workers settle messages on their own threads).
 
+#include <algorithm>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
-#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>

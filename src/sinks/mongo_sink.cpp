@@ -36,7 +36,8 @@ class MongoSink final : public Sink {
     mongoc_uri_destroy(uri);
     if (!client_) throw SinkError(std::string("MongoDB client: ") + error.message);
     mongoc_client_set_error_api(client_, MONGOC_ERROR_API_VERSION_2);
-    collection_ = mongoc_client_get_collection(client_, options_.database.c_str(), options_.collection.c_str());
+    collection_ = mongoc_client_get_collection(client_, options_.database.c_str(),
+                                               options_.collection.c_str());
     rejects_ = mongoc_client_get_collection(client_, options_.database.c_str(),
                                             options_.rejects_collection.c_str());
     write_concern_ = mongoc_write_concern_new();
@@ -46,16 +47,21 @@ class MongoSink final : public Sink {
       mongoc_write_concern_set_w(write_concern_, std::stoi(options_.write_concern));
     if (!options_.id_from_hash) {
       // The seed's index: db.inventoryEvents.createIndex({documentHash: 1}, {unique: true})
-      BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(options_.collection.c_str()), "indexes", "[", "{",
-                               "key", "{", options_.hash_field.c_str(), BCON_INT32(1), "}", "name",
-                               BCON_UTF8("uniq_content_hash"), "unique", BCON_BOOL(true), "}", "]"));
-      const bool ok = mongoc_collection_write_command_with_opts(collection_, command.get(), nullptr, nullptr, &error);
-      if (!ok) throw SinkError(std::string("MongoDB createIndexes: ") + error.message, drop_connection_if_network(error));
+      BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(options_.collection.c_str()), "indexes",
+                               "[", "{", "key", "{", options_.hash_field.c_str(), BCON_INT32(1),
+                               "}", "name", BCON_UTF8("uniq_content_hash"), "unique",
+                               BCON_BOOL(true), "}", "]"));
+      const bool ok = mongoc_collection_write_command_with_opts(collection_, command.get(), nullptr,
+                                                                nullptr, &error);
+      if (!ok)
+        throw SinkError(std::string("MongoDB createIndexes: ") + error.message,
+                        drop_connection_if_network(error));
     } else {
       // Still a round trip now, so that an unreachable server fails at start.
       BsonPtr ping(BCON_NEW("ping", BCON_INT32(1)));
       if (!mongoc_client_command_simple(client_, "admin", ping.get(), nullptr, nullptr, &error))
-        throw SinkError(std::string("MongoDB ping: ") + error.message, drop_connection_if_network(error));
+        throw SinkError(std::string("MongoDB ping: ") + error.message,
+                        drop_connection_if_network(error));
     }
   }
 
@@ -112,7 +118,8 @@ class MongoSink final : public Sink {
         const std::string message = error.message;
         bson_destroy(&reply);
         const bool unavailable = drop_connection_if_network(error);
-        throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message, unavailable);
+        throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message,
+                        unavailable);
       }
     }
     bson_destroy(&reply);
@@ -124,7 +131,8 @@ class MongoSink final : public Sink {
     for (const auto& row : rows) {
       BsonPtr doc(BCON_NEW("message_id", BCON_UTF8(row.message_id.c_str()), "reason",
                            BCON_UTF8(row.reason.c_str()), "detail", BCON_UTF8(row.detail.c_str()),
-                           "body", BCON_UTF8(row.body.c_str()), "source", BCON_UTF8(row.source.c_str())));
+                           "body", BCON_UTF8(row.body.c_str()), "source",
+                           BCON_UTF8(row.source.c_str())));
       bson_error_t error;
       if (!mongoc_collection_insert_one(rejects_, doc.get(), nullptr, nullptr, &error))
         throw SinkError(std::string("MongoDB insert reject: ") + error.message);
@@ -135,20 +143,23 @@ class MongoSink final : public Sink {
     ensure_open();
     BsonPtr filter(bson_new());
     bson_error_t error;
-    const std::int64_t n =
-        mongoc_collection_count_documents(collection_, filter.get(), nullptr, nullptr, nullptr, &error);
+    const std::int64_t n = mongoc_collection_count_documents(collection_, filter.get(), nullptr,
+                                                             nullptr, nullptr, &error);
     if (n < 0) throw SinkError(std::string("MongoDB count: ") + error.message);
     return static_cast<std::uint64_t>(n);
   }
 
-  std::string describe() const override { return "mongodb:" + options_.database + "." + options_.collection; }
+  std::string describe() const override {
+    return "mongodb:" + options_.database + "." + options_.collection;
+  }
 
  private:
   void ensure_open() {
     if (!client_) open();
   }
   bool drop_connection_if_network(const bson_error_t& error) {
-    const bool network = error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION;
+    const bool network =
+        error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION;
     if (network) close();
     return network;
   }

@@ -11,14 +11,18 @@
 namespace sluice::sinks {
 namespace {
 
-
 const char* sql_type(pipeline::FieldType type) {
   switch (type) {
-    case pipeline::FieldType::string: return "text";
-    case pipeline::FieldType::integer: return "bigint";
-    case pipeline::FieldType::number: return "double precision";
-    case pipeline::FieldType::boolean: return "boolean";
-    case pipeline::FieldType::json: return "jsonb";
+    case pipeline::FieldType::string:
+      return "text";
+    case pipeline::FieldType::integer:
+      return "bigint";
+    case pipeline::FieldType::number:
+      return "double precision";
+    case pipeline::FieldType::boolean:
+      return "boolean";
+    case pipeline::FieldType::json:
+      return "jsonb";
   }
   return "text";
 }
@@ -37,18 +41,21 @@ class PostgresSink final : public Sink {
     conn_ = PQconnectdb(dsn.c_str());
     if (PQstatus(conn_) != CONNECTION_OK) fail("connect");
     // "relation already exists, skipping" and friends: not worth a line on stderr.
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
     std::string columns;
     for (const auto& c : options_.columns)
       columns += ", " + sql_identifier(c.field) + " " + sql_type(c.type);
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
          " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
-         " written_at timestamptz NOT NULL DEFAULT now()" + columns + ")");
-    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") + " ON " +
-         sql_identifier(options_.table) + " (hash)");
-    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
-         " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body text,"
-         " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
+         " written_at timestamptz NOT NULL DEFAULT now()" +
+         columns + ")");
+    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") +
+         " ON " + sql_identifier(options_.table) + " (hash)");
+    exec(
+        "CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
+        " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body text,"
+        " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
   }
 
   std::vector<WriteOutcome> write(std::span<const pipeline::Record> input) override {
@@ -57,7 +64,8 @@ class PostgresSink final : public Sink {
     // unique index's locks in the same order and cannot deadlock each other.
     std::vector<std::size_t> order(input.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
     std::vector<pipeline::Record> records;
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(input[i]);
@@ -66,8 +74,8 @@ class PostgresSink final : public Sink {
     // that stay far below PostgreSQL's 65,535-parameter limit.
     std::vector<Statement> statements;
     for (std::size_t start = 0; start < records.size(); start += kRowsPerStatement)
-      statements.push_back(insert_statement(std::span(records).subspan(
-          start, std::min(kRowsPerStatement, records.size() - start))));
+      statements.push_back(insert_statement(
+          std::span(records).subspan(start, std::min(kRowsPerStatement, records.size() - start))));
     std::multiset<std::string> inserted = statements.size() == 1
                                               ? run_single(statements.front(), records.size())
                                               : run_pipelined(statements, records.size());
@@ -144,14 +152,15 @@ class PostgresSink final : public Sink {
     return inserted;
   }
 
-  std::multiset<std::string> run_pipelined(const std::vector<Statement>& statements, std::size_t rows) {
+  std::multiset<std::string> run_pipelined(const std::vector<Statement>& statements,
+                                           std::size_t rows) {
     if (!PQenterPipelineMode(conn_)) fail("enter pipeline mode");
     // Statements up to a sync share an implicit transaction: all chunks are written
     // or none (a failed chunk rolls back the ones before it and skips the rest).
     bool sent = true;
     for (const auto& st : statements)
-      sent = sent && PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
-                                       st.values.data(), nullptr, nullptr, 0);
+      sent = sent && PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()),
+                                       nullptr, st.values.data(), nullptr, nullptr, 0);
     sent = sent && PQpipelineSync(conn_);
     std::multiset<std::string> inserted;
     std::string error;
@@ -185,12 +194,12 @@ class PostgresSink final : public Sink {
     for (const auto& row : rows) {
       const char* values[] = {row.message_id.c_str(), row.reason.c_str(), row.detail.c_str(),
                               row.body.c_str(), row.source.c_str()};
-      PGresult* res = PQexecParams(
-          conn_,
-          ("INSERT INTO " + sql_identifier(options_.rejects_table) +
-           " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)")
-              .c_str(),
-          5, nullptr, values, nullptr, nullptr, 0);
+      PGresult* res =
+          PQexecParams(conn_,
+                       ("INSERT INTO " + sql_identifier(options_.rejects_table) +
+                        " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)")
+                           .c_str(),
+                       5, nullptr, values, nullptr, nullptr, 0);
       const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
       const std::string error = ok ? "" : PQresultErrorMessage(res);
       PQclear(res);
@@ -200,7 +209,8 @@ class PostgresSink final : public Sink {
 
   std::uint64_t count_records() override {
     ensure_open();
-    PGresult* res = PQexec(conn_, ("SELECT count(*) FROM " + sql_identifier(options_.table)).c_str());
+    PGresult* res =
+        PQexec(conn_, ("SELECT count(*) FROM " + sql_identifier(options_.table)).c_str());
     std::uint64_t n = 0;
     if (PQresultStatus(res) == PGRES_TUPLES_OK) n = std::stoull(PQgetvalue(res, 0, 0));
     PQclear(res);
@@ -224,7 +234,8 @@ class PostgresSink final : public Sink {
     const auto status = PQresultStatus(res);
     const std::string error = PQresultErrorMessage(res);
     PQclear(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail("'" + sql.substr(0, 50) + "'", error);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+      fail("'" + sql.substr(0, 50) + "'", error);
   }
 
   PostgresOptions options_;

@@ -8,7 +8,6 @@
 namespace sluice::sinks {
 namespace {
 
-
 class SqliteSink final : public Sink {
  public:
   explicit SqliteSink(SqliteOptions options) : options_(std::move(options)) {}
@@ -26,15 +25,17 @@ class SqliteSink final : public Sink {
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
          " (hash TEXT NOT NULL, message_id TEXT, document TEXT NOT NULL,"
          " written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
-    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") + " ON " +
-         sql_identifier(options_.table) + " (hash)");
+    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") +
+         " ON " + sql_identifier(options_.table) + " (hash)");
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id INTEGER PRIMARY KEY, message_id TEXT, reason TEXT NOT NULL, detail TEXT, body TEXT,"
          " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
-    insert_ = prepare("INSERT INTO " + sql_identifier(options_.table) +
-                      " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING");
-    insert_reject_ = prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
-                             " (message_id, reason, detail, body, source) VALUES (?1, ?2, ?3, ?4, ?5)");
+    insert_ =
+        prepare("INSERT INTO " + sql_identifier(options_.table) +
+                " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING");
+    insert_reject_ =
+        prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
+                " (message_id, reason, detail, body, source) VALUES (?1, ?2, ?3, ?4, ?5)");
   }
 
   std::vector<WriteOutcome> write(std::span<const pipeline::Record> records) override {
@@ -46,13 +47,15 @@ class SqliteSink final : public Sink {
       for (const auto& r : records) {
         const std::string document = r.document.dump();
         sqlite3_reset(insert_);
-        sqlite3_bind_text(insert_, 1, r.hash.data(), static_cast<int>(r.hash.size()), SQLITE_TRANSIENT);
+        sqlite3_bind_text(insert_, 1, r.hash.data(), static_cast<int>(r.hash.size()),
+                          SQLITE_TRANSIENT);
         sqlite3_bind_text(insert_, 2, r.message_id.data(), static_cast<int>(r.message_id.size()),
                           SQLITE_TRANSIENT);
         sqlite3_bind_text(insert_, 3, document.data(), static_cast<int>(document.size()),
                           SQLITE_TRANSIENT);
         if (sqlite3_step(insert_) != SQLITE_DONE) fail("insert");
-        outcomes.push_back(sqlite3_changes(db_) == 1 ? WriteOutcome::inserted : WriteOutcome::duplicate);
+        outcomes.push_back(sqlite3_changes(db_) == 1 ? WriteOutcome::inserted
+                                                     : WriteOutcome::duplicate);
       }
       exec("COMMIT");
     } catch (...) {
@@ -68,10 +71,11 @@ class SqliteSink final : public Sink {
     try {
       for (const auto& row : rows) {
         sqlite3_reset(insert_reject_);
-        const std::string* values[] = {&row.message_id, &row.reason, &row.detail, &row.body, &row.source};
+        const std::string* values[] = {&row.message_id, &row.reason, &row.detail, &row.body,
+                                       &row.source};
         for (int i = 0; i < 5; ++i)
-          sqlite3_bind_text(insert_reject_, i + 1, values[i]->data(), static_cast<int>(values[i]->size()),
-                            SQLITE_TRANSIENT);
+          sqlite3_bind_text(insert_reject_, i + 1, values[i]->data(),
+                            static_cast<int>(values[i]->size()), SQLITE_TRANSIENT);
         if (sqlite3_step(insert_reject_) != SQLITE_DONE) fail("insert reject");
       }
       exec("COMMIT");
@@ -85,7 +89,8 @@ class SqliteSink final : public Sink {
     ensure_open();
     sqlite3_stmt* stmt = prepare("SELECT count(*) FROM " + sql_identifier(options_.table));
     std::uint64_t n = 0;
-    if (sqlite3_step(stmt) == SQLITE_ROW) n = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+      n = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
     sqlite3_finalize(stmt);
     return n;
   }
@@ -97,8 +102,8 @@ class SqliteSink final : public Sink {
     if (!db_) open();
   }
   [[noreturn]] void fail(const std::string& what) {
-    const std::string message =
-        "SQLite " + what + " on " + options_.path + ": " + (db_ ? sqlite3_errmsg(db_) : "no connection");
+    const std::string message = "SQLite " + what + " on " + options_.path + ": " +
+                                (db_ ? sqlite3_errmsg(db_) : "no connection");
     // Busy past the timeout (another writer holds the file) means: wait for it.
     const int code = db_ ? sqlite3_errcode(db_) : SQLITE_CANTOPEN;
     throw SinkError(message, code == SQLITE_BUSY || code == SQLITE_LOCKED);

@@ -8,7 +8,9 @@ using Clock = std::chrono::steady_clock;
 BatchWriter::BatchWriter(SinkFactory factory, WriterOptions options, WriterEvents events)
     : factory_(std::move(factory)), options_(options), events_(std::move(events)) {}
 
-BatchWriter::~BatchWriter() { stop(); }
+BatchWriter::~BatchWriter() {
+  stop();
+}
 
 void BatchWriter::start() {
   std::vector<std::unique_ptr<Sink>> sinks;
@@ -71,7 +73,8 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
       if (queue_.empty()) return;  // stopping and drained
       // Group commit: wait a little for company, unless the batch is full already.
       const auto deadline = Clock::now() + options_.batch_timeout;
-      ready_.wait_until(lock, deadline, [&] { return queue_.size() >= options_.batch_size || stopping_; });
+      ready_.wait_until(lock, deadline,
+                        [&] { return queue_.size() >= options_.batch_size || stopping_; });
       const std::size_t n = std::min(options_.batch_size, queue_.size());
       batch.reserve(n);
       for (std::size_t i = 0; i < n; ++i) {
@@ -81,7 +84,8 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
     }
     std::vector<Item> records, rejects;
     for (auto& item : batch)
-      (std::holds_alternative<RejectRow>(item.payload) ? rejects : records).push_back(std::move(item));
+      (std::holds_alternative<RejectRow>(item.payload) ? rejects : records)
+          .push_back(std::move(item));
     if (!rejects.empty()) write_rejects(*sink, rejects);
     if (!records.empty()) write_records(*sink, records);
   }
@@ -101,11 +105,10 @@ void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (events_.outcome) events_.outcome(outcomes[i]);
         if (outcomes[i] == WriteOutcome::failed) {
-          spdlog::warn("event=record_write_failed sink={} message_id={} {} action=nack", sink.describe(),
-                       records[i].message_id, records[i].log_context);
+          spdlog::warn("event=record_write_failed sink={} message_id={} {} action=nack",
+                       sink.describe(), records[i].message_id, records[i].log_context);
           items[i].message.nack();
-        }
-        else
+        } else
           items[i].message.ack();  // written now, or already there: durable either way
       }
       return;
@@ -119,7 +122,8 @@ void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
       const bool give_up = !unavailable && attempt >= options_.max_attempts;
       spdlog::warn("event=sink_write_failed sink={} records={} attempt={} {} error=\"{}\"",
                    sink.describe(), records.size(), attempt,
-                   give_up ? "action=nack" : "retry_in_ms=" + std::to_string(backoff.count()), e.what());
+                   give_up ? "action=nack" : "retry_in_ms=" + std::to_string(backoff.count()),
+                   e.what());
       if (give_up || !sleep_unless_stopping(backoff)) break;
       backoff = std::min(backoff * 2, options_.retry_max);
     }
@@ -135,8 +139,8 @@ void BatchWriter::write_rejects(Sink& sink, std::vector<Item>& items) {
     try {
       sink.write_rejects(rows);
     } catch (const std::exception& e) {
-      spdlog::warn("event=rejects_write_failed sink={} rows={} error=\"{}\"", sink.describe(), rows.size(),
-                   e.what());
+      spdlog::warn("event=rejects_write_failed sink={} rows={} error=\"{}\"", sink.describe(),
+                   rows.size(), e.what());
       for (auto& item : items) item.message.nack();  // keep them: retried later
       return;
     }

@@ -58,8 +58,6 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
   return condition();
 }
 
-
-
 class ContainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -112,7 +110,9 @@ class ContainerTest : public ::testing::Test {
     o.shutdown_deadline = 10s;
     return o;
   }
-  static SqsSourceOptions source(const std::string& url) { return {url, test::emulator_client_options()}; }
+  static SqsSourceOptions source(const std::string& url) {
+    return {url, test::emulator_client_options()};
+  }
 
   asio::io_context io_;
   std::shared_ptr<sqs::SqsClient> client_;

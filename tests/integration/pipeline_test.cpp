@@ -28,18 +28,12 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string pipeline_yaml(const std::string& queue_url, const std::string& sink_section) {
-  return "source:\n  queue_url: " + queue_url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+  return "source:\n  queue_url: " + queue_url +
+         "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
          "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 2-4\n  max_in_flight: 200\n"
-         "  failure_backoff: 1s\n  delete_flush_interval: 20ms\n"
-         "normalize:\n  fields:\n"
-         "    - {name: skuId, from: /skuId, required: true}\n"
-         "    - {name: locationId, from: /locationId, required: true}\n"
-         "    - {name: eventType, from: /eventType, required: true}\n"
-         "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
-         "    - {name: eventId, from: /eventId}\n"
-         "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
-         "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" +
-         sink_section;
+         "  failure_backoff: 1s\n  delete_flush_interval: 20ms\n" +
+         test::inventory_stages_yaml() +
+         "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" + sink_section;
 }
 
 class PipelineTest : public ::testing::Test {
@@ -54,17 +48,20 @@ class PipelineTest : public ::testing::Test {
     test::run(io_, client_->create_queue(name));
     return test::Emulator::shared().queue_url(name);
   }
-  app::GeneratedEvents publish(const std::string& url, int count, double duplicates, double malformed) {
+  app::GeneratedEvents publish(const std::string& url, int count, double duplicates,
+                               double malformed) {
     auto events = app::generate_events(count, duplicates, malformed, 7);
     std::vector<sqs::SendMessageEntry> entries;
     for (const auto& body : events.bodies) entries.push_back({"", body, {}, {}, {}, {}});
     sqs::Publisher publisher(client_, url);
-    for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries)))) EXPECT_TRUE(o.ok);
+    for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries))))
+      EXPECT_TRUE(o.ok);
     return events;
   }
   int queue_total(const std::string& url) {
     const auto a = test::run(io_, client_->get_queue_attributes(url));
-    return std::stoi(a.at("ApproximateNumberOfMessages")) + std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
+    return std::stoi(a.at("ApproximateNumberOfMessages")) +
+           std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
   }
   app::RunSummary run_until_drained(const app::PipelineConfig& config) {
     app::RunOptions options;
@@ -86,13 +83,16 @@ TEST_F(PipelineTest, SqliteHoldsExactlyTheDistinctRecordsAndRejectsAreKept) {
   const auto events = publish(url, 3000, 0.25, 0.02);
   const std::string db = ::testing::TempDir() + "/sluice-pipe-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(db);
-  const auto config = app::parse_config(pipeline_yaml(url, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
+  const auto config = app::parse_config(
+      pipeline_yaml(url, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   EXPECT_EQ(summary.written, events.distinct_records);
   EXPECT_EQ(summary.received, 3000u);
   EXPECT_EQ(summary.duplicates, 3000u - events.distinct_records - events.malformed);
-  EXPECT_EQ(summary.rejected_malformed + summary.rejected_validation + summary.rejected_schema_drift, events.malformed);
+  EXPECT_EQ(
+      summary.rejected_malformed + summary.rejected_validation + summary.rejected_schema_drift,
+      events.malformed);
   EXPECT_GT(summary.rejected_malformed, 0u);
   EXPECT_GT(summary.rejected_validation, 0u);
   EXPECT_GT(summary.rejected_schema_drift, 0u);
@@ -108,8 +108,8 @@ TEST_F(PipelineTest, MalformedMessagesGoToTheDeadLetterQueueWithTheirReason) {
   const auto events = publish(url, 300, 0.0, 0.1);
   const std::string db = ::testing::TempDir() + "/sluice-dlq-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(db);
-  const auto config = app::parse_config(pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db +
-                                                               "\ndead_letter:\n  queue_url: " + dlq + "\n"));
+  const auto config = app::parse_config(pipeline_yaml(
+      url, "sink:\n  sqlite:\n    path: " + db + "\ndead_letter:\n  queue_url: " + dlq + "\n"));
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   std::set<std::string> reasons;
@@ -136,9 +136,10 @@ TEST_F(PipelineTest, MongoWireSinkHoldsExactlyTheDistinctRecords) {
   const std::string url = make_queue("pipe-mongo");
   const auto events = publish(url, 1500, 0.3, 0.0);
   const std::string collection = "pipe_" + std::to_string(getpid());
-  const auto config = app::parse_config(pipeline_yaml(
-      url, "sink:\n  type: mongodb\n  table: " + collection + "\n  mongodb:\n    uri: " + test::MongoWire::shared().uri() +
-               "\n    database: sluice_e2e\n    id_from_hash: true\n"));
+  const auto config = app::parse_config(
+      pipeline_yaml(url, "sink:\n  type: mongodb\n  table: " + collection +
+                             "\n  mongodb:\n    uri: " + test::MongoWire::shared().uri() +
+                             "\n    database: sluice_e2e\n    id_from_hash: true\n"));
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   EXPECT_EQ(summary.duplicates, 1500u - events.distinct_records);
@@ -152,13 +153,16 @@ TEST_F(PipelineTest, ThreeProcessesOnOneQueueWriteNoDuplicatesToPostgres) {
   const std::string table = "multi_" + std::to_string(getpid());
   const std::string yaml = pipeline_yaml(url, "sink:\n  type: postgres\n  table: " + table +
                                                   "\n  postgres:\n    dsn: " + pg.dsn() + "\n");
-  const std::string config_path = ::testing::TempDir() + "/sluice-multi-" + std::to_string(getpid()) + ".yaml";
+  const std::string config_path =
+      ::testing::TempDir() + "/sluice-multi-" + std::to_string(getpid()) + ".yaml";
   std::ofstream(config_path) << yaml;
   std::vector<pid_t> pids;
   for (int i = 0; i < 3; ++i) {
     pid_t pid = 0;
-    const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), "--until-drained", nullptr};
-    ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    const char* argv[] = {SLUICE_BINARY,     "run",  "--config", config_path.c_str(),
+                          "--until-drained", nullptr};
+    ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
+              0);
     pids.push_back(pid);
   }
   for (pid_t pid : pids) {
@@ -167,7 +171,8 @@ TEST_F(PipelineTest, ThreeProcessesOnOneQueueWriteNoDuplicatesToPostgres) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   }
   EXPECT_EQ(pg.query("SELECT count(*), count(DISTINCT hash) FROM " + table),
-            std::to_string(events.distinct_records) + "|" + std::to_string(events.distinct_records) + "\n");
+            std::to_string(events.distinct_records) + "|" +
+                std::to_string(events.distinct_records) + "\n");
   EXPECT_EQ(queue_total(url), 0);
   std::filesystem::remove(config_path);
 }
@@ -178,8 +183,8 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
   const auto events = publish(url, 4000, 0.2, 0.0);
   const std::string table = "outage_" + std::to_string(getpid());
   auto config = app::parse_config(pipeline_yaml(
-      url, "sink:\n  type: postgres\n  table: " + table + "\n  batch_size: 50\n  max_attempts: 3\n  postgres:\n    dsn: " +
-               pg.dsn() + "\n"));
+      url, "sink:\n  type: postgres\n  table: " + table +
+               "\n  batch_size: 50\n  max_attempts: 3\n  postgres:\n    dsn: " + pg.dsn() + "\n"));
   config.container.max_in_flight = 100;
   config.container.min_concurrent_receives = config.container.max_concurrent_receives = 1;
   app::RunSummary summary;
@@ -198,7 +203,8 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
   EXPECT_LE(queue_total(url), visible_while_down_start);
   pg.start();
   runner.join();
-  EXPECT_EQ(pg.query("SELECT count(*) FROM " + table), std::to_string(events.distinct_records) + "\n");
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + table),
+            std::to_string(events.distinct_records) + "\n");
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   EXPECT_EQ(queue_total(url), 0);
 }
@@ -206,13 +212,16 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
 TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
   const std::string url = make_queue("pipe-sigterm");
   const auto events = publish(url, 2000, 0.0, 0.0);
-  const std::string db = ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".db";
+  const std::string db =
+      ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(db);
-  const std::string config_path = ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".yaml";
+  const std::string config_path =
+      ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".yaml";
   std::ofstream(config_path) << pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db + "\n");
   pid_t pid = 0;
   const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
-  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
+            0);
   // Let it work a little, then ask it to stop while messages are in flight.
   for (int i = 0; i < 300 && queue_total(url) == 2000; ++i) std::this_thread::sleep_for(10ms);
   std::this_thread::sleep_for(100ms);
@@ -235,7 +244,8 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
   const auto events = publish(url, 4000, 0.3, 0.0);
   const std::string db = ::testing::TempDir() + "/sluice-kill9-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(db);
-  const std::string config_path = ::testing::TempDir() + "/sluice-kill9-" + std::to_string(getpid()) + ".yaml";
+  const std::string config_path =
+      ::testing::TempDir() + "/sluice-kill9-" + std::to_string(getpid()) + ".yaml";
   // A short visibility timeout: what the killed process held comes back quickly.
   std::string yaml = pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db + "\n");
   yaml.replace(yaml.find("  poll_wait: 1s"), 15, "  poll_wait: 1s\n  visibility_timeout: 2s");
@@ -243,15 +253,18 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
   for (int round = 0; round < 2; ++round) {
     pid_t pid = 0;
     const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
-    ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
+              0);
     std::this_thread::sleep_for(std::chrono::milliseconds(400 + 300 * round));
     kill(pid, SIGKILL);  // mid-batch, mid-delete: no chance to clean up
     int status = 0;
     waitpid(pid, &status, 0);
   }
   pid_t pid = 0;
-  const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), "--until-drained", nullptr};
-  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  const char* argv[] = {SLUICE_BINARY,     "run",  "--config", config_path.c_str(),
+                        "--until-drained", nullptr};
+  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
+            0);
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -267,7 +280,8 @@ TEST(MetricsServer, ServesMetricsHealthAndReadiness) {
   metrics.record_rejected("malformed");
   metrics.record_outcome(sinks::WriteOutcome::inserted);
   std::atomic<bool> ready{false};
-  app::MetricsServer server("127.0.0.1:0", [&] { return metrics.serialize(); }, [&] { return ready.load(); });
+  app::MetricsServer server(
+      "127.0.0.1:0", [&] { return metrics.serialize(); }, [&] { return ready.load(); });
   asio::io_context io;
   aws::HttpClientOptions options;
   options.use_env_proxy = false;
@@ -279,7 +293,9 @@ TEST(MetricsServer, ServesMetricsHealthAndReadiness) {
   };
   const auto m = get("/metrics");
   EXPECT_EQ(m.status, 200);
-  EXPECT_NE(m.body.find("sluice_messages_rejected_total{reason=\"malformed\"} 1"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("sluice_messages_rejected_total{reason=\"malformed\"} 1"),
+            std::string::npos)
+      << m.body;
   EXPECT_NE(m.body.find("sluice_records_written_total 1"), std::string::npos);
   EXPECT_NE(m.body.find("sluice_sink_write_latency_seconds"), std::string::npos);
   EXPECT_EQ(get("/healthz").status, 200);

@@ -29,11 +29,14 @@ pipeline::Record record(const std::string& sku, int quantity, const std::string&
 void check_idempotent_batches(sinks::Sink& sink) {
   sink.open();
   sink.open();  // tables and indexes: created once, reopening is harmless
-  const std::vector<pipeline::Record> first{record("A", 1, "m1"), record("B", 2, "m2"), record("A", 1, "m3")};
-  EXPECT_EQ(sink.write(first), (std::vector<WriteOutcome>{WriteOutcome::inserted, WriteOutcome::inserted,
-                                                          WriteOutcome::duplicate}));
+  const std::vector<pipeline::Record> first{record("A", 1, "m1"), record("B", 2, "m2"),
+                                            record("A", 1, "m3")};
+  EXPECT_EQ(sink.write(first),
+            (std::vector<WriteOutcome>{WriteOutcome::inserted, WriteOutcome::inserted,
+                                       WriteOutcome::duplicate}));
   const std::vector<pipeline::Record> second{record("B", 2, "m4"), record("C", 3, "m5")};
-  EXPECT_EQ(sink.write(second), (std::vector<WriteOutcome>{WriteOutcome::duplicate, WriteOutcome::inserted}));
+  EXPECT_EQ(sink.write(second),
+            (std::vector<WriteOutcome>{WriteOutcome::duplicate, WriteOutcome::inserted}));
   EXPECT_EQ(sink.count_records(), 3u);
   sink.write_rejects(std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q"}});
 }
@@ -41,7 +44,8 @@ void check_idempotent_batches(sinks::Sink& sink) {
 }  // namespace
 
 TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
-  const std::string path = ::testing::TempDir() + "/sluice-sink-" + std::to_string(getpid()) + ".db";
+  const std::string path =
+      ::testing::TempDir() + "/sluice-sink-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(path);
   sinks::SqliteOptions options;
   options.path = path;
@@ -67,12 +71,17 @@ TEST(PostgresSink, MultiRowInsertOnConflictDoNothing) {
   sinks::PostgresOptions options;
   options.dsn = pg.dsn();
   options.table = "records_" + std::to_string(getpid());
-  options.columns = {{"skuId", pipeline::FieldType::string}, {"quantity", pipeline::FieldType::integer}};
+  options.columns = {{"skuId", pipeline::FieldType::string},
+                     {"quantity", pipeline::FieldType::integer}};
   auto sink = sinks::make_postgres_sink(options);
   check_idempotent_batches(*sink);
-  EXPECT_EQ(pg.query("SELECT count(*) FROM " + options.table + " WHERE \\\"skuId\\\" = 'A' AND quantity = 1"), "1\n");
-  EXPECT_EQ(pg.query("SELECT document->>'skuId' FROM " + options.table + " WHERE quantity = 3"), "C\n");
-  EXPECT_EQ(pg.query("SELECT indexdef LIKE '%UNIQUE%' FROM pg_indexes WHERE tablename = '" + options.table + "'"),
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + options.table +
+                     " WHERE \\\"skuId\\\" = 'A' AND quantity = 1"),
+            "1\n");
+  EXPECT_EQ(pg.query("SELECT document->>'skuId' FROM " + options.table + " WHERE quantity = 3"),
+            "C\n");
+  EXPECT_EQ(pg.query("SELECT indexdef LIKE '%UNIQUE%' FROM pg_indexes WHERE tablename = '" +
+                     options.table + "'"),
             "t\n");
 }
 
@@ -84,13 +93,15 @@ TEST(PostgresSink, LargeBatchesArePipelinedInOneRoundTrip) {
   auto sink = sinks::make_postgres_sink(options);
   sink->open();
   std::vector<pipeline::Record> batch;
-  for (int i = 0; i < 650; ++i) batch.push_back(record("SKU-" + std::to_string(i % 500), 1, "m" + std::to_string(i)));
+  for (int i = 0; i < 650; ++i)
+    batch.push_back(record("SKU-" + std::to_string(i % 500), 1, "m" + std::to_string(i)));
   const auto outcomes = sink->write(batch);
   ASSERT_EQ(outcomes.size(), 650u);
   for (int i = 0; i < 650; ++i)
     EXPECT_EQ(outcomes[i], i < 500 ? WriteOutcome::inserted : WriteOutcome::duplicate) << i;
   EXPECT_EQ(sink->count_records(), 500u);
-  EXPECT_EQ(sink->write(batch), std::vector<WriteOutcome>(650, WriteOutcome::duplicate)) << "the connection is usable again";
+  EXPECT_EQ(sink->write(batch), std::vector<WriteOutcome>(650, WriteOutcome::duplicate))
+      << "the connection is usable again";
 }
 
 TEST(PostgresSink, UnreachableDatabaseIsASinkError) {

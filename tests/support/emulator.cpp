@@ -2,12 +2,12 @@
 
 #include <fcntl.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,8 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,7 +81,8 @@ NodeServer::NodeServer(const std::string& script) {
   if (access(node.c_str(), X_OK) != 0)
     throw std::runtime_error("no Node at " + node + " (run scripts/install-deps.sh)");
   int in_pipe[2], out_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe failed");
   const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
   pid_ = spawn_child({node, "--no-warnings", path, "0"}, in_pipe[0], out_pipe[1], null_fd);
   close(null_fd);
@@ -127,7 +128,8 @@ Postgres::Postgres() {
   const std::string bin = "/usr/lib/postgresql/15/bin";
   // initdb and postgres refuse to run as root.
   run_command("chown postgres " + dir_ + " && chmod 700 " + dir_);
-  run_command("runuser -u postgres -- " + bin + "/initdb -D " + dir_ + "/data --auth=trust -U postgres -E UTF8");
+  run_command("runuser -u postgres -- " + bin + "/initdb -D " + dir_ +
+              "/data --auth=trust -U postgres -E UTF8");
   port_ = free_port();
   start();
 }
@@ -139,8 +141,9 @@ void Postgres::start() {
   const int log_fd = open((dir_ + "/log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   // postgres itself, not pg_ctl: a daemonized server would outlive a crashed test.
-  pid_ = spawn_child({"/usr/lib/postgresql/15/bin/postgres", "-D", dir_ + "/data", "-p", std::to_string(port_), "-c",
-                      "listen_addresses=127.0.0.1", "-k", dir_, "-c", "fsync=off", "-c", "max_connections=200"},
+  pid_ = spawn_child({"/usr/lib/postgresql/15/bin/postgres", "-D", dir_ + "/data", "-p",
+                      std::to_string(port_), "-c", "listen_addresses=127.0.0.1", "-k", dir_, "-c",
+                      "fsync=off", "-c", "max_connections=200"},
                      null_fd, log_fd, log_fd, std::make_pair(user->pw_uid, user->pw_gid));
   close(log_fd);
   close(null_fd);
@@ -168,7 +171,8 @@ std::string Postgres::dsn(const std::string& database) const {
 }
 
 std::string Postgres::query(const std::string& sql) const {
-  return run_command("psql -X -A -t -q -h 127.0.0.1 -p " + std::to_string(port_) + " -U postgres -c \"" + sql + "\"");
+  return run_command("psql -X -A -t -q -h 127.0.0.1 -p " + std::to_string(port_) +
+                     " -U postgres -c \"" + sql + "\"");
 }
 
 Postgres::~Postgres() {

@@ -27,7 +27,9 @@ class Emulator {
   int port() const { return server_.port(); }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port()); }
   // Queue URLs the emulator's own host name does not resolve; address it by loopback.
-  std::string queue_url(const std::string& name) const { return endpoint() + "/000000000000/" + name; }
+  std::string queue_url(const std::string& name) const {
+    return endpoint() + "/000000000000/" + name;
+  }
 
  private:
   Emulator();
@@ -51,7 +53,7 @@ class Postgres {
   static Postgres& shared();
   std::string dsn(const std::string& database = "postgres") const;
   int port() const { return port_; }
-  void stop();   // fast shutdown (for outage tests)
+  void stop();  // fast shutdown (for outage tests)
   void start();
   // Runs SQL through psql; returns its output (tuples only).
   std::string query(const std::string& sql) const;

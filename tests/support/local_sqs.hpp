@@ -21,6 +21,18 @@ inline sqs::SqsClientOptions emulator_client_options() {
   return o;
 }
 
+// The stages of a pipeline over `sluice publish --generate` events (seed 001's
+// inventory records): normalize and identity sections of a pipeline YAML file.
+inline std::string inventory_stages_yaml() {
+  return "normalize:\n  fields:\n"
+         "    - {name: skuId, from: /skuId, required: true}\n"
+         "    - {name: locationId, from: /locationId, required: true}\n"
+         "    - {name: eventType, from: /eventType, required: true}\n"
+         "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
+         "    - {name: eventId, from: /eventId}\n"
+         "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n";
+}
+
 // CPU time (user + system) of this process so far, seconds.
 inline double cpu_seconds() {
   rusage u{};

@@ -1,9 +1,9 @@
+#include "app/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
-
-#include "app/config.hpp"
 
 using namespace sluice::app;
 
@@ -29,7 +29,9 @@ std::string error_of(const std::string& yaml) {
   return "no error";
 }
 
-std::string with(const std::string& extra) { return std::string(kMinimal) + extra; }
+std::string with(const std::string& extra) {
+  return std::string(kMinimal) + extra;
+}
 }  // namespace
 
 TEST(Config, DefaultsComeFromTheOptionTable) {
@@ -71,21 +73,29 @@ decode:
 TEST(Config, ErrorsNameTheKeyTheValueAndWhatWasExpected) {
   auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
     for (const char* p : parts)
-      if (message.find(p) == std::string::npos) return ::testing::AssertionFailure() << message << " lacks " << p;
+      if (message.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << message << " lacks " << p;
     return ::testing::AssertionSuccess();
   };
-  EXPECT_TRUE(has(error_of(with("sink:\n  batch_size: lots\n")), {"test.yaml", "sink.batch_size", "'lots'", "integer from 1 to 1000"}));
-  EXPECT_TRUE(has(error_of(std::string(kMinimal) + "sink:\n  type: oracle\n"), {"sink.type", "'oracle'", "sqlite, postgres, mongodb"}));
-  EXPECT_TRUE(has(error_of(with("sink:\n  batch_timeout: 5\n")), {"sink.batch_timeout", "'5'", "duration"}));
-  EXPECT_TRUE(has(error_of(with("sink:\n  sqllite:\n    path: x\n")), {"unknown key sink.sqllite", "did you mean"}));
-  EXPECT_TRUE(has(error_of(with("metrics:\n  lisen: x\n")), {"unknown key metrics.lisen", "metrics.listen"}));
+  EXPECT_TRUE(has(error_of(with("sink:\n  batch_size: lots\n")),
+                  {"test.yaml", "sink.batch_size", "'lots'", "integer from 1 to 1000"}));
+  EXPECT_TRUE(has(error_of(std::string(kMinimal) + "sink:\n  type: oracle\n"),
+                  {"sink.type", "'oracle'", "sqlite, postgres, mongodb"}));
+  EXPECT_TRUE(has(error_of(with("sink:\n  batch_timeout: 5\n")),
+                  {"sink.batch_timeout", "'5'", "duration"}));
+  EXPECT_TRUE(has(error_of(with("sink:\n  sqllite:\n    path: x\n")),
+                  {"unknown key sink.sqllite", "did you mean"}));
+  EXPECT_TRUE(has(error_of(with("metrics:\n  lisen: x\n")),
+                  {"unknown key metrics.lisen", "metrics.listen"}));
   EXPECT_TRUE(has(error_of(with("sink:\n  type: postgres\n")), {"sink.postgres.dsn", "missing"}));
   EXPECT_TRUE(has(error_of(with("logging:\n  fields: [nope]\n")), {"logging.fields", "nope"}));
   EXPECT_TRUE(has(error_of("source:\n  queue_url: x\n"), {"normalize.fields"}));
   EXPECT_TRUE(has(error_of("normalize: {}\n"), {"source.queue_url", "missing"}));
-  EXPECT_TRUE(has(error_of(std::string(kMinimal) + "normalize:\n  fields:\n    - {name: a, from: /a, typo: 1}\n"),
+  EXPECT_TRUE(has(error_of(std::string(kMinimal) +
+                           "normalize:\n  fields:\n    - {name: a, from: /a, typo: 1}\n"),
                   {"normalize.fields[0].typo"}));
-  EXPECT_TRUE(has(error_of(with("source:\n  concurrency: 4-2\n")), {"source.concurrency", "'4-2'"}));
+  EXPECT_TRUE(
+      has(error_of(with("source:\n  concurrency: 4-2\n")), {"source.concurrency", "'4-2'"}));
   EXPECT_TRUE(has(error_of("a: [1, 2"), {"not valid YAML"}));
 }
 

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "pipeline/transform.hpp"
+
+#include <gtest/gtest.h>
 
 using namespace sluice::pipeline;
 
@@ -37,7 +37,8 @@ MessageView view(std::string_view body) {
 
 Record record_of(const Transformer& t, std::string_view body) {
   auto result = t.transform(view(body));
-  if (auto* r = std::get_if<Rejection>(&result)) ADD_FAILURE() << to_string(r->reason) << ": " << r->detail;
+  if (auto* r = std::get_if<Rejection>(&result))
+    ADD_FAILURE() << to_string(r->reason) << ": " << r->detail;
   return std::get<Record>(result);
 }
 
@@ -50,7 +51,8 @@ Rejection rejection_of(const Transformer& t, std::string_view body) {
 
 TEST(Transform, ProjectsConvertsAndFillsAStableDocument) {
   const Transformer t(inventory_spec());
-  const auto r = record_of(t, R"({"quantity":"7","eventType":"MOVED","skuId":"SKU-1","location":{"id":"L-9"},
+  const auto r =
+      record_of(t, R"({"quantity":"7","eventType":"MOVED","skuId":"SKU-1","location":{"id":"L-9"},
                                   "price":"9.5","active":"true","tags":["a",{"b":1}],"ignored":true})");
   EXPECT_EQ(r.document["skuId"], "SKU-1");
   EXPECT_EQ(r.document["locationId"], "L-9");
@@ -75,9 +77,14 @@ TEST(Transform, ProjectsConvertsAndFillsAStableDocument) {
 
 TEST(Transform, SameBusinessRecordSameHashWhateverTheBytes) {
   const Transformer t(inventory_spec());
-  const auto a = record_of(t, R"({"skuId":"SKU-1","location":{"id":"L"},"eventType":"MOVED","quantity":3,"eventId":"a"})");
-  const auto b = record_of(t, R"({"eventId":"b","quantity":"3","eventType":"MOVED","location":{"id":"L"},"skuId":"SKU-1","x":1})");
-  const auto c = record_of(t, R"({"skuId":"SKU-1","location":{"id":"L"},"eventType":"MOVED","quantity":4})");
+  const auto a = record_of(
+      t,
+      R"({"skuId":"SKU-1","location":{"id":"L"},"eventType":"MOVED","quantity":3,"eventId":"a"})");
+  const auto b = record_of(
+      t,
+      R"({"eventId":"b","quantity":"3","eventType":"MOVED","location":{"id":"L"},"skuId":"SKU-1","x":1})");
+  const auto c =
+      record_of(t, R"({"skuId":"SKU-1","location":{"id":"L"},"eventType":"MOVED","quantity":4})");
   EXPECT_EQ(a.hash, b.hash);
   EXPECT_NE(a.hash, c.hash);
   // Values that would collide when joined with a separator do not collide.
@@ -104,16 +111,21 @@ TEST(Transform, RejectsWithAReason) {
   const auto missing = rejection_of(t, R"({"location":{"id":"L"},"eventType":"E","quantity":1})");
   EXPECT_EQ(missing.reason, RejectReason::validation);
   EXPECT_NE(missing.detail.find("skuId"), std::string::npos);
-  const auto null_field = rejection_of(t, R"({"skuId":null,"location":{"id":"L"},"eventType":"E","quantity":1})");
+  const auto null_field =
+      rejection_of(t, R"({"skuId":null,"location":{"id":"L"},"eventType":"E","quantity":1})");
   EXPECT_EQ(null_field.reason, RejectReason::validation);
-  const auto drift = rejection_of(t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":"many"})");
+  const auto drift =
+      rejection_of(t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":"many"})");
   EXPECT_EQ(drift.reason, RejectReason::schema_drift);
   EXPECT_NE(drift.detail.find("quantity"), std::string::npos);
   EXPECT_NE(drift.detail.find("many"), std::string::npos);
-  EXPECT_EQ(rejection_of(t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":1.5})").reason,
+  EXPECT_EQ(rejection_of(t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":1.5})")
+                .reason,
             RejectReason::schema_drift);
-  EXPECT_EQ(rejection_of(t, R"({"skuId":{"a":1},"location":{"id":"L"},"eventType":"E","quantity":1})").reason,
-            RejectReason::schema_drift);
+  EXPECT_EQ(
+      rejection_of(t, R"({"skuId":{"a":1},"location":{"id":"L"},"eventType":"E","quantity":1})")
+          .reason,
+      RejectReason::schema_drift);
 }
 
 TEST(Transform, SizeAndDepthLimits) {
@@ -135,9 +147,12 @@ TEST(Transform, UnwrapsSnsEnvelopes) {
   auto spec = inventory_spec();
   spec.unwrap_sns = true;
   const Transformer t(spec);
-  const nlohmann::json inner = {{"skuId", "S"}, {"location", {{"id", "L"}}}, {"eventType", "E"}, {"quantity", 2}};
-  const nlohmann::json envelope = {{"Type", "Notification"}, {"MessageId", "sns-1"},
-                                   {"TopicArn", "arn:aws:sns:us-east-1:1:t"}, {"Message", inner.dump()}};
+  const nlohmann::json inner = {
+      {"skuId", "S"}, {"location", {{"id", "L"}}}, {"eventType", "E"}, {"quantity", 2}};
+  const nlohmann::json envelope = {{"Type", "Notification"},
+                                   {"MessageId", "sns-1"},
+                                   {"TopicArn", "arn:aws:sns:us-east-1:1:t"},
+                                   {"Message", inner.dump()}};
   EXPECT_EQ(record_of(t, envelope.dump()).document["quantity"], 2);
   EXPECT_EQ(rejection_of(t, inner.dump()).reason, RejectReason::malformed) << "not an envelope";
 }
