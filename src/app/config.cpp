@@ -550,6 +550,15 @@ PipelineConfig load_config(const std::string& path) {
   return parse_config(text.str(), path);
 }
 
+namespace {
+// A Markdown table cell: pipes (as in enum lists) must not end the cell.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+}  // namespace
+
 std::string configuration_markdown() {
   std::ostringstream out;
   out << "# Configuration\n\n"
@@ -560,15 +569,15 @@ std::string configuration_markdown() {
       << "file. AWS credentials and region come from the usual AWS places (see README).\n\n"
       << "| key | type | default | environment | meaning |\n|---|---|---|---|---|\n";
   for (const auto& o : options())
-    out << "| `" << o.key << "` | " << o.type << " | "
+    out << "| `" << o.key << "` | " << cell(o.type) << " | "
         << (o.default_value.empty() ? "" : "`" + o.default_value + "`") << " | "
-        << (o.env.empty() ? "" : "`" + o.env + "`") << " | " << o.doc
+        << (o.env.empty() ? "" : "`" + o.env + "`") << " | " << cell(o.doc)
         << (o.secret ? " Secret: shown redacted." : "") << " |\n";
   out << "\n## Fields of `normalize.fields[]`\n\nEach field takes exactly one of `from`, `const`, "
          "`meta`.\n\n"
       << "| key | type | meaning |\n|---|---|---|\n";
   for (const auto& f : field_options())
-    out << "| `" << f.key << "` | " << f.type << " | " << f.doc << " |\n";
+    out << "| `" << f.key << "` | " << cell(f.type) << " | " << cell(f.doc) << " |\n";
   out << "\n## Reject reasons\n\n"
       << "| reason | when |\n|---|---|\n"
       << "| `malformed` | the body is not JSON, is larger than `decode.max_body_bytes`, nests "
