@@ -46,16 +46,26 @@ class PostgresSink final : public Sink {
     std::string columns;
     for (const auto& c : options_.columns)
       columns += ", " + sql_identifier(c.field) + " " + sql_type(c.type);
-    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
-         " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
-         " written_at timestamptz NOT NULL DEFAULT now()" +
-         columns + ")");
-    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") +
-         " ON " + sql_identifier(options_.table) + " (hash)");
-    exec(
-        "CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
-        " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body text,"
-        " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
+    // Several processes starting at once race on CREATE ... IF NOT EXISTS (PostgreSQL
+    // reports "already exists" to the loser): the DDL runs under an advisory lock.
+    exec("SELECT pg_advisory_lock(5391) /* sluice DDL */");
+    try {
+      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
+           " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
+           " written_at timestamptz NOT NULL DEFAULT now()" +
+           columns + ")");
+      exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
+           sql_identifier("uniq_" + options_.table + "_hash") + " ON " +
+           sql_identifier(options_.table) + " (hash)");
+      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
+           " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
+           "text,"
+           " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
+    } catch (...) {
+      PQclear(PQexec(conn_, "SELECT pg_advisory_unlock(5391)"));
+      throw;
+    }
+    exec("SELECT pg_advisory_unlock(5391)");
   }
 
   std::vector<WriteOutcome> write(std::span<const pipeline::Record> input) override {
