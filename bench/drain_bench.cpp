@@ -16,6 +16,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bench_support.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
@@ -31,67 +32,17 @@ namespace {
 
 std::string fill_queue(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
                        const std::string& prefix, int count) {
-  const std::string name = test::unique_queue_name(prefix);
-  test::run(io, client->create_queue(name));
-  const std::string url = test::Emulator::shared().queue_url(name);
-  sqs::Publisher publisher(client, url);
   const std::string body =
       R"({"skuId":"SKU-1","locationId":"LOC-1","eventType":"ADJUST","quantity":3,"pad":")" +
       std::string(200, 'x') + "\"}";
-  const int chunk = 1000;
-  for (int sent = 0; sent < count; sent += chunk) {
-    std::vector<sqs::SendMessageEntry> entries(
-        static_cast<std::size_t>(std::min(chunk, count - sent)));
-    for (auto& e : entries) e.body = body;
-    test::run(io, publisher.send_batch(std::move(entries)));
-  }
-  return url;
+  return bench::fill_queue(io, client, prefix,
+                           std::vector<std::string>(static_cast<std::size_t>(count), body));
 }
 
 struct Result {
   double seconds;
   double cpu;
 };
-
-Result ceiling(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, const std::string& url,
-               int count, int loops) {
-  std::atomic<int> received{0}, deleted{0};
-  Clock::time_point finished{};
-  const double cpu0 = test::cpu_seconds();
-  const auto start = Clock::now();
-  // Each loop receives and hands the delete off without waiting for it, so that
-  // receives never wait on deletes: the most this emulator can give.
-  for (int i = 0; i < loops; ++i)
-    asio::co_spawn(
-        io,
-        [&, client, url]() -> asio::awaitable<void> {
-          while (received.load() < count) {
-            sqs::ReceiveMessageRequest r;
-            r.queue_url = url;
-            r.wait_time_seconds = 1;
-            r.system_attribute_names.clear();
-            r.message_attribute_names.clear();
-            auto messages = co_await client->receive_message(r);
-            if (messages.empty()) continue;
-            received += static_cast<int>(messages.size());
-            std::vector<sqs::DeleteMessageEntry> deletes;
-            for (std::size_t j = 0; j < messages.size(); ++j)
-              deletes.push_back({std::to_string(j), messages[j].receipt_handle});
-            asio::co_spawn(io, client->delete_message_batch(url, std::move(deletes)),
-                           [&](std::exception_ptr, sqs::BatchResult result) {
-                             deleted += static_cast<int>(result.successful.size());
-                             if (deleted.load() >= count && finished == Clock::time_point{})
-                               finished = Clock::now();
-                           });
-          }
-        },
-        asio::detached);
-  io.restart();
-  io.run();  // also waits out the idle long polls of the other loops: not counted
-  if (deleted.load() < count)
-    std::fprintf(stderr, "ceiling: only %d of %d deleted\n", deleted.load(), count);
-  return {std::chrono::duration<double>(finished - start).count(), test::cpu_seconds() - cpu0};
-}
 
 Result container_drain(const std::string& url, int count, int receives) {
   ContainerOptions options;
@@ -164,12 +115,12 @@ int main(int argc, char** argv) {
       "loopback\n",
       count, receives);
   const std::string url1 = fill_queue(io, client, "bench-ceiling", count);
-  const Result raw = ceiling(io, client, url1, count, receives);
+  const bench::Drain raw = bench::ceiling(io, client, url1, count, receives);
   const std::string url2 = fill_queue(io, client, "bench-container", count);
   const Result box = container_drain(url2, count, receives);
-  const double raw_rate = count / raw.seconds, box_rate = count / box.seconds;
+  const double raw_rate = raw.messages_per_second, box_rate = count / box.seconds;
   std::printf("%-34s %10.0f msg/s  %8.2f us CPU/msg\n", "ceiling (receive+delete, no work)",
-              raw_rate, raw.cpu / count * 1e6);
+              raw_rate, raw.cpu_us_per_message);
   std::printf("%-34s %10.0f msg/s  %8.2f us CPU/msg\n", "sluice container (no-op handler)",
               box_rate, box.cpu / count * 1e6);
   std::printf("%-34s %10.2f\n", "ratio container/ceiling", box_rate / raw_rate);

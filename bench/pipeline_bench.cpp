@@ -17,6 +17,7 @@
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
+#include "bench_support.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
@@ -33,55 +34,8 @@ struct Bench {
   asio::io_context io;
   std::shared_ptr<sqs::SqsClient> client =
       std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
-
   std::string fill(const std::string& prefix, const std::vector<std::string>& bodies) {
-    const std::string name = test::unique_queue_name(prefix);
-    test::run(io, client->create_queue(name));
-    const std::string url = test::Emulator::shared().queue_url(name);
-    sqs::Publisher publisher(client, url);
-    for (std::size_t start = 0; start < bodies.size(); start += 1000) {
-      std::vector<sqs::SendMessageEntry> entries;
-      for (std::size_t i = start; i < std::min(bodies.size(), start + 1000); ++i)
-        entries.push_back({"", bodies[i], {}, {}, {}, {}});
-      test::run(io, publisher.send_batch(std::move(entries)));
-    }
-    return url;
-  }
-
-  // Receive + delete, no processing: the emulator's ceiling.
-  std::pair<double, double> ceiling(const std::string& url, int count, int loops) {
-    std::atomic<int> received{0}, deleted{0};
-    Clock::time_point finished{};
-    const double cpu0 = test::cpu_seconds();
-    const auto start = Clock::now();
-    for (int i = 0; i < loops; ++i)
-      asio::co_spawn(
-          io,
-          [&, url]() -> asio::awaitable<void> {
-            while (received.load() < count) {
-              sqs::ReceiveMessageRequest r;
-              r.queue_url = url;
-              r.wait_time_seconds = 1;
-              r.visibility_timeout = 30;
-              auto messages = co_await client->receive_message(r);
-              if (messages.empty()) continue;
-              received += static_cast<int>(messages.size());
-              std::vector<sqs::DeleteMessageEntry> deletes;
-              for (std::size_t j = 0; j < messages.size(); ++j)
-                deletes.push_back({std::to_string(j), messages[j].receipt_handle});
-              asio::co_spawn(io, client->delete_message_batch(url, std::move(deletes)),
-                             [&](std::exception_ptr, sqs::BatchResult result) {
-                               deleted += static_cast<int>(result.successful.size());
-                               if (deleted.load() >= count && finished == Clock::time_point{})
-                                 finished = Clock::now();
-                             });
-            }
-          },
-          asio::detached);
-    io.restart();
-    io.run();
-    return {count / std::chrono::duration<double>(finished - start).count(),
-            (test::cpu_seconds() - cpu0) / count * 1e6};
+    return bench::fill_queue(io, client, prefix, bodies);
   }
 };
 
@@ -117,8 +71,8 @@ int main(int argc, char** argv) {
       count, events.distinct_records);
   std::printf("%-44s %10s %14s %s\n", "contender", "msg/s", "CPU us/msg", "rows");
 
-  const auto [ceiling_rate, ceiling_cpu] =
-      bench.ceiling(bench.fill("pb-ceiling", events.bodies), count, 8);
+  const auto [ceiling_rate, ceiling_cpu] = sluice::bench::ceiling(
+      bench.io, bench.client, bench.fill("pb-ceiling", events.bodies), count, 8);
   std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate,
               ceiling_cpu, "-");
 
