@@ -76,9 +76,9 @@ class PostgresSink final : public Sink {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
               [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
-    std::vector<pipeline::Record> records;
+    std::vector<const pipeline::Record*> records;  // no copies of the documents
     records.reserve(input.size());
-    for (std::size_t i : order) records.push_back(input[i]);
+    for (std::size_t i : order) records.push_back(&input[i]);
     // One multi-row INSERT per chunk of rows; all chunks go out in libpq's pipeline
     // mode with a single sync: one round trip for the whole batch, and statements
     // that stay far below PostgreSQL's 65,535-parameter limit.
@@ -109,7 +109,7 @@ class PostgresSink final : public Sink {
     std::vector<const char*> values;
   };
 
-  Statement insert_statement(std::span<const pipeline::Record> rows) const {
+  Statement insert_statement(std::span<const pipeline::Record* const> rows) const {
     const std::size_t per_row = 3 + options_.columns.size();
     Statement st;
     st.sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
@@ -119,7 +119,7 @@ class PostgresSink final : public Sink {
     st.values.reserve(rows.size() * per_row);
     int n = 0;
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      const auto& r = rows[i];
+      const auto& r = *rows[i];
       st.sql += i ? ",(" : "(";
       for (std::size_t k = 0; k < per_row; ++k) {
         st.sql += (k ? ",$" : "$") + std::to_string(++n);
