@@ -18,6 +18,7 @@
 
 #include "bench_support.hpp"
 #include "sluice/container.hpp"
+#include "sluice/sqs/source.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
@@ -50,11 +51,13 @@ Result container_drain(const std::string& url, int count, int receives) {
   options.max_in_flight = 400;
   options.min_concurrent_receives = receives;
   options.max_concurrent_receives = receives;
-  options.poll_wait = std::chrono::seconds(1);
   options.worker_threads =
       std::getenv("BENCH_WORKERS") ? std::atoi(std::getenv("BENCH_WORKERS")) : 4;
-  Container container(options, {url, test::emulator_client_options()},
-                      MessageHandler([](Message&) {}));
+  SqsSourceOptions source;
+  source.queue_url = url;
+  source.client = test::emulator_client_options();
+  source.poll_wait = std::chrono::seconds(1);
+  Container container(options, make_sqs_source(source), MessageHandler([](Message&) {}));
   const double cpu0 = test::cpu_seconds();
   const auto start = Clock::now();
   container.start();
@@ -76,11 +79,14 @@ double memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient
   options.name = "bench-mem";
   options.max_in_flight = held;
   options.min_concurrent_receives = options.max_concurrent_receives = 8;
-  options.poll_wait = std::chrono::seconds(1);
   options.worker_threads = 2;
-  options.visibility_heartbeat = false;
-  options.visibility_timeout = std::chrono::seconds(300);
-  Container container(options, {url, test::emulator_client_options()},
+  options.heartbeat = false;
+  SqsSourceOptions source;
+  source.queue_url = url;
+  source.client = test::emulator_client_options();
+  source.poll_wait = std::chrono::seconds(1);
+  source.visibility_timeout = std::chrono::seconds(300);
+  Container container(options, make_sqs_source(source),
                       MessageHandler([&](Message&) {
                         std::unique_lock lock(m);
                         cv.wait(lock, [&] { return open; });

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "sluice/aws/sigv4.hpp"
 #include "sluice/sqs/types.hpp"
 #include "sqs/codec.hpp"

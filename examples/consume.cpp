@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "sluice/registry.hpp"
+#include "sluice/sqs/source.hpp"
 #include "sluice/typed_handler.hpp"
 
 struct InventoryEvent {
@@ -30,8 +31,10 @@ int main(int argc, char** argv) {
         std::cout << message.id() << " " << event.sku << " " << event.quantity << "\n";
       });  // returns normally: acked; throws: retried after a backoff; undecodable: rejected
 
+  sluice::SqsSourceOptions source;  // FIFO queues are detected and kept in order per group
+  source.queue_url = argv[1];
   sluice::ContainerRegistry registry;
-  registry.add(std::make_unique<sluice::Container>(options, sluice::SqsSourceOptions{argv[1], {}},
+  registry.add(std::make_unique<sluice::Container>(options, sluice::make_sqs_source(source),
                                                    std::move(handler)));
   registry.run_until_signal(std::chrono::seconds(30));
 }

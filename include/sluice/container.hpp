@@ -10,8 +10,9 @@
 //  - Handlers run on a worker pool; when it is saturated the receivers wait
 //    (backpressure, not buffering).
 //  - Deletes and visibility changes are batched, and always flushed on stop.
-//  - Visibility is extended for messages still held (heartbeat), failures come back
-//    after an exponential backoff, FIFO groups keep their order.
+//  - Leases (SQS visibility) are extended for messages still held (heartbeat),
+//    failures come back after an exponential backoff, ordered groups (SQS FIFO) keep
+//    their order: a group's next message goes out once the previous one is settled.
 //
 // Delivery is at least once: handlers must be idempotent (see the pipeline's
 // content-hash dedupe for one way).
@@ -23,7 +24,7 @@
 #include <string>
 
 #include "sluice/message.hpp"
-#include "sluice/sqs/client.hpp"
+#include "sluice/source.hpp"
 
 namespace sluice {
 
@@ -38,41 +39,36 @@ enum class AckMode {
   manual,      // the handler settles each message itself; a throw still nacks
 };
 
-enum class FifoMode { auto_detect, on, off };
-
+// The container core's options; each source has its own (e.g. SqsSourceOptions).
+// Names follow Spring Cloud AWS and Spring AMQP where users know them.
 struct ContainerOptions {
   std::string name = "container";  // for logs and metrics
 
   // --- What affects behaviour
   ListenerMode listener_mode = ListenerMode::single;
   AckMode ack_mode = AckMode::on_success;
-  FifoMode fifo = FifoMode::auto_detect;  // auto: queue URL ends in ".fifo"
-  // Held messages get their visibility extended before it runs out.
-  bool visibility_heartbeat = true;
-  std::chrono::seconds visibility_timeout{30};  // asked for on every receive
-  // Failed messages come back after base * 2^(receive_count-1), at most 12 h.
-  std::chrono::seconds failure_backoff_base{1};
+  // Extend the lease (SQS visibility) of held messages before it runs out, on
+  // sources that can; every heartbeat_interval (0: a third of the source's lease).
+  bool heartbeat = true;
+  std::chrono::milliseconds heartbeat_interval{0};
+  // Failed messages come back after base * 2^(receive_count-1), at most max.
+  std::chrono::milliseconds failure_backoff_base{1000};
+  std::chrono::milliseconds failure_backoff_max{std::chrono::hours(12)};
   std::chrono::milliseconds shutdown_deadline{30000};
-  std::string dead_letter_queue_url;  // where reject() sends messages (empty: none)
 
   // --- What affects performance
-  int max_in_flight = 100;             // messages held at once (received, not settled)
-  int max_messages_per_poll = 10;      // <= 10 for SQS
-  std::chrono::seconds poll_wait{20};  // long poll, <= 20 s
+  int max_in_flight = 100;  // messages held at once (received, not settled)
   int min_concurrent_receives = 1;
   int max_concurrent_receives = 4;
-  int worker_threads = 16;                               // handler threads
-  int handoff_capacity = 0;                              // bounded hand-off queue; 0: max_in_flight
-  int delete_batch_size = 10;                            // flush deletes at this many ...
-  std::chrono::milliseconds delete_flush_interval{100};  // ... or after this long
-  std::chrono::milliseconds heartbeat_interval{0};       // 0: visibility_timeout / 3
-  // Elastic receives (in the spirit of Spring AMQP's triggers): add a receive after
-  // this many consecutive full polls, drop one after this many consecutive empty ones.
+  int worker_threads = 16;   // handler threads
+  int handoff_capacity = 0;  // handler calls queued for the workers; 0: max_in_flight
+  // Elastic receives (Spring AMQP's triggers): add a receive after this many
+  // consecutive full polls, drop one after this many consecutive empty ones.
   int consecutive_full_trigger = 3;
   int consecutive_empty_trigger = 3;
   std::chrono::milliseconds start_receive_min_interval{500};
   std::chrono::milliseconds stop_receive_min_interval{5000};
-  std::chrono::milliseconds error_backoff_max{30000};  // receive failures back off up to this
+  std::chrono::milliseconds error_backoff_max{30000};  // failing receives back off up to this
 };
 
 // Throws std::invalid_argument naming the option, its value and what was expected.
@@ -88,6 +84,7 @@ struct ContainerStats {
   std::uint64_t acked = 0;     // deletes confirmed by the queue
   std::uint64_t failed = 0;    // nacked (handler failure)
   std::uint64_t released = 0;  // given back unprocessed
+  std::uint64_t lost = 0;      // dropped unacknowledged: the source lost their lease
   std::uint64_t rejected = 0;
   std::uint64_t dead_lettered = 0;
   std::uint64_t empty_receives = 0;
@@ -109,19 +106,15 @@ class ContainerObserver {
   virtual void on_receive(std::size_t /*messages*/, std::chrono::nanoseconds /*latency*/) {}
   virtual void on_receive_error(const std::string& /*what*/) {}
   virtual void on_handler(std::chrono::nanoseconds /*latency*/, bool /*ok*/) {}
-  virtual void on_settled(const char* /*outcome: ack|nack|release|reject*/) {}
+  virtual void on_settled(const char* /*outcome: ack|retry|release|reject|lost*/) {}
   virtual void on_concurrency(int /*receives*/) {}
-};
-
-struct SqsSourceOptions {
-  std::string queue_url;
-  sqs::SqsClientOptions client;
 };
 
 class Container {
  public:
-  Container(ContainerOptions options, SqsSourceOptions source, MessageHandler handler);
-  Container(ContainerOptions options, SqsSourceOptions source, BatchHandler handler);
+  // `source` comes from a source's factory, e.g. make_sqs_source(...).
+  Container(ContainerOptions options, SourceFactory source, MessageHandler handler);
+  Container(ContainerOptions options, SourceFactory source, BatchHandler handler);
   ~Container();  // stops with the configured deadline if still running
   Container(const Container&) = delete;
   Container& operator=(const Container&) = delete;
@@ -142,9 +135,8 @@ class Container {
   const ContainerOptions& options() const;
   const std::string& name() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -16,40 +16,42 @@ namespace sluice {
 
 namespace detail {
 struct MessageState;
-}
+struct MessageAccess;
+}  // namespace detail
 
 class Message {
  public:
   Message() = default;
-  explicit Message(std::shared_ptr<detail::MessageState> state) : state_(std::move(state)) {}
 
   const std::string& id() const;
   const std::string& body() const;
-  // Source system attributes (SQS: SentTimestamp, MessageGroupId, ...).
+  // Source system attributes (SQS: SentTimestamp, MessageGroupId, SequenceNumber, ...).
   const std::map<std::string, std::string>& attributes() const;
   // Application headers (SQS message attributes; binary values base64-encoded).
   const std::map<std::string, std::string>& headers() const;
   int receive_count() const;  // 1 on the first delivery
+  // The ordered group it belongs to (SQS FIFO MessageGroupId), if any.
   std::optional<std::string> group_id() const;
   const std::string& source() const;  // the queue it came from
   std::chrono::system_clock::time_point received_at() const;
 
   // Done: delete it from the queue (batched).
   void ack();
-  // Failed: make it visible again after an exponential backoff on its receive count.
+  // Failed: deliver it again after an exponential backoff on its receive count.
   void nack();
-  // Give it back at once, unprocessed (visibility 0): no failure is counted.
+  // Give it back at once, unprocessed: no failure is counted.
   void release();
   // It can never succeed (malformed, invalid): dead-letter it with the reason, then
-  // delete it. Without a dead-letter destination it is nacked with the maximal
-  // backoff so that the queue's own redrive policy takes it.
+  // remove it. Without a dead-letter destination the source leaves it to the queue's
+  // own redrive policy (SQS: hidden for 12 h).
   void reject(std::string reason);
   bool settled() const;
 
   bool valid() const { return state_ != nullptr; }
-  detail::MessageState& state() const { return *state_; }
 
  private:
+  friend struct detail::MessageAccess;
+  explicit Message(std::shared_ptr<detail::MessageState> state) : state_(std::move(state)) {}
   std::shared_ptr<detail::MessageState> state_;
 };
 

@@ -142,14 +142,22 @@ const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       // --- source
       {"source.queue_url", "string", "", "SQS queue URL to drain (required).",
-       [](auto& c, auto& n, auto& k) { c.queue_url = as_string(n, k); }, "SLUICE_QUEUE_URL"},
+       [](auto& c, auto& n, auto& k) { c.sqs.queue_url = as_string(n, k); }, "SLUICE_QUEUE_URL"},
       {"source.region", "string", "",
        "AWS region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile.",
-       [](auto& c, auto& n, auto& k) { c.region = as_string(n, k); }, "SLUICE_REGION"},
+       [](auto& c, auto& n, auto& k) { c.sqs.client.region = as_string(n, k); }, "SLUICE_REGION"},
       {"source.endpoint_url", "string", "",
        "SQS endpoint, for local emulators; empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, the "
        "profile, AWS.",
-       [](auto& c, auto& n, auto& k) { c.endpoint_url = as_string(n, k); }, "SLUICE_SQS_ENDPOINT"},
+       [](auto& c, auto& n, auto& k) { c.sqs.client.endpoint_url = as_string(n, k); },
+       "SLUICE_SQS_ENDPOINT"},
+      {"source.fifo", "enum: auto | on | off", "auto",
+       "FIFO: each MessageGroupId in order into the sink, groups in parallel. auto: the queue's "
+       "FifoQueue attribute (its URL's .fifo if unreadable).",
+       [](auto& c, auto& n, auto& k) {
+         const std::string f = as_enum(n, k, {"auto", "on", "off"});
+         c.sqs.fifo = f == "on" ? FifoMode::on : f == "off" ? FifoMode::off : FifoMode::auto_detect;
+       }},
       {"source.max_in_flight", "integer", "100",
        "Messages held at once (received, not yet settled): seed 001's maxConcurrentMessages. "
        "Bounds memory.",
@@ -159,12 +167,12 @@ const std::vector<Option>& options() {
       {"source.max_messages_per_poll", "integer", "10",
        "Messages asked for by one receive (SQS allows 10).",
        [](auto& c, auto& n, auto& k) {
-         c.container.max_messages_per_poll = static_cast<int>(as_int(n, k, 1, 10));
+         c.sqs.max_messages_per_poll = static_cast<int>(as_int(n, k, 1, 10));
        }},
       {"source.poll_wait", "duration", "20s",
        "Long-poll wait of each receive (SQS allows up to 20s).",
        [](auto& c, auto& n, auto& k) {
-         c.container.poll_wait =
+         c.sqs.poll_wait =
              std::chrono::duration_cast<seconds>(as_duration(n, k, milliseconds(0), seconds(20)));
        }},
       {"source.concurrency", "string", "1-4",
@@ -176,31 +184,82 @@ const std::vector<Option>& options() {
            bad(k, n, "N or MIN-MAX with 1 <= MIN <= MAX, e.g. 2-8");
          }
        }},
+      {"source.consecutive_full_trigger", "integer", "3",
+       "A receive loop that comes back full this many times in a row starts another (up to "
+       "MAX).",
+       [](auto& c, auto& n, auto& k) {
+         c.container.consecutive_full_trigger = static_cast<int>(as_int(n, k, 1, 1000));
+       }},
+      {"source.consecutive_empty_trigger", "integer", "3",
+       "A receive loop that comes back empty this many times in a row stops (down to MIN).",
+       [](auto& c, auto& n, auto& k) {
+         c.container.consecutive_empty_trigger = static_cast<int>(as_int(n, k, 1, 1000));
+       }},
+      {"source.start_receive_min_interval", "duration", "500ms",
+       "At least this long between two receive loops started.",
+       [](auto& c, auto& n, auto& k) {
+         c.container.start_receive_min_interval = as_duration(n, k, milliseconds(0), seconds(3600));
+       }},
+      {"source.stop_receive_min_interval", "duration", "5s",
+       "At least this long between two receive loops stopped.",
+       [](auto& c, auto& n, auto& k) {
+         c.container.stop_receive_min_interval = as_duration(n, k, milliseconds(0), seconds(3600));
+       }},
+      {"source.receive_error_backoff_max", "duration", "30s",
+       "A failing receive (queue missing, endpoint down) is tried again after 200ms, doubling up "
+       "to this.",
+       [](auto& c, auto& n, auto& k) {
+         c.container.error_backoff_max = as_duration(n, k, milliseconds(1), seconds(3600));
+       }},
       {"source.visibility_timeout", "duration", "30s",
        "Visibility asked for on every receive; extended by the heartbeat while a message is held.",
        [](auto& c, auto& n, auto& k) {
-         c.container.visibility_timeout =
+         c.sqs.visibility_timeout =
              std::chrono::duration_cast<seconds>(as_duration(n, k, seconds(1), seconds(43200)));
+       }},
+      {"source.heartbeat", "boolean", "true",
+       "Extend the visibility of held messages before it runs out.",
+       [](auto& c, auto& n, auto& k) { c.container.heartbeat = as_bool(n, k); }},
+      {"source.heartbeat_interval", "duration", "0s",
+       "How often the heartbeat looks for messages to extend; 0s: a third of visibility_timeout.",
+       [](auto& c, auto& n, auto& k) {
+         c.container.heartbeat_interval = as_duration(n, k, milliseconds(0), seconds(43200));
        }},
       {"source.worker_threads", "integer", "16", "Threads that run the decode/normalize stages.",
        [](auto& c, auto& n, auto& k) {
          c.container.worker_threads = static_cast<int>(as_int(n, k, 1, 1024));
        }},
-      {"source.failure_backoff", "duration", "1s",
-       "A failed message comes back after this × 2^(receive count − 1), at most 12h.",
+      {"source.handoff_capacity", "integer", "0",
+       "Received batches queued for the worker threads before receives wait (backpressure); 0: "
+       "max_in_flight.",
        [](auto& c, auto& n, auto& k) {
-         c.container.failure_backoff_base = std::chrono::duration_cast<seconds>(
-             as_duration(n, k, milliseconds(0), seconds(43200)));
+         c.container.handoff_capacity = static_cast<int>(as_int(n, k, 0, 100000));
+       }},
+      {"source.failure_backoff", "duration", "1s",
+       "A failed message comes back after this × 2^(receive count − 1), at most "
+       "failure_backoff_max.",
+       [](auto& c, auto& n, auto& k) {
+         c.container.failure_backoff_base = as_duration(n, k, milliseconds(0), seconds(43200));
+       }},
+      {"source.failure_backoff_max", "duration", "12h",
+       "The longest a failed message waits before it comes back (SQS allows 12h).",
+       [](auto& c, auto& n, auto& k) {
+         c.container.failure_backoff_max = as_duration(n, k, milliseconds(0), seconds(43200));
        }},
       {"source.shutdown_deadline", "duration", "30s",
        "On SIGTERM: how long running work may take before the process exits anyway.",
        [](auto& c, auto& n, auto& k) {
          c.container.shutdown_deadline = as_duration(n, k, milliseconds(0), seconds(3600));
        }},
-      {"source.delete_flush_interval", "duration", "100ms",
-       "Deletes are sent in batches of 10 or after this long.",
+      {"source.delete_batch_size", "integer", "10",
+       "Deletes (acks) are sent in batches of this many (SQS allows 10) ...",
        [](auto& c, auto& n, auto& k) {
-         c.container.delete_flush_interval = as_duration(n, k, milliseconds(1), seconds(10));
+         c.sqs.delete_batch_size = static_cast<int>(as_int(n, k, 1, 10));
+       }},
+      {"source.delete_flush_interval", "duration", "100ms",
+       "... or after this long; so are visibility changes. Always flushed on stop.",
+       [](auto& c, auto& n, auto& k) {
+         c.sqs.delete_flush_interval = as_duration(n, k, milliseconds(1), seconds(10));
        }},
       // --- decode
       {"decode.max_body_bytes", "integer", "262144", "Larger bodies are rejected as malformed.",
@@ -307,7 +366,7 @@ const std::vector<Option>& options() {
       // --- dead letters
       {"dead_letter.queue_url", "string", "",
        "SQS queue for rejected messages (body, reason, original attributes); empty: none.",
-       [](auto& c, auto& n, auto& k) { c.dead_letter_queue_url = as_string(n, k); },
+       [](auto& c, auto& n, auto& k) { c.sqs.dead_letter_queue_url = as_string(n, k); },
        "SLUICE_DEAD_LETTER_QUEUE_URL"},
       {"dead_letter.table", "boolean", "true",
        "Also keep rejected messages in the sink's rejects table.",
@@ -359,16 +418,23 @@ const std::vector<FieldOption>& field_options() {
        [](auto& f, auto& n, auto& k) { f.default_value = as_json_scalar(n, k); }},
       {"const", "scalar", "A constant value instead of `from`.",
        [](auto& f, auto& n, auto& k) { f.constant = as_json_scalar(n, k); }},
-      {"meta", "enum: message_id | sent_time | received_time | receive_count | source",
-       "A message property instead of `from`.",
+      {"meta",
+       "enum: message_id | sent_time | received_time | receive_count | source | group_id | "
+       "sequence_number",
+       "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
+       "MessageGroupId and SequenceNumber (a decimal string; null on a standard queue).",
        [](auto& f, auto& n, auto& k) {
          const std::string m =
-             as_enum(n, k, {"message_id", "sent_time", "received_time", "receive_count", "source"});
+             as_enum(n, k,
+                     {"message_id", "sent_time", "received_time", "receive_count", "source",
+                      "group_id", "sequence_number"});
          f.meta = m == "message_id"      ? pipeline::MetaField::message_id
                   : m == "sent_time"     ? pipeline::MetaField::sent_time
                   : m == "received_time" ? pipeline::MetaField::received_time
                   : m == "receive_count" ? pipeline::MetaField::receive_count
-                                         : pipeline::MetaField::source;
+                  : m == "source"        ? pipeline::MetaField::source
+                  : m == "group_id"      ? pipeline::MetaField::group_id
+                                         : pipeline::MetaField::sequence_number;
        }},
   };
   return table;
@@ -463,14 +529,17 @@ void walk(PipelineConfig& config, const YAML::Node& node, const std::string& pre
 }
 
 void finalize(PipelineConfig& c) {
-  if (c.queue_url.empty())
+  if (c.sqs.queue_url.empty())
     throw ConfigError("source.queue_url: missing, expected an SQS queue URL");
   c.container.name = "pipeline";
   c.container.ack_mode = AckMode::manual;  // the sink writer settles each message
-  c.container.dead_letter_queue_url = c.dead_letter_queue_url;
-  c.writer.dead_letter_queue = !c.dead_letter_queue_url.empty();
+  // The stages are quick and never block (the writers do the I/O), so a received
+  // batch is handled in one worker call: one thread hand-off per poll, not per message.
+  c.container.listener_mode = ListenerMode::batch;
+  c.writer.dead_letter_queue = !c.sqs.dead_letter_queue_url.empty();
   try {
     validate(c.container);
+    validate(c.sqs);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(std::string("source: ") + e.what());
   }
@@ -591,7 +660,7 @@ std::string configuration_markdown() {
 
 std::string describe(const PipelineConfig& c) {
   std::ostringstream out;
-  out << "source: " << c.queue_url << " (receives " << c.container.min_concurrent_receives << "-"
+  out << "source: " << c.sqs.queue_url << " (receives " << c.container.min_concurrent_receives << "-"
       << c.container.max_concurrent_receives << ", max_in_flight " << c.container.max_in_flight
       << ")\n";
   out << "sink: "

@@ -14,6 +14,7 @@
 #include "sinks/sink.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
+#include "sluice/sqs/source.hpp"
 
 namespace sluice::app {
 
@@ -26,10 +27,9 @@ class ConfigError : public std::runtime_error {
 enum class SinkType { sqlite, postgres, mongodb };
 
 struct PipelineConfig {
-  // source
-  std::string queue_url;
-  std::string region;
-  std::string endpoint_url;
+  // source: the queue (queue URL, region, endpoint, dead-letter queue, FIFO, polls)
+  // and the container core that drains it
+  SqsSourceOptions sqs;
   ContainerOptions container;
   // stages
   pipeline::TransformSpec transform;
@@ -39,8 +39,6 @@ struct PipelineConfig {
   sinks::PostgresOptions postgres;
   sinks::MongoOptions mongodb;
   sinks::WriterOptions writer;
-  // dead letters
-  std::string dead_letter_queue_url;
   // operations
   std::string metrics_listen = "127.0.0.1:9464";
   std::string log_level = "info";

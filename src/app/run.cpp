@@ -15,6 +15,7 @@
 #include "sluice/aws/error.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/client.hpp"
+#include "sluice/sqs/source.hpp"
 
 namespace sluice::app {
 namespace asio = boost::asio;
@@ -44,6 +45,12 @@ sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
       return [o = config.mongodb] { return sinks::make_mongo_sink(o); };
   }
   return nullptr;
+}
+
+std::optional<std::string_view> attribute(const Message& m, const std::string& name) {
+  auto it = m.attributes().find(name);
+  if (it == m.attributes().end()) return std::nullopt;
+  return std::string_view(it->second);
 }
 
 std::optional<std::chrono::system_clock::time_point> sent_time(const Message& m) {
@@ -95,13 +102,16 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                      ? "postgres table " + config.postgres.table
                      : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
 
-  SqsSourceOptions source{config.queue_url, {}};
-  source.client.region = config.region;
-  source.client.endpoint_url = config.endpoint_url;
   const auto& log_fields = config.log_fields;
   auto handle_one = [&](Message& message) {
-    pipeline::MessageView view{message.body(),     message.id(),          message.receive_count(),
-                               sent_time(message), message.received_at(), message.source()};
+    pipeline::MessageView view{message.body(),
+                               message.id(),
+                               message.receive_count(),
+                               sent_time(message),
+                               message.received_at(),
+                               message.source(),
+                               attribute(message, "MessageGroupId"),
+                               attribute(message, "SequenceNumber")};
     auto result = transformer.transform(view);
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!log_fields.empty()) {
@@ -121,16 +131,16 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                          message);
   };
 
+  // On a FIFO queue the container hands out a group's next message only once the
+  // previous one is settled, and the writers settle a message only once its row is
+  // committed: each group's rows reach the database in queue order.
   std::unique_ptr<Container> container;
   try {
-    // The stages are quick and never block (the writers do the I/O), so a received
-    // batch is handled in one worker call: one thread hand-off per poll, not per message.
-    auto options = config.container;
-    options.listener_mode = ListenerMode::batch;
-    container =
-        std::make_unique<Container>(options, source, BatchHandler([&](std::span<Message> batch) {
-                                      for (auto& message : batch) handle_one(message);
-                                    }));
+    container = std::make_unique<Container>(
+        config.container, make_sqs_source(config.sqs),
+        BatchHandler([&](std::span<Message> batch) {
+          for (auto& message : batch) handle_one(message);
+        }));
   } catch (const std::exception& e) {
     std::cerr << "sluice: " << e.what() << "\n";
     writer.stop();
@@ -140,7 +150,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 
   // Queue statistics for the backlog gauge and the drained check.
   asio::io_context stats_io;
-  sqs::SqsClientOptions stats_options = source.client;
+  sqs::SqsClientOptions stats_options = config.sqs.client;
   std::optional<sqs::SqsClient> stats_client;
   try {
     stats_client.emplace(stats_io.get_executor(), stats_options);
@@ -151,7 +161,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   auto queue_counts = [&]() -> std::optional<std::pair<long, long>> {
     try {
-      auto f = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.queue_url),
+      auto f = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.sqs.queue_url),
                               asio::use_future);
       stats_io.restart();
       stats_io.run();
@@ -186,9 +196,15 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
-  container->start();
+  try {
+    container->start();
+  } catch (const std::exception& e) {  // the source could not be made: no region, bad endpoint
+    std::cerr << "sluice: source: " << e.what() << "\n";
+    writer.stop();
+    return 2;
+  }
   ready = true;
-  spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.queue_url,
+  spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.sqs.queue_url,
                summary.sink, config.transform.hash_version);
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};

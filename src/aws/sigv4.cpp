@@ -1,11 +1,13 @@
 #include "sluice/aws/sigv4.hpp"
 
 #include <algorithm>
+#include <array>
+#include <mutex>
 #include <ctime>
 #include <string_view>
 #include <vector>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "aws/text.hpp"
 #include "sluice/aws/error.hpp"
 
@@ -186,6 +188,13 @@ std::string amz_date(std::chrono::system_clock::time_point time) {
   std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
   return buf;
 }
+
+struct SigV4Signer::KeyCache {
+  std::mutex mutex;
+  std::string date;
+  std::string secret;
+  std::array<std::uint8_t, 32> key{};
+};
 
 SigV4Signer::SigV4Signer(SigningOptions options)
     : options_(std::move(options)), key_cache_(std::make_shared<KeyCache>()) {}

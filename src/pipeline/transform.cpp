@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 
 namespace sluice::pipeline {
 namespace {
@@ -225,6 +225,12 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
           break;
         case MetaField::source:
           value = std::string(message.source);
+          break;
+        case MetaField::group_id:
+          if (message.group_id) value = std::string(*message.group_id);
+          break;
+        case MetaField::sequence_number:
+          if (message.sequence_number) value = std::string(*message.sequence_number);
           break;
       }
     } else {

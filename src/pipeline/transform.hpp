@@ -15,7 +15,15 @@
 namespace sluice::pipeline {
 
 enum class FieldType { string, integer, number, boolean, json };
-enum class MetaField { message_id, sent_time, received_time, receive_count, source };
+enum class MetaField {
+  message_id,
+  sent_time,
+  received_time,
+  receive_count,
+  source,
+  group_id,         // an ordered group (SQS FIFO MessageGroupId)
+  sequence_number,  // its position in the queue (SQS FIFO SequenceNumber, a decimal string)
+};
 
 struct FieldSpec {
   std::string name;     // in the normalized document
@@ -63,6 +71,8 @@ struct MessageView {
   std::optional<std::chrono::system_clock::time_point> sent_time;
   std::chrono::system_clock::time_point received_time;
   std::string_view source;
+  std::optional<std::string_view> group_id;
+  std::optional<std::string_view> sequence_number;
 };
 
 class Transformer {

@@ -1,6 +1,7 @@
 // The source-agnostic core of the listener container: permits, receive loops,
-// the worker pool and its bounded hand-off, settlement, heartbeat, FIFO groups,
-// elastic receives and the shutdown order.
+// the worker pool and its bounded hand-off, settlement, heartbeat, elastic receives
+// and the shutdown order. It knows its source only through runtime/source.hpp, and
+// composes its stages from the source's capabilities (runtime/dispatch.hpp).
 //
 // Threads: one I/O thread runs the receive loops, batchers and heartbeat (all
 // coroutines on `io`); handlers run on `workers`. Settlement may happen on any
@@ -31,16 +32,18 @@
 #include <thread>
 #include <unordered_map>
 
+#include "runtime/dispatch.hpp"
 #include "runtime/permits.hpp"
 #include "runtime/receive_scaler.hpp"
 #include "runtime/source.hpp"
-#include "sluice/aws/error.hpp"
-#include "sqs/sqs_source.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
 using detail::Outcome;
+using runtime::SourceError;
+using runtime::SourceErrorKind;
 using runtime::StatePtr;
+using runtime::Unit;
 using Clock = std::chrono::steady_clock;
 
 // ------------------------------------------------------------------ options
@@ -60,46 +63,35 @@ std::string str(std::chrono::duration<Rep, Period> d) {
 void validate(const ContainerOptions& o) {
   if (o.max_in_flight < 1)
     bad_option("max_in_flight", std::to_string(o.max_in_flight), "at least 1");
-  if (o.max_messages_per_poll < 1 || o.max_messages_per_poll > 10)
-    bad_option("max_messages_per_poll", std::to_string(o.max_messages_per_poll),
-               "1..10 (the SQS limit)");
-  if (o.poll_wait < std::chrono::seconds(0) || o.poll_wait > std::chrono::seconds(20))
-    bad_option("poll_wait", str(o.poll_wait), "0..20 s (the SQS long-poll limit)");
   if (o.min_concurrent_receives < 1)
     bad_option("min_concurrent_receives", std::to_string(o.min_concurrent_receives), "at least 1");
   if (o.max_concurrent_receives < o.min_concurrent_receives)
     bad_option(
         "max_concurrent_receives", std::to_string(o.max_concurrent_receives),
         "at least min_concurrent_receives (" + std::to_string(o.min_concurrent_receives) + ")");
-  if (o.visibility_timeout < std::chrono::seconds(1) ||
-      o.visibility_timeout > std::chrono::hours(12))
-    bad_option("visibility_timeout", str(o.visibility_timeout), "1 s..12 h");
   if (o.worker_threads < 1)
     bad_option("worker_threads", std::to_string(o.worker_threads), "at least 1");
   if (o.handoff_capacity < 0)
     bad_option("handoff_capacity", std::to_string(o.handoff_capacity),
                "0 (= max_in_flight) or more");
-  if (o.delete_batch_size < 1 || o.delete_batch_size > 10)
-    bad_option("delete_batch_size", std::to_string(o.delete_batch_size),
-               "1..10 (the SQS batch limit)");
-  if (o.delete_flush_interval <= std::chrono::milliseconds(0))
-    bad_option("delete_flush_interval", str(o.delete_flush_interval), "more than 0");
-  if (o.heartbeat_interval < std::chrono::milliseconds(0) ||
-      (o.visibility_heartbeat && o.heartbeat_interval >= o.visibility_timeout))
+  if (o.heartbeat_interval < std::chrono::milliseconds(0))
     bad_option("heartbeat_interval", str(o.heartbeat_interval),
-               "0 (automatic) or less than visibility_timeout (" + str(o.visibility_timeout) + ")");
-  if (o.failure_backoff_base < std::chrono::seconds(0))
-    bad_option("failure_backoff_base", str(o.failure_backoff_base), "0 s or more");
+               "0 (a third of the source's lease) or more");
+  if (o.failure_backoff_base < std::chrono::milliseconds(0))
+    bad_option("failure_backoff_base", str(o.failure_backoff_base), "0 or more");
+  if (o.failure_backoff_max < o.failure_backoff_base)
+    bad_option("failure_backoff_max", str(o.failure_backoff_max),
+               "at least failure_backoff_base (" + str(o.failure_backoff_base) + ")");
   if (o.shutdown_deadline < std::chrono::milliseconds(0))
     bad_option("shutdown_deadline", str(o.shutdown_deadline), "0 or more");
-  if (o.consecutive_full_trigger < 1 || o.consecutive_empty_trigger < 1)
-    bad_option("consecutive_full_trigger/consecutive_empty_trigger",
-               std::to_string(o.consecutive_full_trigger) + "/" +
-                   std::to_string(o.consecutive_empty_trigger),
+  if (o.consecutive_full_trigger < 1)
+    bad_option("consecutive_full_trigger", std::to_string(o.consecutive_full_trigger),
                "at least 1");
-  if (o.max_in_flight < o.max_messages_per_poll)
-    bad_option("max_in_flight", std::to_string(o.max_in_flight),
-               "at least max_messages_per_poll (" + std::to_string(o.max_messages_per_poll) + ")");
+  if (o.consecutive_empty_trigger < 1)
+    bad_option("consecutive_empty_trigger", std::to_string(o.consecutive_empty_trigger),
+               "at least 1");
+  if (o.error_backoff_max <= std::chrono::milliseconds(0))
+    bad_option("error_backoff_max", str(o.error_backoff_max), "more than 0");
 }
 
 void parse_concurrency(const std::string& text, ContainerOptions& options) {
@@ -130,11 +122,7 @@ void parse_concurrency(const std::string& text, ContainerOptions& options) {
 // ------------------------------------------------------------------ core
 
 namespace {
-struct Task {
-  std::vector<StatePtr> messages;  // single: one; batch: the poll's messages
-  std::string group;               // FIFO: run this group's queue
-};
-using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Task)>;
+using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Unit)>;
 
 struct LatencyAverage {
   std::atomic<std::uint64_t> count{0};
@@ -157,97 +145,127 @@ void raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
 }  // namespace
 
 struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container::Impl> {
-  Impl(ContainerOptions o, SqsSourceOptions s, MessageHandler single, BatchHandler batch)
+  Impl(ContainerOptions o, SourceFactory factory, MessageHandler single, BatchHandler batch)
       : options((validate(o), std::move(o))),
-        source_options(std::move(s)),
+        source_factory(std::move(factory)),
         single_handler(std::move(single)),
         batch_handler(std::move(batch)),
-        permits(options.max_in_flight, options.max_messages_per_poll),
+        permits(options.max_in_flight),
         handoff(io.get_executor(),
                 static_cast<std::size_t>(options.handoff_capacity ? options.handoff_capacity
                                                                   : options.max_in_flight)),
         scaler({options.min_concurrent_receives, options.max_concurrent_receives,
                 options.consecutive_full_trigger, options.consecutive_empty_trigger,
                 options.start_receive_min_interval, options.stop_receive_min_interval}) {
-    if (source_options.queue_url.empty())
-      throw std::invalid_argument("container source queue_url is empty: expected an SQS queue URL");
+    if (!source_factory)
+      throw std::invalid_argument("container " + options.name +
+                                  ": no source (expected one from a factory such as "
+                                  "make_sqs_source)");
     const bool batch_mode = options.listener_mode == ListenerMode::batch;
     if (batch_mode ? !batch_handler : !single_handler)
       throw std::invalid_argument(std::string("container option listener_mode = ") +
                                   (batch_mode ? "batch" : "single") + ": expected a " +
                                   (batch_mode ? "batch" : "single-message") + " handler to match");
-    fifo = options.fifo == FifoMode::on ||
-           (options.fifo == FifoMode::auto_detect && source_options.queue_url.ends_with(".fifo"));
-    if (fifo && options.listener_mode == ListenerMode::batch)
-      throw std::invalid_argument(
-          "container option listener_mode = batch: expected single for a FIFO queue (order is kept "
-          "per message group)");
   }
 
   // ---------------------------------------------------------------- settle
+  // Called once per message, on whichever thread settled it.
   void settle(const StatePtr& state, Outcome outcome, std::string reason) override {
     switch (outcome) {
       case Outcome::ack:
         source->ack(state);
         break;
-      case Outcome::nack: {
+      case Outcome::retry:
         failed.fetch_add(1, std::memory_order_relaxed);
-        source->change_visibility(state, backoff_for(state->receive_count));
+        source->retry(state, backoff_for(state->receive_count));
         break;
-      }
       case Outcome::release:
         released.fetch_add(1, std::memory_order_relaxed);
-        source->change_visibility(state, std::chrono::seconds(0));
+        source->release(state);
         break;
-      case Outcome::reject:
+      case Outcome::lost:
+        lost.fetch_add(1, std::memory_order_relaxed);
+        break;  // nothing to tell the source: the lease is gone
+      case Outcome::reject: {
         rejected.fetch_add(1, std::memory_order_relaxed);
         spdlog::warn("container={} event=rejected message_id={} reason=\"{}\"", options.name,
                      state->id, reason);
-        if (source->has_dead_letter()) {
-          // The delete follows the dead-letter send: never lose a rejected message.
-          ++pending_dead_letters;
-          auto self = shared_from_this();
-          asio::co_spawn(io, dead_letter(state, std::move(reason)),
-                         [self](std::exception_ptr) { --self->pending_dead_letters; });
-          return;  // the permit comes back once the dead letter is written
-        }
-        source->change_visibility(state, std::chrono::hours(12));
-        break;
+        // The message stays held (its permit taken, its group waiting) until the
+        // source has it safe: never lose a rejected message.
+        ++pending_rejects;
+        auto self = shared_from_this();
+        asio::co_spawn(io, reject(state, std::move(reason)),
+                       [self](std::exception_ptr) { --self->pending_rejects; });
+        return;
+      }
       case Outcome::none:
         return;
     }
-    if (observer) observer->on_settled(detail::to_string(outcome));
-    forget(state);
+    finish(state, outcome);
   }
 
-  asio::awaitable<void> dead_letter(StatePtr state, std::string reason) {
+  asio::awaitable<void> reject(StatePtr state, std::string reason) {
+    Outcome outcome = Outcome::reject;
     try {
-      co_await source->dead_letter(state, reason);
-      dead_lettered.fetch_add(1, std::memory_order_relaxed);
-      source->ack(state);
+      if (co_await source->reject(state, reason))
+        dead_lettered.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
       spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"",
                     options.name, state->id, e.what());
-      source->change_visibility(state, backoff_for(state->receive_count));
+      source->retry(state, backoff_for(state->receive_count));
+      outcome = Outcome::retry;
     }
-    if (observer) observer->on_settled("reject");
-    forget(state);
+    finish(state, outcome);
   }
 
-  void forget(const StatePtr& state) {
+  // The message is done with: its permit comes back, its group may move on.
+  void finish(const StatePtr& state, Outcome outcome) {
+    if (observer) observer->on_settled(detail::to_string(outcome));
+    auto step = dispatch->settled(state, outcome);
     {
       std::lock_guard lock(held_mutex);
       held.erase(state.get());
     }
     in_flight.fetch_sub(1, std::memory_order_relaxed);
     permits.release(1);
+    for (auto& s : step.release) s->settle(Outcome::release);
+    if (!step.ready.empty()) hand_over(std::move(step.ready));
   }
 
-  std::chrono::seconds backoff_for(int receive_count) const {
-    const auto base = options.failure_backoff_base.count();
-    const int exponent = std::clamp(receive_count - 1, 0, 30);
-    const long long seconds = std::min<long long>(12LL * 3600, base * (1LL << exponent));
-    return std::chrono::seconds(seconds);
+  // Units that became ready outside a receive loop (a group's next message): handed
+  // to the workers from the I/O thread.
+  void hand_over(std::vector<Unit> units) {
+    if (draining || intake_closed) {
+      for (auto& unit : units) release_unit(unit);
+      return;
+    }
+    auto self = shared_from_this();
+    asio::co_spawn(
+        io,
+        [self, units = std::move(units)]() mutable -> asio::awaitable<void> {
+          co_await self->send_units(std::move(units));
+        },
+        asio::detached);
+  }
+
+  std::chrono::milliseconds backoff_for(int receive_count) const {
+    const int exponent = std::clamp(receive_count - 1, 0, 40);
+    const double ms = static_cast<double>(options.failure_backoff_base.count()) *
+                      static_cast<double>(1LL << exponent);
+    return std::chrono::milliseconds(static_cast<std::int64_t>(
+        std::min(ms, static_cast<double>(options.failure_backoff_max.count()))));
+  }
+
+  void on_lease_lost(std::uint64_t lease) {
+    std::vector<StatePtr> gone;
+    {
+      std::lock_guard lock(held_mutex);
+      for (auto& [ptr, state] : held)
+        if (state->lease == lease && !state->settled()) gone.push_back(state);
+    }
+    for (auto& s : gone) s->settle(Outcome::lost);
+    spdlog::warn("container={} event=lease_lost lease={} dropped={}", options.name, lease,
+                 gone.size());
   }
 
   // ---------------------------------------------------------------- receive loops
@@ -282,14 +300,23 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                    }));
   }
 
+  // Waits before trying again after a failure; false when stopping.
+  asio::awaitable<bool> back_off(asio::steady_timer& timer, std::chrono::milliseconds& backoff) {
+    timer.expires_after(backoff);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    backoff = std::min(backoff * 2, options.error_backoff_max);
+    co_return !ec && !intake_closed;
+  }
+
   asio::awaitable<void> receive_loop(int id) {
     runtime::ReceiveScaler::LoopState loop;
     std::chrono::milliseconds error_backoff{200};
     asio::steady_timer timer(io);
+    const int max_batch = capabilities.max_batch;
     while (!intake_closed) {
       int taken = 0;
       try {
-        taken = co_await permits.acquire_up_to(options.max_messages_per_poll);
+        taken = co_await permits.acquire_up_to(max_batch);
       } catch (const boost::system::system_error&) {
         co_return;  // cancelled: stopping
       }
@@ -306,23 +333,21 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       } catch (const boost::system::system_error&) {
         permits.release(taken);  // Asio's own cancellation of this loop: stopping
         co_return;
-      } catch (const aws::AwsError& e) {
+      } catch (const SourceError& e) {
         permits.release(taken);
-        if (e.kind() == aws::ErrorKind::cancelled || intake_closed) co_return;
+        if (e.kind() == SourceErrorKind::cancelled || intake_closed) co_return;
         receive_failed = true;
         receive_errors.fetch_add(1, std::memory_order_relaxed);
         if (observer) observer->on_receive_error(e.what());
         spdlog::warn(
             "container={} event=receive_failed receiver={} kind={} code={} retry_in_ms={} "
             "error=\"{}\"",
-            options.name, id, aws::to_string(e.kind()), e.code(), error_backoff.count(), e.what());
+            options.name, id, runtime::to_string(e.kind()), e.code(), error_backoff.count(),
+            e.what());
       }
       if (receive_failed) {
         // Queue missing, credentials failing, endpoint down: back off, keep trying.
-        timer.expires_after(error_backoff);
-        auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        if (ec) co_return;
-        error_backoff = std::min(error_backoff * 2, options.error_backoff_max);
+        if (!co_await back_off(timer, error_backoff)) co_return;
         continue;
       }
       const auto latency = Clock::now() - started;
@@ -344,12 +369,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
           }
         }
         // A cancellation here leaves them held and unstarted: stop() releases those.
-        if (!co_await dispatch(std::move(states))) co_return;
+        if (!co_await send_units(dispatch->admit(std::move(states)).ready)) co_return;
       }
-      const bool full = static_cast<int>(count) >= options.max_messages_per_poll;
-      const auto decision =
-          scaler.after_poll(loop, count, full, active_receivers,
-                            permits.available() >= options.max_messages_per_poll, Clock::now());
+      const bool full = static_cast<int>(count) >= max_batch;
+      const auto decision = scaler.after_poll(loop, count, full, active_receivers,
+                                              permits.available() >= max_batch, Clock::now());
       if (decision == runtime::ReceiveScaler::Decision::start_another && !intake_closed) {
         spdlog::info("container={} event=receivers_up receivers={}", options.name,
                      active_receivers + 1);
@@ -362,77 +386,58 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
   }
 
-  // Hands messages to the workers; suspends while the hand-off is full (backpressure).
+  // Hands units to the workers; suspends while the hand-off is full (backpressure).
   // Returns false when stopping interrupted it (the rest were released).
-  asio::awaitable<bool> dispatch(std::vector<StatePtr> states) {
-    std::vector<Task> tasks;
-    if (fifo) {
-      std::lock_guard lock(groups_mutex);
-      for (auto& s : states) {
-        const std::string group = s->group_id.value_or("");
-        auto& g = groups[group];
-        g.pending.push_back(std::move(s));
-        if (!g.scheduled) {
-          g.scheduled = true;
-          tasks.push_back(Task{{}, group});
-        }
-      }
-    } else if (options.listener_mode == ListenerMode::batch) {
-      tasks.push_back(Task{std::move(states), {}});
-    } else {
-      for (auto& s : states) tasks.push_back(Task{{std::move(s)}, {}});
-    }
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
+  asio::awaitable<bool> send_units(std::vector<Unit> units) {
+    for (std::size_t i = 0; i < units.size(); ++i) {
       // The common case, room in the hand-off, costs no suspension.
-      if (handoff.try_send(boost::system::error_code{}, std::move(tasks[i]))) continue;
-      auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(tasks[i]),
+      if (handoff.try_send(boost::system::error_code{}, std::move(units[i]))) continue;
+      auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(units[i]),
                                               asio::as_tuple(asio::use_awaitable));
       if (ec) {
-        for (std::size_t j = i; j < tasks.size(); ++j) release_task(tasks[j]);
+        for (std::size_t j = i + 1; j < units.size(); ++j) release_unit(units[j]);
         co_return false;
       }
     }
     co_return true;
   }
 
-  void release_task(Task& task) {
-    for (auto& s : task.messages) s->settle(Outcome::release);
-    if (!task.group.empty() || fifo) release_group(task.group);
+  static void release_unit(Unit& unit) {
+    for (auto& s : unit) s->settle(Outcome::release);
   }
 
   // ---------------------------------------------------------------- workers
   asio::awaitable<void> worker_loop() {
     for (;;) {
-      // Busy workers take the next task without suspending.
-      Task task;
+      // Busy workers take the next unit without suspending.
+      Unit unit;
       boost::system::error_code error;
-      const bool taken = handoff.try_receive([&](boost::system::error_code ec, Task t) {
+      const bool taken = handoff.try_receive([&](boost::system::error_code ec, Unit u) {
         error = ec;
-        task = std::move(t);
+        unit = std::move(u);
       });
       if (!taken) {
         auto [ec, next] = co_await handoff.async_receive(asio::as_tuple(asio::use_awaitable));
         error = ec;
-        task = std::move(next);
+        unit = std::move(next);
       }
       if (error) co_return;  // closed: stopping
+      // Messages settled while they waited (a lost lease) are not handled.
+      std::erase_if(unit, [](const StatePtr& s) { return s->settled(); });
+      if (unit.empty()) continue;
       if (draining) {
-        release_task(task);
-        continue;
+        release_unit(unit);
+      } else if (options.listener_mode == ListenerMode::batch) {
+        run_batch(unit);
+      } else {
+        run_single(unit.front());
       }
-      if (fifo)
-        run_group(task.group);
-      else if (options.listener_mode == ListenerMode::batch)
-        run_batch(task.messages);
-      else
-        run_single(task.messages.front());
     }
   }
 
-  // Returns the outcome the message ended with (none in manual mode if unsettled).
-  Outcome run_single(const StatePtr& state) {
+  void run_single(const StatePtr& state) {
     state->started = true;
-    Message message(state);
+    Message message = detail::MessageAccess::wrap(state);
     ++running_handlers;
     const auto started = Clock::now();
     bool ok = true;
@@ -449,7 +454,6 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     finish_handler(started, ok);
     settle_after_handler(state, ok);
-    return state->outcome.load();
   }
 
   void run_batch(std::vector<StatePtr>& states) {
@@ -457,7 +461,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     messages.reserve(states.size());
     for (auto& s : states) {
       s->started = true;
-      messages.emplace_back(s);
+      messages.push_back(detail::MessageAccess::wrap(s));
     }
     ++running_handlers;
     const auto started = Clock::now();
@@ -468,6 +472,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       ok = false;
       spdlog::warn("container={} event=batch_handler_failed messages={} error=\"{}\"", options.name,
                    states.size(), e.what());
+    } catch (...) {
+      ok = false;
+      spdlog::warn("container={} event=batch_handler_failed messages={} error=unknown",
+                   options.name, states.size());
     }
     finish_handler(started, ok);
     for (auto& s : states) settle_after_handler(s, ok);
@@ -488,67 +496,20 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void settle_after_handler(const StatePtr& state, bool ok) {
     switch (options.ack_mode) {
       case AckMode::on_success:
-        state->settle(ok ? Outcome::ack : Outcome::nack);
+        state->settle(ok ? Outcome::ack : Outcome::retry);
         break;
       case AckMode::always:
         state->settle(Outcome::ack);
         break;
       case AckMode::manual:
-        if (!ok) state->settle(Outcome::nack);
+        if (!ok) state->settle(Outcome::retry);
         break;
     }
   }
 
-  // FIFO: one group's messages in order; a failure releases the rest of the group.
-  void run_group(const std::string& group) {
-    for (;;) {
-      StatePtr next;
-      {
-        std::lock_guard lock(groups_mutex);
-        auto it = groups.find(group);
-        if (it == groups.end()) return;
-        if (it->second.pending.empty() || draining) {
-          if (draining) break;
-          groups.erase(it);
-          return;
-        }
-        next = std::move(it->second.pending.front());
-        it->second.pending.pop_front();
-      }
-      const Outcome outcome = run_single(next);
-      if (outcome == Outcome::nack || outcome == Outcome::reject) {
-        const auto count = release_group(group);
-        if (count)
-          spdlog::info("container={} event=fifo_group_released group={} released={}", options.name,
-                       group, count);
-        return;
-      }
-    }
-    release_group(group);
-  }
-
-  std::size_t release_group(const std::string& group) {
-    std::deque<StatePtr> rest;
-    {
-      std::lock_guard lock(groups_mutex);
-      auto it = groups.find(group);
-      if (it == groups.end()) return 0;
-      rest.swap(it->second.pending);
-      groups.erase(it);
-    }
-    for (auto& s : rest) s->settle(Outcome::release);
-    return rest.size();
-  }
-
   // ---------------------------------------------------------------- heartbeat
-  asio::awaitable<void> heartbeat_loop() {
-    const auto interval =
-        options.heartbeat_interval.count() > 0
-            ? options.heartbeat_interval
-            : std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout) / 3;
-    const std::int64_t threshold_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(options.visibility_timeout).count() /
-        2;
+  asio::awaitable<void> heartbeat_loop(std::chrono::milliseconds interval) {
+    const std::int64_t threshold_ms = capabilities.lease.count() / 2;
     while (!heartbeat_stopped) {
       heartbeat_timer.expires_after(interval);
       auto [ec] = co_await heartbeat_timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -558,16 +519,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       {
         std::lock_guard lock(held_mutex);
         for (auto& [ptr, state] : held)
-          if (state->outcome.load() == Outcome::none &&
-              state->visible_until_ms - now < threshold_ms)
+          if (!state->settled() && state->visible_until_ms - now < threshold_ms)
             due.push_back(state);
       }
       if (due.empty()) continue;
       try {
-        const auto n = co_await source->extend(std::move(due), options.visibility_timeout);
+        const auto n = co_await source->extend(std::move(due));
         visibility_extensions.fetch_add(n, std::memory_order_relaxed);
-      } catch (const aws::AwsError&) {
-        co_return;  // cancelled
+      } catch (const SourceError& e) {
+        if (e.kind() == SourceErrorKind::cancelled) co_return;
+        spdlog::warn("container={} event=heartbeat_failed error=\"{}\"", options.name, e.what());
       }
     }
   }
@@ -577,29 +538,79 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     std::lock_guard lock(lifecycle_mutex);
     if (state != State::idle)
       throw std::logic_error("container " + options.name + " already started");
-    runtime::SourceEvents events;
-    events.acked = [this](std::size_t n) { acked.fetch_add(n, std::memory_order_relaxed); };
-    events.warning = [name = options.name](const std::string& what) {
+    runtime::SourceContext context;
+    context.executor = io.get_executor();
+    context.name = options.name;
+    std::weak_ptr<Impl> weak = weak_from_this();
+    context.acked = [weak](std::size_t n) {
+      if (auto self = weak.lock()) self->acked.fetch_add(n, std::memory_order_relaxed);
+    };
+    context.warning = [name = options.name](const std::string& what) {
       spdlog::warn("container={} event=source_warning detail=\"{}\"", name, what);
     };
-    source =
-        sqs::make_sqs_source(io.get_executor(), source_options, options, std::move(events), fifo);
+    context.lease_lost = [weak](std::uint64_t lease) {
+      if (auto self = weak.lock()) self->on_lease_lost(lease);
+    };
+    source = source_factory(context);  // throws SourceError (configuration)
     workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
-    auto self = shared_from_this();
     for (int i = 0; i < options.worker_threads; ++i)
       asio::co_spawn(*workers, worker_loop(), asio::detached);
-    asio::post(io, [self] {
-      self->source->start();
-      if (self->options.visibility_heartbeat)
-        asio::co_spawn(self->io, self->heartbeat_loop(), asio::detached);
-      for (int i = 0; i < self->options.min_concurrent_receives; ++i) self->spawn_receiver();
-    });
+    asio::co_spawn(io, open_and_run(), asio::detached);
     io_thread = std::thread([this] { io.run(); });
     state = State::running;
+  }
+
+  // Opens the source (trying again while it fails), then composes the stages from
+  // what the source can do and starts the receive loops.
+  asio::awaitable<void> open_and_run() {
+    auto self = shared_from_this();
+    asio::steady_timer timer(io);
+    std::chrono::milliseconds backoff{200};
+    ++active_receivers;  // stop() waits for this coroutine as for a receive loop
+    for (;;) {
+      try {
+        co_await source->open();
+        break;
+      } catch (const SourceError& e) {
+        if (e.kind() == SourceErrorKind::cancelled || intake_closed) {
+          --active_receivers;
+          co_return;
+        }
+        spdlog::warn("container={} event=open_failed kind={} code={} retry_in_ms={} error=\"{}\"",
+                     options.name, runtime::to_string(e.kind()), e.code(), backoff.count(),
+                     e.what());
+      }
+      if (!co_await back_off(timer, backoff)) {
+        --active_receivers;
+        co_return;
+      }
+    }
+    --active_receivers;
+    if (intake_closed) co_return;
+    capabilities = source->capabilities();
+    const bool batch = options.listener_mode == ListenerMode::batch;
+    dispatch = capabilities.ordered_groups ? runtime::make_ordered_groups(batch)
+                                           : runtime::make_direct_dispatch(batch);
+    permits.set_wake_threshold(capabilities.max_batch);
+    if (options.heartbeat && capabilities.extendable && capabilities.lease.count() > 0) {
+      auto interval = options.heartbeat_interval.count() > 0 ? options.heartbeat_interval
+                                                             : capabilities.lease / 3;
+      if (interval >= capabilities.lease / 2) {
+        spdlog::warn(
+            "container={} event=heartbeat_interval_too_long heartbeat_interval_ms={} "
+            "lease_ms={} using_ms={}",
+            options.name, interval.count(), capabilities.lease.count(),
+            (capabilities.lease / 3).count());
+        interval = capabilities.lease / 3;
+      }
+      asio::co_spawn(io, heartbeat_loop(std::max(interval, std::chrono::milliseconds(1))),
+                     asio::detached);
+    }
+    for (int i = 0; i < options.min_concurrent_receives; ++i) spawn_receiver();
     spdlog::info(
-        "container={} event=started queue={} fifo={} max_in_flight={} receives={}-{} "
+        "container={} event=started source={} ordered_groups={} max_in_flight={} receives={}-{} "
         "workers={}",
-        options.name, source->describe(), fifo, options.max_in_flight,
+        options.name, source->describe(), capabilities.ordered_groups, options.max_in_flight,
         options.min_concurrent_receives, options.max_concurrent_receives, options.worker_threads);
   }
 
@@ -629,7 +640,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     while (active_receivers.load() > 0 && Clock::now() < deadline + std::chrono::seconds(5))
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
 
-    // 2. Messages handed off but not started are released; running handlers go on.
+    // 2. Units handed off but not started are released; running handlers go on.
     draining = true;
     // 3. Wait, until the deadline, for running handlers and for messages whose handler
     //    returned but which are settled later (manual acks, e.g. by a sink writer).
@@ -642,7 +653,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       }
     }
     const int still_running = running_handlers.load();
-    // 4. Release everything held and not started (hand-off queue, FIFO group queues).
+    // 4. Release everything held and not started (hand-off queue, messages waiting
+    //    behind their group).
     handoff.close();
     std::vector<StatePtr> unstarted;
     {
@@ -651,16 +663,17 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         if (!s->started) unstarted.push_back(s);
     }
     for (auto& s : unstarted) s->settle(Outcome::release);
-    // 5. Flush deletes and visibility changes, wait for dead letters, stop the heartbeat.
+    // 5. Wait for rejects to reach the dead-letter destination, flush acks and
+    //    settlements, stop the heartbeat.
     auto flushed = asio::co_spawn(
         io,
         [this]() -> asio::awaitable<void> {
           asio::steady_timer wait(io);
-          while (pending_dead_letters.load() > 0) {
+          while (pending_rejects.load() > 0) {
             wait.expires_after(std::chrono::milliseconds(5));
             co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
           }
-          co_await source->flush();
+          if (source) co_await source->flush();
           heartbeat_stopped = true;
           heartbeat_timer.cancel();
         },
@@ -675,20 +688,21 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     } else {
       spdlog::warn(
           "container={} event=stop_deadline handlers_still_running={} (their messages "
-          "will become visible again)",
+          "will be delivered again)",
           options.name, still_running);
     }
     spdlog::info(
-        "container={} event=stopped took_ms={} received={} acked={} failed={} released={}",
+        "container={} event=stopped took_ms={} received={} acked={} failed={} released={} "
+        "lost={}",
         options.name,
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
-        received.load(), acked.load(), failed.load(), released.load());
+        received.load(), acked.load(), failed.load(), released.load(), lost.load());
   }
 
   std::size_t started_unsettled() {
     std::lock_guard lock(held_mutex);
     std::size_t n = 0;
-    for (auto& [ptr, s] : held) n += s->started && s->outcome.load() == Outcome::none;
+    for (auto& [ptr, s] : held) n += s->started && !s->settled();
     return n;
   }
 
@@ -698,6 +712,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     s.acked = acked.load();
     s.failed = failed.load();
     s.released = released.load();
+    s.lost = lost.load();
     s.rejected = rejected.load();
     s.dead_lettered = dead_lettered.load();
     s.empty_receives = empty_receives.load();
@@ -716,16 +731,17 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   enum class State { idle, running, stopping, stopped };
 
   ContainerOptions options;
-  SqsSourceOptions source_options;
+  SourceFactory source_factory;
   MessageHandler single_handler;
   BatchHandler batch_handler;
   std::shared_ptr<ContainerObserver> observer;
-  bool fifo = false;
 
   asio::io_context io;
   std::thread io_thread;
   std::unique_ptr<asio::thread_pool> workers;
   std::unique_ptr<runtime::Source> source;
+  runtime::SourceCapabilities capabilities;   // once the source is open
+  std::unique_ptr<runtime::Dispatch> dispatch;  // once the source is open
   runtime::Permits permits;
   Handoff handoff;
   runtime::ReceiveScaler scaler;
@@ -746,30 +762,23 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::mutex held_mutex;
   std::unordered_map<detail::MessageState*, StatePtr> held;
 
-  struct Group {
-    std::deque<StatePtr> pending;
-    bool scheduled = false;
-  };
-  std::mutex groups_mutex;
-  std::map<std::string, Group> groups;
-
   std::mutex idle_mutex;
   std::condition_variable idle_cv;
   std::atomic<int> running_handlers{0};
-  std::atomic<int> pending_dead_letters{0};
+  std::atomic<int> pending_rejects{0};
 
-  std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, rejected{0},
+  std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, lost{0}, rejected{0},
       dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
       handler_calls{0};
   std::atomic<std::int64_t> in_flight{0}, in_flight_peak{0};
   LatencyAverage poll_latency, handler_latency;
 };
 
-Container::Container(ContainerOptions options, SqsSourceOptions source, MessageHandler handler)
+Container::Container(ContainerOptions options, SourceFactory source, MessageHandler handler)
     : impl_(std::make_shared<Impl>(std::move(options), std::move(source), std::move(handler),
                                    BatchHandler{})) {}
 
-Container::Container(ContainerOptions options, SqsSourceOptions source, BatchHandler handler)
+Container::Container(ContainerOptions options, SourceFactory source, BatchHandler handler)
     : impl_(std::make_shared<Impl>(std::move(options), std::move(source), MessageHandler{},
                                    std::move(handler))) {}
 
@@ -812,6 +821,7 @@ void Container::set_concurrent_receives(int min, int max) {
     impl->scaler.reconfigure(min, max);
     impl->options.min_concurrent_receives = min;
     impl->options.max_concurrent_receives = max;
+    if (!impl->dispatch) return;  // not open yet: the loops start with the new numbers
     while (!impl->intake_closed && impl->active_receivers < min) impl->spawn_receiver();
   });
 }

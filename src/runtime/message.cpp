@@ -11,12 +11,14 @@ const char* to_string(Outcome outcome) {
       return "none";
     case Outcome::ack:
       return "ack";
-    case Outcome::nack:
-      return "nack";
+    case Outcome::retry:
+      return "retry";
     case Outcome::release:
       return "release";
     case Outcome::reject:
       return "reject";
+    case Outcome::lost:
+      return "lost";
   }
   return "unknown";
 }
@@ -64,7 +66,7 @@ void Message::ack() {
   state_->settle(detail::Outcome::ack);
 }
 void Message::nack() {
-  state_->settle(detail::Outcome::nack);
+  state_->settle(detail::Outcome::retry);
 }
 void Message::release() {
   state_->settle(detail::Outcome::release);

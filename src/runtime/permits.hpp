@@ -18,6 +18,11 @@ class Permits {
   // could ask for one message is rarely worth a wake-up and a request).
   explicit Permits(int total, int wake_threshold = 1)
       : total_(total), wake_threshold_(std::clamp(wake_threshold, 1, total)), available_(total) {}
+  // Once the source says how many messages a receive can carry.
+  void set_wake_threshold(int threshold) {
+    std::lock_guard lock(mutex_);
+    wake_threshold_ = std::clamp(threshold, 1, total_);
+  }
 
   // Waits until at least one permit is free, then takes up to `max`. Returns 0 when
   // closed. Cancellable (throws boost::system::system_error on cancellation).
@@ -33,7 +38,7 @@ class Permits {
   using Signal = boost::asio::experimental::concurrent_channel<void(boost::system::error_code)>;
   void wake_locked();
   const int total_;
-  const int wake_threshold_;
+  int wake_threshold_;
   mutable std::mutex mutex_;
   int available_;
   bool closed_ = false;

@@ -1,42 +1,104 @@
 #pragma once
-// What the container core needs from a queue. Pull sources (SQS) and push sources
-// (AMQP, with prefetch) both deliver through receive(max): the core never asks for
-// more messages than it holds permits for.
+// The seam between the container core and a queue (the service-provider side of
+// sluice/source.hpp). A source delivers messages and carries out the core's
+// settlement verbs; the core never knows which queue it drains. Pull sources (SQS)
+// and push sources (AMQP, with prefetch) both deliver through receive(max): the core
+// never asks for more messages than it holds permits for.
+//
+// Threads: receive(), open(), extend(), reject() and flush() run on the container's
+// I/O thread (the context's executor); ack(), retry() and release() may be called
+// from any thread (a handler settling on its own thread) and must be thread-safe.
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "runtime/message_state.hpp"
+#include "sluice/source.hpp"
 
 namespace sluice::runtime {
 
 using StatePtr = std::shared_ptr<detail::MessageState>;
 
-struct SourceEvents {
-  std::function<void(std::size_t)> acked;           // deletes confirmed
+// What a source can do; the core composes its stages from these, never from types.
+struct SourceCapabilities {
+  // Leases can be extended (SQS visibility): the core runs a heartbeat that calls
+  // extend() for held messages before `lease` runs out.
+  bool extendable = false;
+  std::chrono::milliseconds lease{0};
+  // Messages carrying a group_id must be handled in order within their group (SQS FIFO,
+  // RabbitMQ single-active-consumer queues): the core hands out a group's next message
+  // only once the previous one is settled.
+  bool ordered_groups = false;
+  // Acks are gathered and sent later: flush() must be awaited before the end.
+  bool batched_acks = false;
+  // The most messages one receive() returns; permits are asked for in such units.
+  int max_batch = 10;
+};
+
+enum class SourceErrorKind {
+  transient,  // the queue or the network failed; trying again later can help
+  permanent,  // configuration or permissions: trying again will not help by itself
+  cancelled,  // the operation was cancelled (stopping)
+};
+const char* to_string(SourceErrorKind kind);
+
+// The one error type the core sees from any source.
+class SourceError : public std::runtime_error {
+ public:
+  SourceError(SourceErrorKind kind, std::string code, const std::string& what)
+      : std::runtime_error(what), kind_(kind), code_(std::move(code)) {}
+  SourceErrorKind kind() const { return kind_; }
+  const std::string& code() const { return code_; }  // the service's own code, if any
+
+ private:
+  SourceErrorKind kind_;
+  std::string code_;
+};
+
+// What the core gives a source when it makes one.
+struct SourceContext {
+  boost::asio::any_io_executor executor;  // the container's I/O thread
+  std::string name;                       // the container's name, for logs
+  std::function<void(std::size_t)> acked;           // acks confirmed by the queue
   std::function<void(const std::string&)> warning;  // something to log
+  // Every message held under `lease` is gone (the queue will deliver it again): the
+  // core drops them without acknowledging and frees their permits. Any thread.
+  std::function<void(std::uint64_t lease)> lease_lost;
 };
 
 class Source {
  public:
   virtual ~Source() = default;
-  // Up to `max` messages; cancellable (throws aws::AwsError{cancelled}).
+  // Connects and learns what the queue is (e.g. whether it is FIFO). Throws
+  // SourceError; the core tries again with backoff on a transient error.
+  virtual boost::asio::awaitable<void> open() = 0;
+  // Valid once open() has returned.
+  virtual SourceCapabilities capabilities() const = 0;
+  // Up to `max` messages (may be none). Cancellable: throws SourceError{cancelled}
+  // or boost::system::system_error{operation_aborted}.
   virtual boost::asio::awaitable<std::vector<StatePtr>> receive(int max) = 0;
-  // Batched; thread-safe.
+
+  // Settlement verbs (each message gets exactly one). Thread-safe.
   virtual void ack(const StatePtr& state) = 0;
-  virtual void change_visibility(const StatePtr& state, std::chrono::seconds visibility) = 0;
-  // Heartbeat: extend these messages' visibility now (not batched behind a timer).
-  virtual boost::asio::awaitable<std::size_t> extend(std::vector<StatePtr> states,
-                                                     std::chrono::seconds visibility) = 0;
-  virtual bool has_dead_letter() const = 0;
-  // Sends the message with its reason to the dead-letter destination.
-  virtual boost::asio::awaitable<void> dead_letter(StatePtr state, std::string reason) = 0;
-  virtual bool fifo() const = 0;
-  virtual void start() = 0;
-  // Sends every pending delete and visibility change and waits for them.
+  // Failed: deliver it again, not before `backoff` has passed.
+  virtual void retry(const StatePtr& state, std::chrono::milliseconds backoff) = 0;
+  // Give it back unprocessed, at once.
+  virtual void release(const StatePtr& state) = 0;
+  // It can never succeed: to the dead-letter destination with its reason, then
+  // removed (true), or left to the queue's own redrive policy when there is no
+  // destination (false). Throws SourceError when it could not be dead-lettered (the
+  // core then retries it).
+  virtual boost::asio::awaitable<bool> reject(StatePtr state, std::string reason) = 0;
+  // Extendable sources: extend these leases now; returns how many were extended.
+  virtual boost::asio::awaitable<std::size_t> extend(std::vector<StatePtr> states);
+
+  // Sends every pending ack and settlement and waits for them.
   virtual boost::asio::awaitable<void> flush() = 0;
   virtual std::string describe() const = 0;
 };

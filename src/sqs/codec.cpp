@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sqs/md5.hpp"
 

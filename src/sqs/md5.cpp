@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 
 namespace sluice::sqs {
 namespace {

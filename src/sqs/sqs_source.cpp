@@ -1,16 +1,62 @@
-#include "sqs/sqs_source.hpp"
+// The SQS source of the listener container: receives as long polls, acks as batched
+// DeleteMessageBatch calls, retries and releases as batched visibility changes, the
+// heartbeat as immediate ChangeMessageVisibilityBatch calls, rejects as a send to the
+// dead-letter queue followed by a delete.
+#include "sluice/sqs/source.hpp"
 
 #include <random>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "runtime/batcher.hpp"
+#include "runtime/source.hpp"
 #include "sluice/aws/error.hpp"
 
-namespace sluice::sqs {
+namespace sluice {
 namespace asio = boost::asio;
+using runtime::SourceError;
+using runtime::SourceErrorKind;
 using runtime::StatePtr;
 
 namespace {
+
+constexpr int kMaxSettleAttempts = 5;
+constexpr int kMaxVisibilitySeconds = 12 * 3600;
+
+[[noreturn]] void bad_option(const std::string& name, const std::string& value,
+                             const std::string& expected) {
+  throw std::invalid_argument("SQS source option " + name + " = " + value + ": expected " +
+                              expected);
+}
+
+SourceError source_error(const aws::AwsError& e) {
+  SourceErrorKind kind = SourceErrorKind::transient;
+  switch (e.kind()) {
+    case aws::ErrorKind::cancelled:
+      kind = SourceErrorKind::cancelled;
+      break;
+    case aws::ErrorKind::credentials:
+    case aws::ErrorKind::configuration:
+      kind = SourceErrorKind::permanent;
+      break;
+    case aws::ErrorKind::client:  // a missing queue may yet be created: try again
+    default:
+      kind = SourceErrorKind::transient;
+  }
+  return SourceError(kind, e.code(), std::string(aws::to_string(e.kind())) + ": " + e.what());
+}
+
+std::string random_attempt_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::uint64_t a = rng(), b = rng();
+  return crypto::hex(reinterpret_cast<const std::uint8_t*>(&a), 8) +
+         crypto::hex(reinterpret_cast<const std::uint8_t*>(&b), 8);
+}
+
+// SQS visibility is in whole seconds: round a backoff up, within SQS's range.
+int visibility_seconds(std::chrono::milliseconds d) {
+  const auto ms = std::max<std::int64_t>(0, d.count());
+  return static_cast<int>(std::min<std::int64_t>(kMaxVisibilitySeconds, (ms + 999) / 1000));
+}
 
 struct DeleteEntry {
   std::string receipt;
@@ -21,59 +67,84 @@ struct VisibilityEntry {
   int seconds = 0;
 };
 
-constexpr int kMaxSettleAttempts = 5;
-
-std::string random_attempt_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::uint64_t a = rng(), b = rng();
-  return crypto::hex(reinterpret_cast<const std::uint8_t*>(&a), 8) +
-         crypto::hex(reinterpret_cast<const std::uint8_t*>(&b), 8);
-}
-
 class SqsSource final : public runtime::Source {
  public:
-  SqsSource(asio::any_io_executor executor, SqsSourceOptions source,
-            const ContainerOptions& options, runtime::SourceEvents events, bool fifo)
-      : executor_(executor),
-        client_(std::make_shared<SqsClient>(executor, source.client)),
-        queue_url_(std::move(source.queue_url)),
-        dead_letter_url_(options.dead_letter_queue_url),
-        max_per_poll_(options.max_messages_per_poll),
-        poll_wait_(options.poll_wait),
-        visibility_(options.visibility_timeout),
-        events_(std::move(events)),
-        fifo_(fifo) {
-    const auto batch = static_cast<std::size_t>(options.delete_batch_size);
+  SqsSource(SqsSourceOptions options, runtime::SourceContext context)
+      : options_(std::move(options)),
+        context_(std::move(context)),
+        client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
+    fifo_ = options_.fifo == FifoMode::on;
     deletes_ = std::make_shared<runtime::Batcher<DeleteEntry>>(
-        executor, batch, options.delete_flush_interval,
+        context_.executor, static_cast<std::size_t>(options_.delete_batch_size),
+        options_.delete_flush_interval,
         [this](std::vector<DeleteEntry> entries) { return send_deletes(std::move(entries)); });
     visibility_changes_ = std::make_shared<runtime::Batcher<VisibilityEntry>>(
-        executor, kMaxBatchEntries, options.delete_flush_interval,
+        context_.executor, sqs::kMaxBatchEntries, options_.delete_flush_interval,
         [this](std::vector<VisibilityEntry> entries) {
           return send_visibility(std::move(entries));
         });
   }
 
+  asio::awaitable<void> open() override {
+    if (options_.fifo == FifoMode::auto_detect) {
+      // SQS names every FIFO queue "*.fifo", but a URL can be an alias: the queue's
+      // own attribute decides. One attempt; an unreadable queue falls back to the URL
+      // (the receives that follow report why, with backoff).
+      std::vector<std::string> names;  // not braced inside co_await: GCC 12 mis-compiles it
+      names.emplace_back("FifoQueue");
+      try {
+        auto attributes = co_await client_->get_queue_attributes(options_.queue_url, names);
+        auto it = attributes.find("FifoQueue");
+        fifo_ = it != attributes.end() && it->second == "true";
+      } catch (const aws::AwsError& e) {
+        if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
+        fifo_ = options_.queue_url.ends_with(".fifo");
+        warn("cannot read the queue's FifoQueue attribute (" + std::string(e.what()) +
+             "); FIFO from its URL: " + (fifo_ ? "yes" : "no"));
+      }
+    }
+    deletes_->start();
+    visibility_changes_->start();
+  }
+
+  runtime::SourceCapabilities capabilities() const override {
+    runtime::SourceCapabilities c;
+    c.extendable = true;
+    c.lease = options_.visibility_timeout;
+    c.ordered_groups = fifo_;
+    c.batched_acks = true;
+    c.max_batch = options_.max_messages_per_poll;
+    return c;
+  }
+
   asio::awaitable<std::vector<StatePtr>> receive(int max) override {
-    ReceiveMessageRequest request;
-    request.queue_url = queue_url_;
-    request.max_messages = std::min(max, max_per_poll_);
-    request.wait_time_seconds = static_cast<int>(poll_wait_.count());
-    request.visibility_timeout = static_cast<int>(visibility_.count());
+    sqs::ReceiveMessageRequest request;
+    request.queue_url = options_.queue_url;
+    request.max_messages = std::min(max, options_.max_messages_per_poll);
+    request.wait_time_seconds = static_cast<int>(options_.poll_wait.count());
+    request.visibility_timeout = static_cast<int>(options_.visibility_timeout.count());
     if (fifo_) request.receive_request_attempt_id = random_attempt_id();
-    auto messages = co_await client_->receive_message(std::move(request));
+    std::vector<sqs::Message> messages;
+    try {
+      messages = co_await client_->receive_message(std::move(request));
+    } catch (const aws::AwsError& e) {
+      throw source_error(e);
+    }
     const auto now = std::chrono::system_clock::now();
-    const std::int64_t visible_until = detail::steady_now_ms() + visibility_.count() * 1000;
+    const std::int64_t visible_until =
+        detail::steady_now_ms() + options_.visibility_timeout.count() * 1000;
     std::vector<StatePtr> states;
     states.reserve(messages.size());
     for (auto& m : messages) {
       auto s = std::make_shared<detail::MessageState>();
       s->id = std::move(m.message_id);
       s->body = std::move(m.body);
-      s->source = queue_url_;
+      s->source = options_.queue_url;
       s->receipt = std::move(m.receipt_handle);
       s->receive_count = std::max(1, m.receive_count());
-      s->group_id = m.group_id();
+      // Standard queues may carry a MessageGroupId too (fair queues): it orders
+      // nothing there, so only a FIFO queue's messages are put in groups.
+      if (fifo_) s->group_id = m.group_id();
       s->received_at = now;
       s->visible_until_ms = visible_until;
       for (auto& [name, value] : m.message_attributes)
@@ -87,59 +158,64 @@ class SqsSource final : public runtime::Source {
 
   void ack(const StatePtr& state) override { deletes_->add({state->receipt, 0}); }
 
-  void change_visibility(const StatePtr& state, std::chrono::seconds visibility) override {
-    visibility_changes_->add({state->receipt, static_cast<int>(visibility.count())});
+  void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
+    visibility_changes_->add({state->receipt, visibility_seconds(backoff)});
   }
 
-  asio::awaitable<std::size_t> extend(std::vector<StatePtr> states,
-                                      std::chrono::seconds visibility) override {
+  void release(const StatePtr& state) override { visibility_changes_->add({state->receipt, 0}); }
+
+  asio::awaitable<bool> reject(StatePtr state, std::string reason) override {
+    if (options_.dead_letter_queue_url.empty()) {
+      // No destination of ours: hidden as long as SQS allows, so that the queue's own
+      // redrive policy (maxReceiveCount) moves it to its dead-letter queue.
+      visibility_changes_->add({state->receipt, kMaxVisibilitySeconds});
+      co_return false;
+    }
+    sqs::SendMessageEntry entry;
+    entry.body = state->body;
+    entry.message_attributes["sluice-reject-reason"] =
+        sqs::MessageAttributeValue::string(reason.empty() ? "rejected" : reason.substr(0, 4096));
+    entry.message_attributes["sluice-source-queue"] =
+        sqs::MessageAttributeValue::string(options_.queue_url);
+    entry.message_attributes["sluice-message-id"] = sqs::MessageAttributeValue::string(state->id);
+    for (const auto& [name, value] : state->headers) {
+      if (entry.message_attributes.size() >= 10) break;
+      if (!value.empty())
+        entry.message_attributes.emplace(name, sqs::MessageAttributeValue::string(value));
+    }
+    if (options_.dead_letter_queue_url.ends_with(".fifo")) {
+      entry.message_group_id = state->group_id.value_or("dead-letter");
+      entry.message_deduplication_id = state->id;
+    }
+    try {
+      co_await client_->send_message(options_.dead_letter_queue_url, std::move(entry));
+    } catch (const aws::AwsError& e) {
+      throw source_error(e);
+    }
+    ack(state);  // only once the dead letter is safe
+    co_return true;
+  }
+
+  asio::awaitable<std::size_t> extend(std::vector<StatePtr> states) override {
+    const int seconds = static_cast<int>(options_.visibility_timeout.count());
     std::size_t extended = 0;
-    for (std::size_t start = 0; start < states.size(); start += kMaxBatchEntries) {
-      std::vector<ChangeVisibilityEntry> entries;
-      const std::size_t end = std::min(states.size(), start + kMaxBatchEntries);
+    for (std::size_t start = 0; start < states.size(); start += sqs::kMaxBatchEntries) {
+      std::vector<sqs::ChangeVisibilityEntry> entries;
+      const std::size_t end = std::min(states.size(), start + sqs::kMaxBatchEntries);
       for (std::size_t i = start; i < end; ++i)
-        entries.push_back(
-            {std::to_string(i), states[i]->receipt, static_cast<int>(visibility.count())});
+        entries.push_back({std::to_string(i), states[i]->receipt, seconds});
       try {
-        const auto result = co_await client_->change_message_visibility_batch(queue_url_, entries);
-        const std::int64_t until = detail::steady_now_ms() + visibility.count() * 1000;
-        for (const auto& ok : result.successful)
-          states[std::stoul(ok.id)]->visible_until_ms = until;
+        const auto result =
+            co_await client_->change_message_visibility_batch(options_.queue_url, entries);
+        const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
+        for (const auto& ok : result.successful) states[std::stoul(ok.id)]->visible_until_ms = until;
         extended += result.successful.size();
       } catch (const aws::AwsError& e) {
-        if (e.kind() == aws::ErrorKind::cancelled) throw;
+        if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
         warn("visibility heartbeat failed: " + std::string(e.what()));
       }
     }
     co_return extended;
-  }
-
-  bool has_dead_letter() const override { return !dead_letter_url_.empty(); }
-
-  asio::awaitable<void> dead_letter(StatePtr state, std::string reason) override {
-    SendMessageEntry entry;
-    entry.body = state->body;
-    entry.message_attributes["sluice-reject-reason"] =
-        MessageAttributeValue::string(reason.empty() ? "rejected" : reason.substr(0, 4096));
-    entry.message_attributes["sluice-source-queue"] = MessageAttributeValue::string(queue_url_);
-    entry.message_attributes["sluice-message-id"] = MessageAttributeValue::string(state->id);
-    for (const auto& [name, value] : state->headers) {
-      if (entry.message_attributes.size() >= 10) break;
-      if (!value.empty())
-        entry.message_attributes.emplace(name, MessageAttributeValue::string(value));
-    }
-    if (dead_letter_url_.ends_with(".fifo")) {
-      entry.message_group_id = state->group_id.value_or("dead-letter");
-      entry.message_deduplication_id = state->id;
-    }
-    co_await client_->send_message(dead_letter_url_, std::move(entry));
-  }
-
-  bool fifo() const override { return fifo_; }
-
-  void start() override {
-    deletes_->start();
-    visibility_changes_->start();
   }
 
   asio::awaitable<void> flush() override {
@@ -147,21 +223,21 @@ class SqsSource final : public runtime::Source {
     co_await deletes_->drain();
   }
 
-  std::string describe() const override { return queue_url_; }
+  std::string describe() const override { return options_.queue_url; }
 
  private:
   void warn(const std::string& what) {
-    if (events_.warning) events_.warning(what);
+    if (context_.warning) context_.warning(what);
   }
 
   asio::awaitable<void> send_deletes(std::vector<DeleteEntry> entries) {
-    std::vector<DeleteMessageEntry> request;
+    std::vector<sqs::DeleteMessageEntry> request;
     request.reserve(entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i)
       request.push_back({std::to_string(i), entries[i].receipt});
     try {
-      const auto result = co_await client_->delete_message_batch(queue_url_, request);
-      if (events_.acked && !result.successful.empty()) events_.acked(result.successful.size());
+      const auto result = co_await client_->delete_message_batch(options_.queue_url, request);
+      if (context_.acked && !result.successful.empty()) context_.acked(result.successful.size());
       for (const auto& f : result.failed) {
         auto& entry = entries[std::stoul(f.id)];
         if (!f.sender_fault && ++entry.attempts < kMaxSettleAttempts) {
@@ -185,11 +261,12 @@ class SqsSource final : public runtime::Source {
   }
 
   asio::awaitable<void> send_visibility(std::vector<VisibilityEntry> entries) {
-    std::vector<ChangeVisibilityEntry> request;
+    std::vector<sqs::ChangeVisibilityEntry> request;
     for (std::size_t i = 0; i < entries.size(); ++i)
       request.push_back({std::to_string(i), entries[i].receipt, entries[i].seconds});
     try {
-      const auto result = co_await client_->change_message_visibility_batch(queue_url_, request);
+      const auto result =
+          co_await client_->change_message_visibility_batch(options_.queue_url, request);
       for (const auto& f : result.failed)
         warn("visibility change failed (" + f.code + "): " + f.message);
     } catch (const aws::AwsError& e) {
@@ -197,27 +274,46 @@ class SqsSource final : public runtime::Source {
     }
   }
 
-  asio::any_io_executor executor_;
-  std::shared_ptr<SqsClient> client_;
-  std::string queue_url_;
-  std::string dead_letter_url_;
-  int max_per_poll_;
-  std::chrono::seconds poll_wait_;
-  std::chrono::seconds visibility_;
-  runtime::SourceEvents events_;
-  bool fifo_;
+  SqsSourceOptions options_;
+  runtime::SourceContext context_;
+  std::shared_ptr<sqs::SqsClient> client_;
+  bool fifo_ = false;
   std::shared_ptr<runtime::Batcher<DeleteEntry>> deletes_;
   std::shared_ptr<runtime::Batcher<VisibilityEntry>> visibility_changes_;
 };
 
-}  // namespace
-
-std::unique_ptr<runtime::Source> make_sqs_source(asio::any_io_executor executor,
-                                                 SqsSourceOptions source,
-                                                 const ContainerOptions& options,
-                                                 runtime::SourceEvents events, bool fifo) {
-  return std::make_unique<SqsSource>(std::move(executor), std::move(source), options,
-                                     std::move(events), fifo);
+std::string str(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
 }
 
-}  // namespace sluice::sqs
+}  // namespace
+
+void validate(const SqsSourceOptions& o) {
+  if (o.queue_url.empty()) bad_option("queue_url", "(empty)", "an SQS queue URL");
+  if (o.max_messages_per_poll < 1 || o.max_messages_per_poll > 10)
+    bad_option("max_messages_per_poll", std::to_string(o.max_messages_per_poll),
+               "1..10 (the SQS limit)");
+  if (o.poll_wait < std::chrono::seconds(0) || o.poll_wait > std::chrono::seconds(20))
+    bad_option("poll_wait", str(o.poll_wait), "0..20 s (the SQS long-poll limit)");
+  if (o.visibility_timeout < std::chrono::seconds(1) ||
+      o.visibility_timeout > std::chrono::seconds(kMaxVisibilitySeconds))
+    bad_option("visibility_timeout", str(o.visibility_timeout), "1 s..12 h (the SQS limit)");
+  if (o.delete_batch_size < 1 || o.delete_batch_size > 10)
+    bad_option("delete_batch_size", std::to_string(o.delete_batch_size),
+               "1..10 (the SQS batch limit)");
+  if (o.delete_flush_interval <= std::chrono::milliseconds(0))
+    bad_option("delete_flush_interval", str(o.delete_flush_interval), "more than 0");
+}
+
+SourceFactory make_sqs_source(SqsSourceOptions options) {
+  validate(options);
+  return [options = std::move(options)](const runtime::SourceContext& context) {
+    try {
+      return std::unique_ptr<runtime::Source>(std::make_unique<SqsSource>(options, context));
+    } catch (const aws::AwsError& e) {
+      throw source_error(e);  // no region, a malformed endpoint: configuration
+    }
+  };
+}
+
+}  // namespace sluice

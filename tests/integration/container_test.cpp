@@ -16,6 +16,7 @@
 #include "sluice/registry.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
+#include "sluice/sqs/source.hpp"
 #include "sluice/typed_handler.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
@@ -102,17 +103,21 @@ class ContainerTest : public ::testing::Test {
   static ContainerOptions fast_options(const std::string& name) {
     ContainerOptions o;
     o.name = name;
-    o.poll_wait = 1s;
-    o.delete_flush_interval = 20ms;
     o.start_receive_min_interval = 50ms;
     o.stop_receive_min_interval = 200ms;
     o.consecutive_full_trigger = 1;
     o.shutdown_deadline = 10s;
     return o;
   }
-  static SqsSourceOptions source(const std::string& url) {
-    return {url, test::emulator_client_options()};
+  static SqsSourceOptions sqs_options(const std::string& url) {
+    SqsSourceOptions o;
+    o.queue_url = url;
+    o.client = test::emulator_client_options();
+    o.poll_wait = 1s;
+    o.delete_flush_interval = 20ms;
+    return o;
   }
+  static SourceFactory source(const std::string& url) { return make_sqs_source(sqs_options(url)); }
 
   asio::io_context io_;
   std::shared_ptr<sqs::SqsClient> client_;
@@ -132,14 +137,31 @@ TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   };
-  refused([](auto& o) { o.max_messages_per_poll = 11; },
-          "max_messages_per_poll = 11: expected 1..10");
-  refused([](auto& o) { o.poll_wait = 21s; }, "poll_wait");
   refused([](auto& o) { o.max_in_flight = 0; }, "max_in_flight = 0");
   refused([](auto& o) { o.min_concurrent_receives = 3, o.max_concurrent_receives = 2; },
           "max_concurrent_receives = 2");
-  refused([](auto& o) { o.heartbeat_interval = 40s; }, "heartbeat_interval");
-  refused([](auto& o) { o.delete_batch_size = 20; }, "delete_batch_size = 20");
+  refused([](auto& o) { o.heartbeat_interval = -1s; }, "heartbeat_interval");
+  refused([](auto& o) { o.failure_backoff_max = 1s, o.failure_backoff_base = 2s; },
+          "failure_backoff_max");
+  // The SQS limits are the SQS source's to check.
+  auto sqs_refused = [](const std::function<void(SqsSourceOptions&)>& change,
+                        const std::string& expected) {
+    SqsSourceOptions o;
+    o.queue_url = "http://127.0.0.1:1/000000000000/q";
+    change(o);
+    try {
+      make_sqs_source(o);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  sqs_refused([](auto& o) { o.max_messages_per_poll = 11; },
+              "max_messages_per_poll = 11: expected 1..10");
+  sqs_refused([](auto& o) { o.poll_wait = 21s; }, "poll_wait");
+  sqs_refused([](auto& o) { o.delete_batch_size = 20; }, "delete_batch_size = 20");
+  sqs_refused([](auto& o) { o.visibility_timeout = 0s; }, "visibility_timeout");
+  sqs_refused([](auto& o) { o.queue_url.clear(); }, "queue_url");
   ContainerOptions o;
   parse_concurrency("2-4", o);
   EXPECT_EQ(o.min_concurrent_receives, 2);
@@ -148,11 +170,11 @@ TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
   EXPECT_EQ(o.max_concurrent_receives, 3);
   EXPECT_THROW(parse_concurrency("4-2", o), std::invalid_argument);
   EXPECT_THROW(parse_concurrency("x", o), std::invalid_argument);
-  auto fifo_batch = fast_options("fifo-batch");
-  fifo_batch.listener_mode = ListenerMode::batch;
-  EXPECT_THROW(
-      Container(fifo_batch, source("http://127.0.0.1:1/q.fifo"), BatchHandler([](auto) {})),
-      std::invalid_argument);
+  auto batch = fast_options("batch-needs-batch-handler");
+  batch.listener_mode = ListenerMode::batch;
+  EXPECT_THROW(Container(batch, source("http://127.0.0.1:1/000000000000/q"),
+                         MessageHandler([](Message&) {})),
+               std::invalid_argument);
 }
 
 // Seed 000: Spring Cloud AWS 2.x never had more than 10 messages in progress.
@@ -286,9 +308,10 @@ TEST_F(ContainerTest, ManualAcksFromAnotherThreadAndPendingDeletesFlushedOnStop)
   std::vector<Message> inbox;
   auto options = fast_options("manual");
   options.ack_mode = AckMode::manual;
-  options.delete_batch_size = 10;
-  options.delete_flush_interval = 10min;  // only full batches and the final flush send deletes
-  Container container(options, source(url), MessageHandler([&](Message& msg) {
+  auto sqs = sqs_options(url);
+  sqs.delete_batch_size = 10;
+  sqs.delete_flush_interval = 10min;  // only full batches and the final flush send deletes
+  Container container(options, make_sqs_source(sqs), MessageHandler([&](Message& msg) {
                         std::lock_guard lock(m);
                         inbox.push_back(msg);
                       }));
@@ -317,8 +340,9 @@ TEST_F(ContainerTest, HeartbeatKeepsALongHandlersMessageHidden) {
   publish(url, 1, [](int) { return std::string("long"); });
   std::atomic<int> calls{0};
   auto options = fast_options("heartbeat");
-  options.visibility_timeout = 2s;
-  Container container(options, source(url), MessageHandler([&](Message&) {
+  auto sqs = sqs_options(url);
+  sqs.visibility_timeout = 2s;
+  Container container(options, make_sqs_source(sqs), MessageHandler([&](Message&) {
                         ++calls;
                         std::this_thread::sleep_for(6s);  // three visibility timeouts
                       }));
@@ -419,9 +443,10 @@ TEST_F(ContainerTest, GracefulStopFinishesRunningReleasesTheRestAndLosesNothing)
 TEST_F(ContainerTest, StopCancelsOpenLongPollsAtOnce) {
   const std::string url = make_queue("idle");
   auto options = fast_options("idle");
-  options.poll_wait = 20s;
   options.min_concurrent_receives = options.max_concurrent_receives = 4;
-  Container container(options, source(url), MessageHandler([](Message&) {}));
+  auto sqs = sqs_options(url);
+  sqs.poll_wait = 20s;
+  Container container(options, make_sqs_source(sqs), MessageHandler([](Message&) {}));
   container.start();
   std::this_thread::sleep_for(300ms);
   const auto start = std::chrono::steady_clock::now();
@@ -472,8 +497,10 @@ TEST_F(ContainerTest, EndpointDownIsRetriedWithBackoff) {
   client.endpoint_url = "http://127.0.0.1:9";
   client.retry.max_attempts = 1;
   auto options = fast_options("down");
-  Container container(options, SqsSourceOptions{"http://127.0.0.1:9/000000000000/q", client},
-                      MessageHandler([](Message&) {}));
+  SqsSourceOptions down;
+  down.queue_url = "http://127.0.0.1:9/000000000000/q";
+  down.client = client;
+  Container container(options, make_sqs_source(down), MessageHandler([](Message&) {}));
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 3; }));
   std::this_thread::sleep_for(1s);
@@ -500,8 +527,9 @@ TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) 
   std::mutex m;
   std::set<std::string> skus;
   auto options = fast_options("typed");
-  options.dead_letter_queue_url = dlq;
-  Container container(options, source(url),
+  auto sqs = sqs_options(url);
+  sqs.dead_letter_queue_url = dlq;
+  Container container(options, make_sqs_source(sqs),
                       typed_handler<InventoryEvent>(json_decoder<InventoryEvent>(),
                                                     [&](InventoryEvent& e, Message&) {
                                                       std::lock_guard lock(m);

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sqs/md5.hpp"

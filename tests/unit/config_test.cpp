@@ -37,7 +37,7 @@ std::string with(const std::string& extra) {
 TEST(Config, DefaultsComeFromTheOptionTable) {
   const auto c = parse_config(kMinimal);
   EXPECT_EQ(c.container.max_in_flight, 100);
-  EXPECT_EQ(c.container.poll_wait, std::chrono::seconds(20));
+  EXPECT_EQ(c.sqs.poll_wait, std::chrono::seconds(20));
   EXPECT_EQ(c.container.min_concurrent_receives, 1);
   EXPECT_EQ(c.container.max_concurrent_receives, 4);
   EXPECT_EQ(c.sink, SinkType::sqlite);
@@ -105,7 +105,7 @@ TEST(Config, EnvironmentOverridesTheFile) {
   const auto c = parse_config(with("sink:\n  type: postgres\n"));
   unsetenv("SLUICE_QUEUE_URL");
   unsetenv("SLUICE_POSTGRES_DSN");
-  EXPECT_EQ(c.queue_url, "http://127.0.0.1:2/000000000000/from-env");
+  EXPECT_EQ(c.sqs.queue_url, "http://127.0.0.1:2/000000000000/from-env");
   EXPECT_EQ(c.postgres.dsn, "host=127.0.0.1 password=s3cret");
   EXPECT_EQ(describe(c).find("s3cret"), std::string::npos) << "secrets are redacted";
   setenv("SLUICE_LOG_LEVEL", "loud", 1);

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/sigv4.hpp"
 #include "sluice/sqs/client.hpp"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 #include "aws/text.hpp"
 #include "sqs/md5.hpp"
 

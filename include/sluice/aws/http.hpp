@@ -97,9 +97,8 @@ class HttpClient {
   HttpClientStats stats() const;
   const HttpClientOptions& options() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -48,12 +47,7 @@ class SigV4Signer {
  private:
   std::string signature(const std::string& string_to_sign, std::string_view date,
                         const std::string& secret) const;
-  struct KeyCache {
-    std::mutex mutex;
-    std::string date;
-    std::string secret;
-    std::array<std::uint8_t, 32> key{};
-  };
+  struct KeyCache;  // the signing key, derived once per day and secret
   SigningOptions options_;
   std::shared_ptr<KeyCache> key_cache_;
 };

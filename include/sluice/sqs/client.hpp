@@ -71,9 +71,8 @@ class SqsClient {
   SqsClientStats stats() const;
   aws::HttpClient& http();
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::shared_ptr<Impl> impl_;
 };
 

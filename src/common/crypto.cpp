@@ -1,4 +1,4 @@
-#include "aws/crypto.hpp"
+#include "common/crypto.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

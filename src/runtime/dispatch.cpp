@@ -1,0 +1,118 @@
+#include "runtime/dispatch.hpp"
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace sluice::runtime {
+namespace {
+
+using detail::Outcome;
+
+std::vector<Unit> pack(std::vector<StatePtr> states, bool batch) {
+  std::vector<Unit> units;
+  if (states.empty()) return units;
+  if (batch) {
+    units.push_back(std::move(states));
+    return units;
+  }
+  units.reserve(states.size());
+  for (auto& s : states) units.push_back(Unit{std::move(s)});
+  return units;
+}
+
+class DirectDispatch final : public Dispatch {
+ public:
+  explicit DirectDispatch(bool batch) : batch_(batch) {}
+  Step admit(std::vector<StatePtr> states) override { return {pack(std::move(states), batch_), {}}; }
+  Step settled(const StatePtr&, Outcome) override { return {}; }
+  std::size_t waiting() const override { return 0; }
+
+ private:
+  bool batch_;
+};
+
+class OrderedGroups final : public Dispatch {
+ public:
+  explicit OrderedGroups(bool batch) : batch_(batch) {}
+
+  Step admit(std::vector<StatePtr> states) override {
+    std::vector<StatePtr> out;
+    std::lock_guard lock(mutex_);
+    for (auto& s : states) {
+      if (!s->group_id) {  // not in a group: no order to keep
+        out.push_back(std::move(s));
+        continue;
+      }
+      Group& group = groups_[*s->group_id];
+      group.queue.push_back(s);
+      if (!group.out) {
+        group.out = true;
+        out.push_back(std::move(s));
+      } else {
+        ++waiting_;
+      }
+    }
+    return {pack(std::move(out), batch_), {}};
+  }
+
+  Step settled(const StatePtr& state, Outcome outcome) override {
+    if (!state->group_id) return {};
+    std::lock_guard lock(mutex_);
+    auto it = groups_.find(*state->group_id);
+    // Not the message out for its group (one settled while it waited, by a lost
+    // lease or by stop()): it is skipped when its turn comes.
+    if (it == groups_.end() || !it->second.out || it->second.queue.front() != state) return {};
+    Group& group = it->second;
+    group.queue.pop_front();
+    group.out = false;
+    Step step;
+    if (outcome == Outcome::ack || outcome == Outcome::reject) {
+      while (!group.queue.empty() && group.queue.front()->settled()) {
+        group.queue.pop_front();
+        --waiting_;
+      }
+      if (!group.queue.empty()) {
+        group.out = true;
+        --waiting_;
+        step.ready = pack({group.queue.front()}, batch_);
+        return step;
+      }
+    } else {
+      // Retried, released or lost: what follows it must not overtake it.
+      for (auto& s : group.queue) {
+        --waiting_;
+        if (!s->settled()) step.release.push_back(s);
+      }
+    }
+    groups_.erase(it);
+    return step;
+  }
+
+  std::size_t waiting() const override {
+    std::lock_guard lock(mutex_);
+    return waiting_;
+  }
+
+ private:
+  struct Group {
+    std::deque<StatePtr> queue;  // front() is the one out, when `out`
+    bool out = false;
+  };
+  const bool batch_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Group> groups_;
+  std::size_t waiting_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Dispatch> make_direct_dispatch(bool batch) {
+  return std::make_unique<DirectDispatch>(batch);
+}
+std::unique_ptr<Dispatch> make_ordered_groups(bool batch) {
+  return std::make_unique<OrderedGroups>(batch);
+}
+
+}  // namespace sluice::runtime
