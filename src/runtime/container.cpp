@@ -28,6 +28,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -556,6 +557,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     for (int i = 0; i < options.worker_threads; ++i)
       asio::co_spawn(*workers, worker_loop(), asio::detached);
     asio::co_spawn(io, open_and_run(), asio::detached);
+    // The I/O thread runs until stop(), even while a source has nothing pending.
+    io_work.emplace(io.get_executor());
     io_thread = std::thread([this] { io.run(); });
     state = State::running;
   }
@@ -681,6 +684,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     if (flushed.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
       spdlog::error("container={} event=flush_timeout", options.name);
     state = State::stopped;
+    io_work.reset();
     io.stop();
     if (io_thread.joinable()) io_thread.join();
     if (still_running == 0) {
@@ -737,6 +741,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::shared_ptr<ContainerObserver> observer;
 
   asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> io_work;
   std::thread io_thread;
   std::unique_ptr<asio::thread_pool> workers;
   std::unique_ptr<runtime::Source> source;

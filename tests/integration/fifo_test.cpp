@@ -1,0 +1,182 @@
+// FIFO end to end: `sluice run` on a FIFO queue of the real emulator writes each
+// message group's records in queue order (proved by an insertion-order column:
+// SQLite's rowid, a PostgreSQL bigserial), every record once, groups in parallel;
+// a write failure in one group sends the rest of that group back, to arrive later in
+// order while the other groups go on.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "app/config.hpp"
+#include "app/run.hpp"
+#include "sluice/sqs/client.hpp"
+#include "sluice/sqs/publisher.hpp"
+#include "support/emulator.hpp"
+#include "support/local_sqs.hpp"
+#include "support/run.hpp"
+
+namespace asio = boost::asio;
+using namespace sluice;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kGroups = 20, kPerGroup = 300;
+
+std::string fifo_yaml(const std::string& url, const std::string& sink_section) {
+  return "source:\n  queue_url: " + url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 4\n  max_in_flight: 200\n"
+         "  failure_backoff: 1s\n  delete_flush_interval: 10ms\n"
+         "normalize:\n  fields:\n"
+         "    - {name: group, from: /group, required: true}\n"
+         "    - {name: seq, from: /seq, type: integer, required: true}\n"
+         "    - {name: groupId, meta: group_id}\n"
+         "    - {name: sequenceNumber, meta: sequence_number}\n"
+         "identity:\n  versions:\n    V1: [group, seq]\n"
+         "metrics:\n  listen: ''\nlogging:\n  level: warn\n" +
+         sink_section;
+}
+
+class FifoPipeline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
+    client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), test::emulator_client_options());
+  }
+  // kGroups x kPerGroup messages, sent in sequence order within every group.
+  std::string fifo_queue_with_events(const std::string& prefix) {
+    const std::string name = test::unique_queue_name(prefix) + ".fifo";
+    sqs::QueueAttributes attributes;
+    attributes["FifoQueue"] = "true";
+    test::run(io_, client_->create_queue(name, attributes));
+    const std::string url = test::Emulator::shared().queue_url(name);
+    std::vector<sqs::SendMessageEntry> entries;
+    for (int seq = 0; seq < kPerGroup; ++seq)
+      for (int g = 0; g < kGroups; ++g) {
+        sqs::SendMessageEntry e;
+        const std::string group = "g" + std::to_string(g);
+        e.body = R"({"group":")" + group + R"(","seq":)" + std::to_string(seq) + "}";
+        e.message_group_id = group;
+        e.message_deduplication_id = group + "-" + std::to_string(seq);
+        entries.push_back(std::move(e));
+      }
+    sqs::Publisher publisher(client_, url);
+    for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries))))
+      EXPECT_TRUE(o.ok) << o.error_message;
+    return url;
+  }
+  int queue_total(const std::string& url) {
+    const auto a = test::run(io_, client_->get_queue_attributes(url));
+    return std::stoi(a.at("ApproximateNumberOfMessages")) +
+           std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
+  }
+  app::RunSummary run_until_drained(const app::PipelineConfig& config) {
+    app::RunOptions options;
+    options.until_drained = true;
+    options.drained_for = 1500ms;
+    options.quiet = true;
+    app::RunSummary summary;
+    EXPECT_EQ(app::run_pipeline(config, options, summary), 0);
+    return summary;
+  }
+  asio::io_context io_;
+  std::shared_ptr<sqs::SqsClient> client_;
+};
+
+std::string sqlite(const std::string& db, const std::string& sql) {
+  const std::string command = "sqlite3 -batch '" + db + "' \"" + sql + "\"";
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (std::size_t n = fread(buffer, 1, sizeof buffer, p)) out.append(buffer, n);
+    pclose(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
+  const std::string url = fifo_queue_with_events("fifo-sqlite");
+  const std::string db = ::testing::TempDir() + "/sluice-fifo-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(db);
+  const auto config = app::parse_config(
+      fifo_yaml(url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db +
+                         "\n"));
+  EXPECT_EQ(config.sqs.fifo, FifoMode::auto_detect);
+  const auto summary = run_until_drained(config);
+  EXPECT_EQ(summary.written, static_cast<std::uint64_t>(kGroups * kPerGroup));
+  EXPECT_EQ(queue_total(url), 0);
+  // rowid is the order of insertion: within a group, seq goes 0, 1, 2, ... with no gap.
+  const std::string by_group =
+      "SELECT json_extract(document,'$.group') AS g, json_extract(document,'$.seq') AS s, "
+      "json_extract(document,'$.sequenceNumber') AS n, json_extract(document,'$.groupId') AS gid, "
+      "rowid AS r FROM records";
+  EXPECT_EQ(sqlite(db, "SELECT count(*), count(DISTINCT g), min(s), max(s) FROM (" + by_group + ")"),
+            std::to_string(kGroups * kPerGroup) + "|" + std::to_string(kGroups) + "|0|" +
+                std::to_string(kPerGroup - 1) + "\n");
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM (SELECT s, lag(s) OVER (PARTITION BY g ORDER BY r) "
+                       "AS p FROM (" +
+                           by_group + ")) WHERE p IS NOT NULL AND s <> p + 1"),
+            "0\n")
+      << "a group's rows were inserted out of sequence order";
+  // The FIFO metadata reached the documents: the group, and SequenceNumber growing with seq.
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM (" + by_group + ") WHERE gid <> g OR n IS NULL"), "0\n");
+  EXPECT_EQ(sqlite(db,
+                   "SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY g ORDER BY s) AS p "
+                   "FROM (" +
+                       by_group +
+                       ")) WHERE p IS NOT NULL AND (length(n) < length(p) OR (length(n) = "
+                       "length(p) AND n <= p))"),
+            "0\n");
+  std::filesystem::remove(db);
+}
+
+TEST_F(FifoPipeline, EachGroupsRowsReachPostgresInOrderAndAFailedWriteSendsItsGroupBack) {
+  auto& pg = test::Postgres::shared();
+  const std::string url = fifo_queue_with_events("fifo-pg");
+  const std::string table = "fifo_" + std::to_string(getpid());
+  // The sink's own table, plus an insertion-order column and a trigger that refuses
+  // g7's record 150 once (a sequence is not rolled back with the failed insert).
+  pg.query("CREATE TABLE " + table +
+           " (hash text NOT NULL, message_id text, document jsonb NOT NULL, written_at "
+           "timestamptz NOT NULL DEFAULT now(), ord bigserial)");
+  pg.query("CREATE SEQUENCE " + table + "_failures");
+  // (The body is quoted with '' rather than $$, which psql's shell would expand.)
+  pg.query("CREATE FUNCTION " + table +
+           "_fail_once() RETURNS trigger AS 'BEGIN IF NEW.document->>''group'' = ''g7'' AND "
+           "NEW.document->>''seq'' = ''150'' AND nextval(''" +
+           table +
+           "_failures'') = 1 THEN RAISE EXCEPTION ''injected failure''; END IF; RETURN NEW; END' "
+           "LANGUAGE plpgsql");
+  pg.query("CREATE TRIGGER fail_once BEFORE INSERT ON " + table +
+           " FOR EACH ROW EXECUTE FUNCTION " + table + "_fail_once()");
+  // One record per write and one attempt: the failure nacks g7:150 alone.
+  const auto config = app::parse_config(fifo_yaml(
+      url, "sink:\n  type: postgres\n  table: " + table +
+               "\n  batch_size: 1\n  writers: 4\n  max_attempts: 1\n  postgres:\n    dsn: " +
+               pg.dsn() + "\n"));
+  run_until_drained(config);
+  EXPECT_EQ(pg.query("SELECT last_value FROM " + table + "_failures"), "2\n")
+      << "the injected failure happened once, and the retry went through";
+  EXPECT_EQ(queue_total(url), 0);
+  const std::string rows = "SELECT document->>'group' AS g, (document->>'seq')::int AS s, ord FROM " +
+                           table;
+  EXPECT_EQ(pg.query("SELECT count(*), count(DISTINCT g) FROM (" + rows + ") x"),
+            std::to_string(kGroups * kPerGroup) + "|" + std::to_string(kGroups) + "\n");
+  EXPECT_EQ(pg.query("SELECT count(*) FROM (SELECT s, lag(s) OVER (PARTITION BY g ORDER BY ord) AS "
+                     "p FROM (" +
+                     rows + ") x) y WHERE p IS NOT NULL AND s <> p + 1"),
+            "0\n")
+      << "a group's rows were inserted out of sequence order";
+  // While g7 waited for its retry (1 s backoff), the other groups went on.
+  EXPECT_GT(std::stoi(pg.query(
+                "SELECT count(*) FROM (" + rows +
+                ") x WHERE g <> 'g7' AND ord > (SELECT ord FROM (" + rows +
+                ") a WHERE g = 'g7' AND s = 149) AND ord < (SELECT ord FROM (" + rows +
+                ") b WHERE g = 'g7' AND s = 150)")),
+            100);
+}

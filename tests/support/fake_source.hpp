@@ -1,0 +1,114 @@
+#pragma once
+// An in-process source for tests of the container core's pure logic: messages come
+// from a deque, settlements are recorded, and the test can declare a lease lost. It
+// hands out several messages of one group in one receive, as SQS FIFO does (the
+// emulator gives one per group per receive, so it cannot show the core's ordering).
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/source.hpp"
+
+namespace sluice::test {
+
+struct FakeQueue {
+  struct Item {
+    std::string body;
+    std::optional<std::string> group;
+  };
+  std::mutex mutex;
+  std::deque<Item> ready;
+  std::vector<std::string> acked, retried, released, rejected;
+  std::uint64_t lease = 1;  // the lease new deliveries are held under
+  int max_batch = 10;
+  bool ordered_groups = false;
+  runtime::SourceContext context;
+
+  void push(std::string body, std::optional<std::string> group = std::nullopt) {
+    std::lock_guard lock(mutex);
+    ready.push_back({std::move(body), std::move(group)});
+  }
+  // The lease is gone (a channel closed): its messages will be delivered again.
+  void lose_lease() {
+    std::uint64_t lost = 0;
+    {
+      std::lock_guard lock(mutex);
+      lost = lease++;
+    }
+    context.lease_lost(lost);
+  }
+  std::size_t count(const std::vector<std::string>& v) {
+    std::lock_guard lock(mutex);
+    return v.size();
+  }
+};
+
+class FakeSource final : public runtime::Source {
+ public:
+  FakeSource(std::shared_ptr<FakeQueue> queue, const runtime::SourceContext& context)
+      : queue_(std::move(queue)), executor_(context.executor) {
+    queue_->context = context;
+  }
+  boost::asio::awaitable<void> open() override { co_return; }
+  runtime::SourceCapabilities capabilities() const override {
+    runtime::SourceCapabilities c;
+    c.ordered_groups = queue_->ordered_groups;
+    c.max_batch = queue_->max_batch;
+    return c;
+  }
+  boost::asio::awaitable<std::vector<runtime::StatePtr>> receive(int max) override {
+    for (;;) {
+      std::vector<runtime::StatePtr> states;
+      {
+        std::lock_guard lock(queue_->mutex);
+        while (!queue_->ready.empty() && static_cast<int>(states.size()) < max) {
+          auto item = std::move(queue_->ready.front());
+          queue_->ready.pop_front();
+          auto s = std::make_shared<detail::MessageState>();
+          s->id = s->body = item.body;
+          s->group_id = item.group;
+          s->lease = queue_->lease;
+          s->source = "fake";
+          states.push_back(std::move(s));
+        }
+      }
+      if (!states.empty()) co_return states;
+      boost::asio::steady_timer timer(executor_, std::chrono::milliseconds(2));
+      auto [ec] = co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+      if (ec) throw runtime::SourceError(runtime::SourceErrorKind::cancelled, "", "cancelled");
+    }
+  }
+  void ack(const runtime::StatePtr& s) override { record(queue_->acked, s); }
+  void retry(const runtime::StatePtr& s, std::chrono::milliseconds) override {
+    record(queue_->retried, s);
+  }
+  void release(const runtime::StatePtr& s) override { record(queue_->released, s); }
+  boost::asio::awaitable<bool> reject(runtime::StatePtr s, std::string) override {
+    record(queue_->rejected, s);
+    co_return false;
+  }
+  boost::asio::awaitable<void> flush() override { co_return; }
+  std::string describe() const override { return "fake"; }
+
+ private:
+  void record(std::vector<std::string>& where, const runtime::StatePtr& s) {
+    std::lock_guard lock(queue_->mutex);
+    where.push_back(s->body);
+  }
+  std::shared_ptr<FakeQueue> queue_;
+  boost::asio::any_io_executor executor_;
+};
+
+inline SourceFactory fake_source(std::shared_ptr<FakeQueue> queue) {
+  return [queue](const runtime::SourceContext& context) {
+    return std::unique_ptr<runtime::Source>(std::make_unique<FakeSource>(queue, context));
+  };
+}
+
+}  // namespace sluice::test

@@ -1,0 +1,202 @@
+// The container core against an in-process source (pure logic: no queue server can
+// show these, see support/fake_source.hpp): lost leases, and ordered groups whose
+// next message goes out only once the previous one is settled.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "sluice/container.hpp"
+#include "support/fake_source.hpp"
+
+using namespace sluice;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return condition();
+}
+
+ContainerOptions core_options(const std::string& name) {
+  ContainerOptions o;
+  o.name = name;
+  o.ack_mode = AckMode::manual;
+  o.worker_threads = 4;
+  o.shutdown_deadline = 5s;
+  return o;
+}
+
+}  // namespace
+
+TEST(ContainerCore, LostLeaseDropsHeldMessagesFreesTheirPermitsAndAcksNothing) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  for (int i = 0; i < 40; ++i) queue->push("m" + std::to_string(i));
+  auto options = core_options("lease");
+  options.max_in_flight = 20;
+  std::mutex m;
+  std::vector<Message> held;
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                        std::lock_guard lock(m);
+                        held.push_back(msg);  // settled later, or never
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 20; }));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(container.stats().received, 20u) << "max_in_flight holds intake";
+
+  queue->lose_lease();
+  // The 20 are dropped; their permits bring 20 new deliveries under the new lease.
+  ASSERT_TRUE(wait_until([&] { return container.stats().received == 40; }));
+  ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 20; }));
+  EXPECT_EQ(container.stats().lost, 20u);
+  EXPECT_LE(container.stats().in_flight_peak, 20) << "max_in_flight never exceeded";
+
+  std::vector<Message> first, second;
+  {
+    std::lock_guard lock(m);
+    ASSERT_EQ(held.size(), 40u);
+    first.assign(held.begin(), held.begin() + 20);
+    second.assign(held.begin() + 20, held.end());
+  }
+  for (auto& msg : first) {
+    EXPECT_TRUE(msg.settled());
+    msg.ack();  // too late: the lease is gone, nothing reaches the queue
+  }
+  EXPECT_EQ(queue->count(queue->acked), 0u);
+  EXPECT_EQ(queue->count(queue->released) + queue->count(queue->retried), 0u);
+  for (auto& msg : second) msg.ack();
+  EXPECT_EQ(queue->count(queue->acked), 20u);
+  container.stop();
+  EXPECT_EQ(container.stats().in_flight, 0);
+}
+
+TEST(ContainerCore, LostLeaseSkipsMessagesStillWaitingForAWorker) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  for (int i = 0; i < 10; ++i) queue->push("m" + std::to_string(i));
+  auto options = core_options("lease-waiting");
+  options.max_in_flight = 10;
+  options.worker_threads = 1;
+  std::atomic<bool> gate{false};
+  std::atomic<int> calls{0};
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message&) {
+                        ++calls;
+                        while (!gate) std::this_thread::sleep_for(1ms);
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return calls.load() == 1 && container.stats().in_flight == 10; }));
+  queue->lose_lease();  // one is running, nine wait in the hand-off
+  gate = true;
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(calls.load(), 1) << "messages of a lost lease are not handed to a handler";
+  EXPECT_EQ(container.stats().lost, 10u);
+  container.stop();
+  EXPECT_EQ(queue->count(queue->acked), 0u);
+}
+
+// SQS FIFO gives several messages of a group in one receive; with manual acks from
+// another thread, a group's next message must wait for the previous one's settlement.
+TEST(ContainerCore, OrderedGroupsHandOutAGroupsNextMessageOnlyOnceThePreviousIsSettled) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->ordered_groups = true;
+  queue->max_batch = 10;
+  const int groups = 5, per_group = 40;
+  for (int n = 0; n < per_group; ++n)
+    for (int g = 0; g < groups; ++g)
+      queue->push("g" + std::to_string(g) + ":" + std::to_string(n), "g" + std::to_string(g));
+  auto options = core_options("ordered");
+  options.max_in_flight = 50;
+  options.worker_threads = 8;
+
+  std::mutex m;
+  std::vector<Message> to_ack;
+  std::map<std::string, int> settled_upto;  // the last sequence settled, per group
+  std::map<std::string, std::vector<int>> handed;
+  std::atomic<int> violations{0}, outstanding{0}, outstanding_peak{0};
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                        const auto colon = msg.body().find(':');
+                        const std::string g = msg.body().substr(0, colon);
+                        const int n = std::stoi(msg.body().substr(colon + 1));
+                        std::lock_guard lock(m);
+                        auto it = settled_upto.find(g);
+                        if (n != (it == settled_upto.end() ? 0 : it->second + 1)) ++violations;
+                        handed[g].push_back(n);
+                        to_ack.push_back(msg);
+                        const int now = ++outstanding;
+                        if (now > outstanding_peak) outstanding_peak = now;
+                      }));
+  std::atomic<bool> stop_acker{false};
+  std::thread acker([&] {  // acks later, on its own thread, in a random order across groups
+    std::mt19937 rng(7);
+    while (!stop_acker) {
+      std::vector<Message> batch;
+      {
+        std::lock_guard lock(m);
+        batch.swap(to_ack);
+      }
+      std::shuffle(batch.begin(), batch.end(), rng);
+      for (auto& msg : batch) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+        const auto colon = msg.body().find(':');
+        {
+          std::lock_guard lock(m);
+          settled_upto[msg.body().substr(0, colon)] = std::stoi(msg.body().substr(colon + 1));
+          --outstanding;
+        }
+        msg.ack();
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  container.start();
+  const bool all = wait_until([&] { return queue->count(queue->acked) == groups * per_group; });
+  stop_acker = true;
+  acker.join();
+  container.stop();
+  ASSERT_TRUE(all) << "acked " << queue->count(queue->acked);
+  EXPECT_EQ(violations.load(), 0) << "a group's message went out before the previous was settled";
+  for (const auto& [g, seqs] : handed) {
+    std::vector<int> expected(per_group);
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(seqs, expected) << g;
+  }
+  EXPECT_GT(outstanding_peak.load(), 1) << "groups ran in parallel";
+  EXPECT_LE(outstanding_peak.load(), groups) << "at most one message per group out at a time";
+}
+
+TEST(ContainerCore, AFailureReleasesTheRestOfItsGroupInOrderWhileOtherGroupsGoOn) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->ordered_groups = true;
+  queue->max_batch = 20;
+  for (int n = 0; n < 10; ++n) {
+    queue->push("a:" + std::to_string(n), "a");
+    queue->push("b:" + std::to_string(n), "b");
+  }
+  auto options = core_options("ordered-failure");
+  options.ack_mode = AckMode::on_success;
+  options.max_in_flight = 20;
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                        if (msg.body() == "a:3") throw std::runtime_error("a:3 fails");
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] {
+    return queue->count(queue->acked) == 13 && queue->count(queue->released) == 6;
+  }));
+  container.stop();
+  std::lock_guard lock(queue->mutex);
+  EXPECT_EQ(queue->retried, (std::vector<std::string>{"a:3"}));
+  EXPECT_EQ(queue->released,
+            (std::vector<std::string>{"a:4", "a:5", "a:6", "a:7", "a:8", "a:9"}));
+  std::vector<std::string> acked_b;
+  for (const auto& body : queue->acked)
+    if (body[0] == 'b') acked_b.push_back(body);
+  EXPECT_EQ(acked_b.size(), 10u) << "the other group went on";
+  EXPECT_TRUE(std::is_sorted(acked_b.begin(), acked_b.end()));
+}
