@@ -18,17 +18,29 @@
 namespace sluice::bench {
 
 // A new queue holding `bodies`, sent in batches; returns its URL.
+// A new queue holding `bodies`; with fifo_groups > 0, a FIFO queue whose message i
+// belongs to group i % fifo_groups.
 inline std::string fill_queue(boost::asio::io_context& io,
                               const std::shared_ptr<sqs::SqsClient>& client,
-                              const std::string& prefix, const std::vector<std::string>& bodies) {
-  const std::string name = test::unique_queue_name(prefix);
-  test::run(io, client->create_queue(name));
+                              const std::string& prefix, const std::vector<std::string>& bodies,
+                              int fifo_groups = 0) {
+  const std::string name = test::unique_queue_name(prefix) + (fifo_groups ? ".fifo" : "");
+  sqs::QueueAttributes attributes;
+  if (fifo_groups) attributes["FifoQueue"] = "true";
+  test::run(io, client->create_queue(name, attributes));
   const std::string url = test::Emulator::shared().queue_url(name);
   sqs::Publisher publisher(client, url);
   for (std::size_t start = 0; start < bodies.size(); start += 1000) {
     std::vector<sqs::SendMessageEntry> entries;
-    for (std::size_t i = start; i < std::min(bodies.size(), start + 1000); ++i)
-      entries.push_back({"", bodies[i], {}, {}, {}, {}});
+    for (std::size_t i = start; i < std::min(bodies.size(), start + 1000); ++i) {
+      sqs::SendMessageEntry entry;
+      entry.body = bodies[i];
+      if (fifo_groups) {
+        entry.message_group_id = "g" + std::to_string(i % static_cast<std::size_t>(fifo_groups));
+        entry.message_deduplication_id = std::to_string(i);
+      }
+      entries.push_back(std::move(entry));
+    }
     test::run(io, publisher.send_batch(std::move(entries)));
   }
   return url;

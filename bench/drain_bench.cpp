@@ -18,9 +18,9 @@
 
 #include "bench_support.hpp"
 #include "sluice/container.hpp"
-#include "sluice/sqs/source.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
+#include "sluice/sqs/source.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
@@ -86,8 +86,7 @@ double memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient
   source.client = test::emulator_client_options();
   source.poll_wait = std::chrono::seconds(1);
   source.visibility_timeout = std::chrono::seconds(300);
-  Container container(options, make_sqs_source(source),
-                      MessageHandler([&](Message&) {
+  Container container(options, make_sqs_source(source), MessageHandler([&](Message&) {
                         std::unique_lock lock(m);
                         cv.wait(lock, [&] { return open; });
                       }));

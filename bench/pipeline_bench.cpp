@@ -34,8 +34,9 @@ struct Bench {
   asio::io_context io;
   std::shared_ptr<sqs::SqsClient> client =
       std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
-  std::string fill(const std::string& prefix, const std::vector<std::string>& bodies) {
-    return bench::fill_queue(io, client, prefix, bodies);
+  std::string fill(const std::string& prefix, const std::vector<std::string>& bodies,
+                   int fifo_groups = 0) {
+    return bench::fill_queue(io, client, prefix, bodies, fifo_groups);
   }
 };
 
@@ -76,9 +77,10 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate,
               ceiling_cpu, "-");
 
-  auto sluice_run = [&](const char* label, int batch, int writers) {
-    const std::string url = bench.fill("pb-sluice", events.bodies);
-    const std::string table = "bench_" + std::to_string(batch) + "_" + std::to_string(getpid());
+  auto sluice_run = [&](const char* label, int batch, int writers, int fifo_groups = 0) {
+    const std::string url = bench.fill("pb-sluice", events.bodies, fifo_groups);
+    const std::string table = "bench_" + std::to_string(batch) + "_" + std::to_string(fifo_groups) +
+                              "_" + std::to_string(getpid());
     const auto config = app::parse_config(config_yaml(url, pg.dsn(), table, batch, writers));
     app::RunOptions options;
     options.until_drained = true;
@@ -101,6 +103,18 @@ int main(int argc, char** argv) {
   const double single = sluice_run("sluice run -> PostgreSQL, per-record (batch 1)", 1, 16);
   std::printf("%-44s %10.2f\n", "ratio batched / ceiling", batched / ceiling_rate);
   std::printf("%-44s %10.2f\n", "ratio batched / per-record", batched / single);
+
+  // FIFO, 20 message groups: each group in order into the database, groups in parallel.
+  const int groups = 20;
+  const auto [fifo_ceiling_rate, fifo_ceiling_cpu] = sluice::bench::ceiling(
+      bench.io, bench.client, bench.fill("pb-fifo-ceiling", events.bodies, groups), count, 8);
+  std::printf("%-44s %10.0f %14.1f %s\n", "FIFO ceiling (20 groups): receive+delete",
+              fifo_ceiling_rate, fifo_ceiling_cpu, "-");
+  const std::string fifo_label = "sluice run FIFO (20 groups), batch " + std::to_string(batch) +
+                                 " x" + std::to_string(writers);
+  const double fifo = sluice_run(fifo_label.c_str(), batch, writers, groups);
+  std::printf("%-44s %10.2f\n", "ratio FIFO / FIFO ceiling", fifo / fifo_ceiling_rate);
+  std::printf("%-44s %10.2f\n", "ratio FIFO / standard (batched)", fifo / batched);
 
   if (node) {
     const std::string url = bench.fill("pb-node", events.bodies);

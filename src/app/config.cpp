@@ -424,10 +424,9 @@ const std::vector<FieldOption>& field_options() {
        "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
        "MessageGroupId and SequenceNumber (a decimal string; null on a standard queue).",
        [](auto& f, auto& n, auto& k) {
-         const std::string m =
-             as_enum(n, k,
-                     {"message_id", "sent_time", "received_time", "receive_count", "source",
-                      "group_id", "sequence_number"});
+         const std::string m = as_enum(n, k,
+                                       {"message_id", "sent_time", "received_time", "receive_count",
+                                        "source", "group_id", "sequence_number"});
          f.meta = m == "message_id"      ? pipeline::MetaField::message_id
                   : m == "sent_time"     ? pipeline::MetaField::sent_time
                   : m == "received_time" ? pipeline::MetaField::received_time
@@ -660,9 +659,9 @@ std::string configuration_markdown() {
 
 std::string describe(const PipelineConfig& c) {
   std::ostringstream out;
-  out << "source: " << c.sqs.queue_url << " (receives " << c.container.min_concurrent_receives << "-"
-      << c.container.max_concurrent_receives << ", max_in_flight " << c.container.max_in_flight
-      << ")\n";
+  out << "source: " << c.sqs.queue_url << " (receives " << c.container.min_concurrent_receives
+      << "-" << c.container.max_concurrent_receives << ", max_in_flight "
+      << c.container.max_in_flight << ")\n";
   out << "sink: "
       << (c.sink == SinkType::sqlite ? "sqlite " + c.sqlite.path
           : c.sink == SinkType::postgres

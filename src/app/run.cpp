@@ -103,7 +103,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                      : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
 
   const auto& log_fields = config.log_fields;
-  auto handle_one = [&](Message& message) {
+  auto handle_one = [&](Message& message) -> sinks::BatchWriter::Item {
     pipeline::MessageView view{message.body(),
                                message.id(),
                                message.receive_count(),
@@ -119,16 +119,16 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
         spdlog::debug("event=normalized message_id={} {} hash={}", message.id(),
                       record->log_context, record->hash);
       }
-      writer.submit(std::move(*record), message);
-      return;
+      return {std::move(*record), message};
     }
     const auto& rejection = std::get<pipeline::Rejection>(result);
     const std::string reason = pipeline::to_string(rejection.reason);
     metrics->record_rejected(reason);
     spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason,
                  message.id(), message.receive_count(), rejection.detail);
-    writer.submit_reject({message.id(), reason, rejection.detail, message.body(), message.source()},
-                         message);
+    return {
+        sinks::RejectRow{message.id(), reason, rejection.detail, message.body(), message.source()},
+        message};
   };
 
   // On a FIFO queue the container hands out a group's next message only once the
@@ -136,11 +136,14 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   // committed: each group's rows reach the database in queue order.
   std::unique_ptr<Container> container;
   try {
-    container = std::make_unique<Container>(
-        config.container, make_sqs_source(config.sqs),
-        BatchHandler([&](std::span<Message> batch) {
-          for (auto& message : batch) handle_one(message);
-        }));
+    container = std::make_unique<Container>(config.container, make_sqs_source(config.sqs),
+                                            BatchHandler([&](std::span<Message> batch) {
+                                              std::vector<sinks::BatchWriter::Item> items;
+                                              items.reserve(batch.size());
+                                              for (auto& message : batch)
+                                                items.push_back(handle_one(message));
+                                              writer.submit_all(std::move(items));
+                                            }));
   } catch (const std::exception& e) {
     std::cerr << "sluice: " << e.what() << "\n";
     writer.stop();

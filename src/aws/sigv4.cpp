@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <mutex>
 #include <ctime>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
-#include "common/crypto.hpp"
 #include "aws/text.hpp"
+#include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 
 namespace sluice::aws {

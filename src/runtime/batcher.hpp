@@ -3,7 +3,11 @@
 // batches: as soon as a batch is full, or when the flush interval passes. Several
 // batches may be in flight at once (up to max_concurrent_flushes). drain() sends
 // everything still pending and waits for it: nothing is left behind on stop.
+// Eager mode sends a partial batch at once whenever no send is in flight (entries
+// that arrive meanwhile make the next batch): for settlements that gate the next
+// delivery, such as FIFO deletes, where waiting for company only adds latency.
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -30,6 +34,8 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
         send_(std::move(send)),
         max_flushes_(max_concurrent_flushes) {}
 
+  void set_eager(bool eager) { eager_ = eager; }
+
   void start() {
     auto self = this->shared_from_this();
     boost::asio::co_spawn(
@@ -38,14 +44,15 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
 
   // Thread-safe.
   void add(Entry entry) {
-    bool kick = false;
+    bool kick = false, partial = false;
     {
       std::lock_guard lock(mutex_);
       pending_.push_back(std::move(entry));
-      kick = pending_.size() >= batch_size_ && flushes_ < max_flushes_;
+      partial = eager_ && flushes_ == 0;
+      kick = (pending_.size() >= batch_size_ || partial) && flushes_ < max_flushes_;
       if (kick) ++flushes_;
     }
-    if (kick) spawn_flush();
+    if (kick) spawn_flush(partial);
   }
 
   std::size_t pending() const {
@@ -87,10 +94,11 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
     return batch;
   }
 
-  void spawn_flush() {
+  void spawn_flush(bool partial_first) {
     auto self = this->shared_from_this();
     boost::asio::co_spawn(
-        executor_, [self]() { return self->flush_loop(false); }, boost::asio::detached);
+        executor_, [self, partial_first]() { return self->flush_loop(partial_first); },
+        boost::asio::detached);
   }
 
   // Holds one flush slot; keeps sending while full batches are waiting. Only the
@@ -100,7 +108,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
       std::vector<Entry> batch;
       {
         std::lock_guard lock(mutex_);
-        if (!(first && partial_first) && pending_.size() < batch_size_) {
+        if (!(first && partial_first) && !eager_ && pending_.size() < batch_size_) {
           --flushes_;
           co_return;
         }
@@ -138,6 +146,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   std::vector<Entry> pending_;
   int flushes_ = 0;
   bool stopped_ = false;
+  std::atomic<bool> eager_{false};
   boost::asio::steady_timer timer_{executor_};
 };
 

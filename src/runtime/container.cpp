@@ -556,7 +556,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
     for (int i = 0; i < options.worker_threads; ++i)
       asio::co_spawn(*workers, worker_loop(), asio::detached);
-    asio::co_spawn(io, open_and_run(), asio::detached);
+    // Opening is cancelled by stop() like a receive (a frozen endpoint must not hold it).
+    auto open_signal = std::make_shared<asio::cancellation_signal>();
+    receiver_signals[kOpening] = open_signal;
+    asio::co_spawn(io, open_and_run(),
+                   asio::bind_cancellation_slot(open_signal->slot(), asio::detached));
     // The I/O thread runs until stop(), even while a source has nothing pending.
     io_work.emplace(io.get_executor());
     io_thread = std::thread([this] { io.run(); });
@@ -745,7 +749,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::thread io_thread;
   std::unique_ptr<asio::thread_pool> workers;
   std::unique_ptr<runtime::Source> source;
-  runtime::SourceCapabilities capabilities;   // once the source is open
+  runtime::SourceCapabilities capabilities;     // once the source is open
   std::unique_ptr<runtime::Dispatch> dispatch;  // once the source is open
   runtime::Permits permits;
   Handoff handoff;
@@ -758,7 +762,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::atomic<bool> heartbeat_stopped{false};
   asio::steady_timer heartbeat_timer{io};
 
-  // I/O thread only.
+  // I/O thread only (and start(), before the I/O thread runs).
+  static constexpr int kOpening = -1;  // the signal of open_and_run()
   std::map<int, std::shared_ptr<asio::cancellation_signal>> receiver_signals;
   int next_receiver_id = 0;
   std::atomic<int> active_receivers{0};

@@ -25,7 +25,9 @@ std::vector<Unit> pack(std::vector<StatePtr> states, bool batch) {
 class DirectDispatch final : public Dispatch {
  public:
   explicit DirectDispatch(bool batch) : batch_(batch) {}
-  Step admit(std::vector<StatePtr> states) override { return {pack(std::move(states), batch_), {}}; }
+  Step admit(std::vector<StatePtr> states) override {
+    return {pack(std::move(states), batch_), {}};
+  }
   Step settled(const StatePtr&, Outcome) override { return {}; }
   std::size_t waiting() const override { return 0; }
 

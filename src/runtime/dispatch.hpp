@@ -25,8 +25,8 @@ using Unit = std::vector<StatePtr>;
 class Dispatch {
  public:
   struct Step {
-    std::vector<Unit> ready;             // hand these to the workers
-    std::vector<StatePtr> release;       // give these back to the queue
+    std::vector<Unit> ready;        // hand these to the workers
+    std::vector<StatePtr> release;  // give these back to the queue
   };
   virtual ~Dispatch() = default;
   // A receive's messages, in the order the queue gave them.

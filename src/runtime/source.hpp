@@ -63,8 +63,8 @@ class SourceError : public std::runtime_error {
 
 // What the core gives a source when it makes one.
 struct SourceContext {
-  boost::asio::any_io_executor executor;  // the container's I/O thread
-  std::string name;                       // the container's name, for logs
+  boost::asio::any_io_executor executor;            // the container's I/O thread
+  std::string name;                                 // the container's name, for logs
   std::function<void(std::size_t)> acked;           // acks confirmed by the queue
   std::function<void(const std::string&)> warning;  // something to log
   // Every message held under `lease` is gone (the queue will deliver it again): the

@@ -32,13 +32,25 @@ void BatchWriter::submit_reject(RejectRow row, Message message) {
 }
 
 void BatchWriter::enqueue(Item item) {
+  std::vector<Item> one;
+  one.push_back(std::move(item));
+  submit_all(std::move(one));
+}
+
+void BatchWriter::submit_all(std::vector<Item> items) {
+  if (items.empty()) return;
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(item));
-    // Wake a writer when a batch can start (its timer begins) or is full; waking it
-    // for every record would cost a context switch per message.
-    wake = queue_.size() == 1 || queue_.size() % options_.batch_size == 0;
+    const std::size_t before = queue_.size();
+    for (auto& item : items) {
+      ordered_queued_ += item.message.group_id().has_value();
+      queue_.push_back(std::move(item));
+    }
+    // Wake a writer when a batch can start (its timer begins), is full, or holds an
+    // ordered record; waking it for every record would cost a context switch per message.
+    wake = before == 0 || ordered_queued_ > 0 ||
+           queue_.size() / options_.batch_size > before / options_.batch_size;
   }
   if (wake) ready_.notify_one();
 }
@@ -73,11 +85,13 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
       if (queue_.empty()) return;  // stopping and drained
       // Group commit: wait a little for company, unless the batch is full already.
       const auto deadline = Clock::now() + options_.batch_timeout;
-      ready_.wait_until(lock, deadline,
-                        [&] { return queue_.size() >= options_.batch_size || stopping_; });
+      ready_.wait_until(lock, deadline, [&] {
+        return queue_.size() >= options_.batch_size || ordered_queued_ > 0 || stopping_;
+      });
       const std::size_t n = std::min(options_.batch_size, queue_.size());
       batch.reserve(n);
       for (std::size_t i = 0; i < n; ++i) {
+        ordered_queued_ -= queue_.front().message.group_id().has_value();
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }

@@ -6,6 +6,9 @@
 //   whole batch failed (database down) -> retried with backoff, then nacked.
 // Rejected messages go to the rejects table (when enabled) before they are settled.
 // A message is never acked before the database has its record.
+// A record whose message belongs to an ordered group (SQS FIFO) is written without
+// waiting for company: its group cannot advance until it is settled, so a timer
+// would only add latency; records that arrive while a write runs still batch up.
 
 #include <chrono>
 #include <condition_variable>
@@ -51,18 +54,20 @@ class BatchWriter {
 
   // Opens one sink per writer (creating tables and indexes); throws SinkError.
   void start();
+  struct Item {
+    std::variant<pipeline::Record, RejectRow> payload;
+    Message message;
+  };
   void submit(pipeline::Record record, Message message);
   void submit_reject(RejectRow row, Message message);
+  // Several at once (a received batch): one lock, one wake-up.
+  void submit_all(std::vector<Item> items);
   // Writes everything queued, then joins the writers.
   void stop();
   bool healthy() const { return healthy_.load(); }
   std::size_t queued() const;
 
  private:
-  struct Item {
-    std::variant<pipeline::Record, RejectRow> payload;
-    Message message;
-  };
   void enqueue(Item item);
   void run(std::unique_ptr<Sink> sink);
   void write_records(Sink& sink, std::vector<Item>& items);
@@ -75,6 +80,7 @@ class BatchWriter {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Item> queue_;
+  std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
   bool stopping_ = false;
   std::atomic<bool> healthy_{true};
   std::vector<std::thread> threads_;

@@ -2,14 +2,13 @@
 // DeleteMessageBatch calls, retries and releases as batched visibility changes, the
 // heartbeat as immediate ChangeMessageVisibilityBatch calls, rejects as a send to the
 // dead-letter queue followed by a delete.
-#include "sluice/sqs/source.hpp"
-
 #include <random>
 
 #include "common/crypto.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/source.hpp"
 #include "sluice/aws/error.hpp"
+#include "sluice/sqs/source.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
@@ -103,6 +102,8 @@ class SqsSource final : public runtime::Source {
              "); FIFO from its URL: " + (fifo_ ? "yes" : "no"));
       }
     }
+    // A FIFO group stays blocked until its message is deleted: send deletes at once.
+    deletes_->set_eager(fifo_);
     deletes_->start();
     visibility_changes_->start();
   }
@@ -208,7 +209,8 @@ class SqsSource final : public runtime::Source {
         const auto result =
             co_await client_->change_message_visibility_batch(options_.queue_url, entries);
         const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
-        for (const auto& ok : result.successful) states[std::stoul(ok.id)]->visible_until_ms = until;
+        for (const auto& ok : result.successful)
+          states[std::stoul(ok.id)]->visible_until_ms = until;
         extended += result.successful.size();
       } catch (const aws::AwsError& e) {
         if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);

@@ -403,6 +403,105 @@ TEST_F(ContainerTest, FifoKeepsOrderPerGroupRunsGroupsInParallelAndReleasesAfter
   EXPECT_GT(peak.load(), 1) << "groups ran in parallel";
 }
 
+// Manual acks from another thread, later (as the pipeline's writers do): a group's
+// next message is handed out only once the previous one is settled. (The emulator
+// also blocks a group while one of its messages is in flight; ContainerCore tests
+// show the same rule against a source that hands out whole groups at once.)
+TEST_F(ContainerTest, FifoWithManualAsynchronousAcksHandsOutAGroupsNextOnlyAfterSettlement) {
+  const std::string url = make_queue("fifo-manual", true);
+  const int groups = 6, per_group = 20;
+  publish(
+      url, groups * per_group,
+      [&](int i) { return "g" + std::to_string(i % groups) + ":" + std::to_string(i / groups); },
+      [&](int i) { return "g" + std::to_string(i % groups); });
+  auto options = fast_options("fifo-manual");
+  options.ack_mode = AckMode::manual;
+  options.listener_mode = ListenerMode::batch;
+  std::mutex m;
+  std::vector<Message> to_ack;
+  std::map<std::string, int> settled_upto;
+  std::map<std::string, std::vector<int>> handed;
+  std::atomic<int> violations{0};
+  auto parse = [](const Message& msg) {
+    const auto colon = msg.body().find(':');
+    return std::make_pair(msg.body().substr(0, colon), std::stoi(msg.body().substr(colon + 1)));
+  };
+  Container container(options, source(url), BatchHandler([&](std::span<Message> batch) {
+                        std::lock_guard lock(m);
+                        for (auto& msg : batch) {
+                          const auto [g, n] = parse(msg);
+                          auto it = settled_upto.find(g);
+                          if (n != (it == settled_upto.end() ? 0 : it->second + 1)) ++violations;
+                          handed[g].push_back(n);
+                          to_ack.push_back(msg);
+                        }
+                      }));
+  std::atomic<bool> done{false};
+  std::thread acker([&] {
+    while (!done) {
+      std::vector<Message> batch;
+      {
+        std::lock_guard lock(m);
+        batch.swap(to_ack);
+      }
+      for (auto& msg : batch) {
+        std::this_thread::sleep_for(2ms);
+        const auto [g, n] = parse(msg);
+        {
+          std::lock_guard lock(m);
+          settled_upto[g] = n;
+        }
+        msg.ack();
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  container.start();
+  const bool drained =
+      wait_until([&] { return container.stats().acked == groups * per_group; }, 60s);
+  done = true;
+  acker.join();
+  container.stop();
+  ASSERT_TRUE(drained) << "acked " << container.stats().acked;
+  EXPECT_EQ(violations.load(), 0);
+  ASSERT_EQ(handed.size(), static_cast<std::size_t>(groups));
+  for (const auto& [group, seqs] : handed) {
+    std::vector<int> expected(per_group);
+    for (int i = 0; i < per_group; ++i) expected[i] = i;
+    EXPECT_EQ(seqs, expected) << group;
+  }
+}
+
+// FIFO is the queue's FifoQueue attribute, not its URL: the same FIFO queue addressed
+// by a URL that does not end in ".fifo" (a trailing slash) is still kept in groups.
+TEST_F(ContainerTest, FifoIsDetectedFromTheQueuesAttributeNotItsUrl) {
+  const std::string url = make_queue("fifo-attr", true);
+  publish(
+      url, 4, [](int i) { return "m" + std::to_string(i); }, [](int) { return "g0"; });
+  auto groups_seen = [&](FifoMode mode, int expected) {
+    auto sqs = sqs_options(url + "/");
+    sqs.fifo = mode;
+    std::mutex m;
+    std::vector<std::optional<std::string>> seen;
+    Container container(fast_options("fifo-attr"), make_sqs_source(sqs),
+                        MessageHandler([&](Message& msg) {
+                          std::lock_guard lock(m);
+                          seen.push_back(msg.group_id());
+                          msg.release();  // for the next round
+                        }));
+    container.start();
+    EXPECT_TRUE(wait_until([&] {
+      std::lock_guard lock(m);
+      return static_cast<int>(seen.size()) >= expected;
+    }));
+    container.stop();
+    std::lock_guard lock(m);
+    return seen.front();
+  };
+  EXPECT_EQ(groups_seen(FifoMode::auto_detect, 1), std::optional<std::string>("g0"));
+  EXPECT_EQ(groups_seen(FifoMode::off, 1), std::nullopt) << "off: no groups, no order kept";
+}
+
 TEST_F(ContainerTest, GracefulStopFinishesRunningReleasesTheRestAndLosesNothing) {
   const std::string url = make_queue("stop");
   publish(url, 60, [](int i) { return "m" + std::to_string(i); });

@@ -26,7 +26,8 @@ namespace {
 constexpr int kGroups = 20, kPerGroup = 300;
 
 std::string fifo_yaml(const std::string& url, const std::string& sink_section) {
-  return "source:\n  queue_url: " + url + "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+  return "source:\n  queue_url: " + url +
+         "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
          "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 4\n  max_in_flight: 200\n"
          "  failure_backoff: 1s\n  delete_flush_interval: 10ms\n"
          "normalize:\n  fields:\n"
@@ -103,9 +104,8 @@ TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
   const std::string url = fifo_queue_with_events("fifo-sqlite");
   const std::string db = ::testing::TempDir() + "/sluice-fifo-" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(db);
-  const auto config = app::parse_config(
-      fifo_yaml(url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db +
-                         "\n"));
+  const auto config = app::parse_config(fifo_yaml(
+      url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db + "\n"));
   EXPECT_EQ(config.sqs.fifo, FifoMode::auto_detect);
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.written, static_cast<std::uint64_t>(kGroups * kPerGroup));
@@ -115,16 +115,19 @@ TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
       "SELECT json_extract(document,'$.group') AS g, json_extract(document,'$.seq') AS s, "
       "json_extract(document,'$.sequenceNumber') AS n, json_extract(document,'$.groupId') AS gid, "
       "rowid AS r FROM records";
-  EXPECT_EQ(sqlite(db, "SELECT count(*), count(DISTINCT g), min(s), max(s) FROM (" + by_group + ")"),
-            std::to_string(kGroups * kPerGroup) + "|" + std::to_string(kGroups) + "|0|" +
-                std::to_string(kPerGroup - 1) + "\n");
-  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM (SELECT s, lag(s) OVER (PARTITION BY g ORDER BY r) "
-                       "AS p FROM (" +
-                           by_group + ")) WHERE p IS NOT NULL AND s <> p + 1"),
+  EXPECT_EQ(
+      sqlite(db, "SELECT count(*), count(DISTINCT g), min(s), max(s) FROM (" + by_group + ")"),
+      std::to_string(kGroups * kPerGroup) + "|" + std::to_string(kGroups) + "|0|" +
+          std::to_string(kPerGroup - 1) + "\n");
+  EXPECT_EQ(sqlite(db,
+                   "SELECT count(*) FROM (SELECT s, lag(s) OVER (PARTITION BY g ORDER BY r) "
+                   "AS p FROM (" +
+                       by_group + ")) WHERE p IS NOT NULL AND s <> p + 1"),
             "0\n")
       << "a group's rows were inserted out of sequence order";
   // The FIFO metadata reached the documents: the group, and SequenceNumber growing with seq.
-  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM (" + by_group + ") WHERE gid <> g OR n IS NULL"), "0\n");
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM (" + by_group + ") WHERE gid <> g OR n IS NULL"),
+            "0\n");
   EXPECT_EQ(sqlite(db,
                    "SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY g ORDER BY s) AS p "
                    "FROM (" +
@@ -163,8 +166,8 @@ TEST_F(FifoPipeline, EachGroupsRowsReachPostgresInOrderAndAFailedWriteSendsItsGr
   EXPECT_EQ(pg.query("SELECT last_value FROM " + table + "_failures"), "2\n")
       << "the injected failure happened once, and the retry went through";
   EXPECT_EQ(queue_total(url), 0);
-  const std::string rows = "SELECT document->>'group' AS g, (document->>'seq')::int AS s, ord FROM " +
-                           table;
+  const std::string rows =
+      "SELECT document->>'group' AS g, (document->>'seq')::int AS s, ord FROM " + table;
   EXPECT_EQ(pg.query("SELECT count(*), count(DISTINCT g) FROM (" + rows + ") x"),
             std::to_string(kGroups * kPerGroup) + "|" + std::to_string(kGroups) + "\n");
   EXPECT_EQ(pg.query("SELECT count(*) FROM (SELECT s, lag(s) OVER (PARTITION BY g ORDER BY ord) AS "
@@ -173,10 +176,9 @@ TEST_F(FifoPipeline, EachGroupsRowsReachPostgresInOrderAndAFailedWriteSendsItsGr
             "0\n")
       << "a group's rows were inserted out of sequence order";
   // While g7 waited for its retry (1 s backoff), the other groups went on.
-  EXPECT_GT(std::stoi(pg.query(
-                "SELECT count(*) FROM (" + rows +
-                ") x WHERE g <> 'g7' AND ord > (SELECT ord FROM (" + rows +
-                ") a WHERE g = 'g7' AND s = 149) AND ord < (SELECT ord FROM (" + rows +
-                ") b WHERE g = 'g7' AND s = 150)")),
+  EXPECT_GT(std::stoi(pg.query("SELECT count(*) FROM (" + rows +
+                               ") x WHERE g <> 'g7' AND ord > (SELECT ord FROM (" + rows +
+                               ") a WHERE g = 'g7' AND s = 149) AND ord < (SELECT ord FROM (" +
+                               rows + ") b WHERE g = 'g7' AND s = 150)")),
             100);
 }

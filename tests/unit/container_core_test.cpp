@@ -186,14 +186,12 @@ TEST(ContainerCore, AFailureReleasesTheRestOfItsGroupInOrderWhileOtherGroupsGoOn
                         if (msg.body() == "a:3") throw std::runtime_error("a:3 fails");
                       }));
   container.start();
-  ASSERT_TRUE(wait_until([&] {
-    return queue->count(queue->acked) == 13 && queue->count(queue->released) == 6;
-  }));
+  ASSERT_TRUE(wait_until(
+      [&] { return queue->count(queue->acked) == 13 && queue->count(queue->released) == 6; }));
   container.stop();
   std::lock_guard lock(queue->mutex);
   EXPECT_EQ(queue->retried, (std::vector<std::string>{"a:3"}));
-  EXPECT_EQ(queue->released,
-            (std::vector<std::string>{"a:4", "a:5", "a:6", "a:7", "a:8", "a:9"}));
+  EXPECT_EQ(queue->released, (std::vector<std::string>{"a:4", "a:5", "a:6", "a:7", "a:8", "a:9"}));
   std::vector<std::string> acked_b;
   for (const auto& body : queue->acked)
     if (body[0] == 'b') acked_b.push_back(body);

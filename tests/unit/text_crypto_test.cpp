@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "common/crypto.hpp"
 #include "aws/text.hpp"
+#include "common/crypto.hpp"
 #include "sqs/md5.hpp"
 
 using namespace sluice;

@@ -26,10 +26,10 @@ struct SqsSourceOptions {
   std::string queue_url;
   sqs::SqsClientOptions client;
   FifoMode fifo = FifoMode::auto_detect;
-  int max_messages_per_poll = 10;                // 1..10
-  std::chrono::seconds poll_wait{20};            // long poll, 0..20 s
-  std::chrono::seconds visibility_timeout{30};   // asked for on every receive, 1 s..12 h
-  int delete_batch_size = 10;                    // deletes sent at this many (1..10) ...
+  int max_messages_per_poll = 10;                        // 1..10
+  std::chrono::seconds poll_wait{20};                    // long poll, 0..20 s
+  std::chrono::seconds visibility_timeout{30};           // asked for on every receive, 1 s..12 h
+  int delete_batch_size = 10;                            // deletes sent at this many (1..10) ...
   std::chrono::milliseconds delete_flush_interval{100};  // ... or after this long
   std::string dead_letter_queue_url;  // where rejects go (empty: the queue's redrive policy)
 };
