@@ -21,6 +21,7 @@
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
+#include "support/wait.hpp"
 
 namespace asio = boost::asio;
 using namespace sluice;
@@ -50,14 +51,7 @@ class Gate {
   bool open_ = false;
 };
 
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 30s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
+using test::wait_until;
 
 class ContainerTest : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
+#include "support/pipeline.hpp"
 #include "support/run.hpp"
 
 namespace asio = boost::asio;
@@ -69,18 +70,11 @@ class FifoPipeline : public ::testing::Test {
       EXPECT_TRUE(o.ok) << o.error_message;
     return url;
   }
-  int queue_total(const std::string& url) {
-    const auto a = test::run(io_, client_->get_queue_attributes(url));
-    return std::stoi(a.at("ApproximateNumberOfMessages")) +
-           std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
-  }
+  int queue_total(const std::string& url) { return test::queue_total(io_, *client_, url); }
   app::RunSummary run_until_drained(const app::PipelineConfig& config) {
-    app::RunOptions options;
-    options.until_drained = true;
-    options.drained_for = 1500ms;
-    options.quiet = true;
-    app::RunSummary summary;
-    EXPECT_EQ(app::run_pipeline(config, options, summary), 0);
+    int exit_code = -1;
+    auto summary = test::run_until_drained(config, exit_code);
+    EXPECT_EQ(exit_code, 0);
     return summary;
   }
   asio::io_context io_;

@@ -1,6 +1,8 @@
 // `sluice run` end to end on the real servers: the emulator as the queue, SQLite,
 // PostgreSQL and the MongoDB-wire server as sinks. Each test checks the database
 // holds exactly the distinct business records that were published.
+#include "support/pipeline.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -58,18 +60,11 @@ class PipelineTest : public ::testing::Test {
       EXPECT_TRUE(o.ok);
     return events;
   }
-  int queue_total(const std::string& url) {
-    const auto a = test::run(io_, client_->get_queue_attributes(url));
-    return std::stoi(a.at("ApproximateNumberOfMessages")) +
-           std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
-  }
+  int queue_total(const std::string& url) { return test::queue_total(io_, *client_, url); }
   app::RunSummary run_until_drained(const app::PipelineConfig& config) {
-    app::RunOptions options;
-    options.until_drained = true;
-    options.drained_for = 1500ms;
-    options.quiet = true;
-    app::RunSummary summary;
-    EXPECT_EQ(app::run_pipeline(config, options, summary), 0);
+    int exit_code = -1;
+    auto summary = test::run_until_drained(config, exit_code);
+    EXPECT_EQ(exit_code, 0);
     return summary;
   }
   asio::io_context io_;

@@ -10,20 +10,14 @@
 
 #include "sluice/container.hpp"
 #include "support/fake_source.hpp"
+#include "support/wait.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
 
 namespace {
 
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return condition();
-}
+using test::wait_until;
 
 ContainerOptions core_options(const std::string& name) {
   ContainerOptions o;
