@@ -422,7 +422,8 @@ const std::vector<FieldOption>& field_options() {
        "enum: message_id | sent_time | received_time | receive_count | source | group_id | "
        "sequence_number",
        "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
-       "MessageGroupId and SequenceNumber (a decimal string; null on a standard queue).",
+       "MessageGroupId and SequenceNumber (a decimal string; null when the queue does not send "
+       "them).",
        [](auto& f, auto& n, auto& k) {
          const std::string m = as_enum(n, k,
                                        {"message_id", "sent_time", "received_time", "receive_count",

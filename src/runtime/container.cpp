@@ -586,6 +586,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         spdlog::warn("container={} event=open_failed kind={} code={} retry_in_ms={} error=\"{}\"",
                      options.name, runtime::to_string(e.kind()), e.code(), backoff.count(),
                      e.what());
+      } catch (const std::exception& e) {  // Asio's cancellation, or a source's own throw
+        if (intake_closed) {
+          --active_receivers;
+          co_return;
+        }
+        spdlog::warn("container={} event=open_failed retry_in_ms={} error=\"{}\"", options.name,
+                     backoff.count(), e.what());
       }
       if (!co_await back_off(timer, backoff)) {
         --active_receivers;

@@ -43,7 +43,8 @@ class OrderedGroups final : public Dispatch {
     std::vector<StatePtr> out;
     std::lock_guard lock(mutex_);
     for (auto& s : states) {
-      if (!s->group_id) {  // not in a group: no order to keep
+      if (s->settled()) continue;  // lost before it was admitted: nothing to hand out
+      if (!s->group_id) {          // not in a group: no order to keep
         out.push_back(std::move(s));
         continue;
       }
@@ -85,7 +86,9 @@ class OrderedGroups final : public Dispatch {
       // Retried, released or lost: what follows it must not overtake it.
       for (auto& s : group.queue) {
         --waiting_;
-        if (!s->settled()) step.release.push_back(s);
+        // Messages of the same lost lease are dropped by the core, never released.
+        const bool same_lost_lease = outcome == Outcome::lost && s->lease == state->lease;
+        if (!s->settled() && !same_lost_lease) step.release.push_back(s);
       }
     }
     groups_.erase(it);
