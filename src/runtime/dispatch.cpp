@@ -29,7 +29,6 @@ class DirectDispatch final : public Dispatch {
     return {pack(std::move(states), batch_), {}};
   }
   Step settled(const StatePtr&, Outcome) override { return {}; }
-  std::size_t waiting() const override { return 0; }
 
  private:
   bool batch_;
@@ -53,8 +52,6 @@ class OrderedGroups final : public Dispatch {
       if (!group.out) {
         group.out = true;
         out.push_back(std::move(s));
-      } else {
-        ++waiting_;
       }
     }
     return {pack(std::move(out), batch_), {}};
@@ -72,20 +69,15 @@ class OrderedGroups final : public Dispatch {
     group.out = false;
     Step step;
     if (outcome == Outcome::ack || outcome == Outcome::reject) {
-      while (!group.queue.empty() && group.queue.front()->settled()) {
-        group.queue.pop_front();
-        --waiting_;
-      }
+      while (!group.queue.empty() && group.queue.front()->settled()) group.queue.pop_front();
       if (!group.queue.empty()) {
         group.out = true;
-        --waiting_;
         step.ready = pack({group.queue.front()}, batch_);
         return step;
       }
     } else {
       // Retried, released or lost: what follows it must not overtake it.
       for (auto& s : group.queue) {
-        --waiting_;
         // Messages of the same lost lease are dropped by the core, never released.
         const bool same_lost_lease = outcome == Outcome::lost && s->lease == state->lease;
         if (!s->settled() && !same_lost_lease) step.release.push_back(s);
@@ -95,20 +87,14 @@ class OrderedGroups final : public Dispatch {
     return step;
   }
 
-  std::size_t waiting() const override {
-    std::lock_guard lock(mutex_);
-    return waiting_;
-  }
-
  private:
   struct Group {
     std::deque<StatePtr> queue;  // front() is the one out, when `out`
     bool out = false;
   };
   const bool batch_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::unordered_map<std::string, Group> groups_;
-  std::size_t waiting_ = 0;
 };
 
 }  // namespace

@@ -33,8 +33,6 @@ class Dispatch {
   virtual Step admit(std::vector<StatePtr> states) = 0;
   // A message's final settlement.
   virtual Step settled(const StatePtr& state, detail::Outcome outcome) = 0;
-  // Messages admitted and not yet handed out (held back behind their group).
-  virtual std::size_t waiting() const = 0;
 };
 
 std::unique_ptr<Dispatch> make_direct_dispatch(bool batch);

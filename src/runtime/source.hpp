@@ -35,8 +35,6 @@ struct SourceCapabilities {
   // RabbitMQ single-active-consumer queues): the core hands out a group's next message
   // only once the previous one is settled.
   bool ordered_groups = false;
-  // Acks are gathered and sent later: flush() must be awaited before the end.
-  bool batched_acks = false;
   // The most messages one receive() returns; permits are asked for in such units.
   int max_batch = 10;
 };

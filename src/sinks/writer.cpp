@@ -44,8 +44,9 @@ void BatchWriter::submit_all(std::vector<Item> items) {
     std::lock_guard lock(mutex_);
     const std::size_t before = queue_.size();
     for (auto& item : items) {
-      ordered_queued_ += item.message.group_id().has_value();
-      queue_.push_back(std::move(item));
+      const bool ordered = item.message.group_id().has_value();
+      ordered_queued_ += ordered;
+      queue_.push_back({std::move(item), ordered});
     }
     // Wake a writer when a batch can start (its timer begins), is full, or holds an
     // ordered record; waking it for every record would cost a context switch per message.
@@ -91,8 +92,8 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
       const std::size_t n = std::min(options_.batch_size, queue_.size());
       batch.reserve(n);
       for (std::size_t i = 0; i < n; ++i) {
-        ordered_queued_ -= queue_.front().message.group_id().has_value();
-        batch.push_back(std::move(queue_.front()));
+        ordered_queued_ -= queue_.front().ordered;
+        batch.push_back(std::move(queue_.front().item));
         queue_.pop_front();
       }
     }

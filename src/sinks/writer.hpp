@@ -79,7 +79,11 @@ class BatchWriter {
   WriterEvents events_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<Item> queue_;
+  struct Queued {
+    Item item;
+    bool ordered;  // its message waits in an ordered group
+  };
+  std::deque<Queued> queue_;
   std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
   bool stopping_ = false;
   std::atomic<bool> healthy_{true};

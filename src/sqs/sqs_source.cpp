@@ -113,7 +113,6 @@ class SqsSource final : public runtime::Source {
     c.extendable = true;
     c.lease = options_.visibility_timeout;
     c.ordered_groups = fifo_;
-    c.batched_acks = true;
     c.max_batch = options_.max_messages_per_poll;
     return c;
   }

@@ -41,13 +41,8 @@ std::string fifo_yaml(const std::string& url, const std::string& sink_section) {
          sink_section;
 }
 
-class FifoPipeline : public ::testing::Test {
+class FifoPipeline : public test::PipelineFixture {
  protected:
-  void SetUp() override {
-    setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
-    setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
-    client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), test::emulator_client_options());
-  }
   // kGroups x kPerGroup messages, sent in sequence order within every group.
   std::string fifo_queue_with_events(const std::string& prefix) {
     const std::string name = test::unique_queue_name(prefix) + ".fifo";
@@ -70,15 +65,6 @@ class FifoPipeline : public ::testing::Test {
       EXPECT_TRUE(o.ok) << o.error_message;
     return url;
   }
-  int queue_total(const std::string& url) { return test::queue_total(io_, *client_, url); }
-  app::RunSummary run_until_drained(const app::PipelineConfig& config) {
-    int exit_code = -1;
-    auto summary = test::run_until_drained(config, exit_code);
-    EXPECT_EQ(exit_code, 0);
-    return summary;
-  }
-  asio::io_context io_;
-  std::shared_ptr<sqs::SqsClient> client_;
 };
 
 std::string sqlite(const std::string& db, const std::string& sql) {

@@ -38,13 +38,8 @@ std::string pipeline_yaml(const std::string& queue_url, const std::string& sink_
          "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" + sink_section;
 }
 
-class PipelineTest : public ::testing::Test {
+class PipelineTest : public test::PipelineFixture {
  protected:
-  void SetUp() override {
-    setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
-    setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
-    client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), test::emulator_client_options());
-  }
   std::string make_queue(const std::string& prefix) {
     const std::string name = test::unique_queue_name(prefix);
     test::run(io_, client_->create_queue(name));
@@ -60,15 +55,6 @@ class PipelineTest : public ::testing::Test {
       EXPECT_TRUE(o.ok);
     return events;
   }
-  int queue_total(const std::string& url) { return test::queue_total(io_, *client_, url); }
-  app::RunSummary run_until_drained(const app::PipelineConfig& config) {
-    int exit_code = -1;
-    auto summary = test::run_until_drained(config, exit_code);
-    EXPECT_EQ(exit_code, 0);
-    return summary;
-  }
-  asio::io_context io_;
-  std::shared_ptr<sqs::SqsClient> client_;
 };
 
 }  // namespace

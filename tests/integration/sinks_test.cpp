@@ -6,8 +6,11 @@
 #include <filesystem>
 
 #include "pipeline/transform.hpp"
+#include "runtime/message_state.hpp"
 #include "sinks/sink.hpp"
+#include "sinks/writer.hpp"
 #include "support/emulator.hpp"
+#include "support/wait.hpp"
 
 using namespace sluice;
 using sinks::WriteOutcome;
@@ -143,4 +146,35 @@ TEST(MongoSink, UnreachableServerIsASinkError) {
   options.uri = "mongodb://127.0.0.1:9/?directConnection=true&serverSelectionTimeoutMS=500";
   auto sink = sinks::make_mongo_sink(options);
   EXPECT_THROW(sink->open(), sinks::SinkError);
+}
+
+// A record whose message waits in an ordered group (SQS FIFO) is written at once: its
+// group cannot move on until it is settled. Others wait for company (batch_timeout).
+TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
+  const std::string path =
+      ::testing::TempDir() + "/sluice-writer-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(path);
+  sinks::SqliteOptions sqlite;
+  sqlite.path = path;
+  sinks::WriterOptions options;
+  options.batch_size = 100;
+  options.batch_timeout = std::chrono::seconds(20);
+  sinks::BatchWriter writer([&] { return sinks::make_sqlite_sink(sqlite); }, options, {});
+  writer.start();
+  auto message = [](std::optional<std::string> group) {
+    auto state = std::make_shared<detail::MessageState>();
+    state->group_id = std::move(group);
+    return detail::MessageAccess::wrap(state);
+  };
+  Message unordered = message(std::nullopt);
+  writer.submit(record("U", 1, "u"), unordered);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(unordered.settled()) << "a standard record waits for company";
+  Message ordered = message("g1");
+  writer.submit(record("O", 1, "o"), ordered);
+  EXPECT_TRUE(test::wait_until([&] { return ordered.settled(); }, std::chrono::seconds(5)))
+      << "an ordered record did not wait for the 20 s batch timer";
+  EXPECT_TRUE(unordered.settled()) << "and what was queued went with it";
+  writer.stop();
+  std::filesystem::remove(path);
 }

@@ -192,3 +192,29 @@ TEST(ContainerCore, AFailureReleasesTheRestOfItsGroupInOrderWhileOtherGroupsGoOn
   EXPECT_EQ(acked_b.size(), 10u) << "the other group went on";
   EXPECT_TRUE(std::is_sorted(acked_b.begin(), acked_b.end()));
 }
+
+// A lost lease in the middle of ordered groups: the group's waiting messages belong
+// to the same lease, so they are dropped too, never released (no settlement of any
+// kind may reach the queue for a dead lease).
+TEST(ContainerCore, ALostLeaseInOrderedGroupsSendsNothingToTheQueue) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->ordered_groups = true;
+  queue->max_batch = 30;
+  for (int n = 0; n < 10; ++n)
+    for (const char* g : {"a", "b", "c"}) queue->push(std::string(g) + std::to_string(n), g);
+  auto options = core_options("ordered-lease");
+  options.max_in_flight = 30;
+  std::atomic<int> handed{0};
+  Container container(options, test::fake_source(queue),
+                      MessageHandler([&](Message&) { ++handed; }));  // never settled
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return handed.load() == 3 && container.stats().in_flight == 30; }));
+  queue->lose_lease();
+  ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 0; }));
+  EXPECT_EQ(container.stats().lost, 30u);
+  EXPECT_EQ(handed.load(), 3) << "no group moved on after its lease was lost";
+  container.stop();
+  EXPECT_EQ(queue->count(queue->released), 0u);
+  EXPECT_EQ(queue->count(queue->retried), 0u);
+  EXPECT_EQ(queue->count(queue->acked), 0u);
+}
