@@ -51,7 +51,8 @@ struct ContainerOptions {
   // sources that can; every heartbeat_interval (0: a third of the source's lease).
   bool heartbeat = true;
   std::chrono::milliseconds heartbeat_interval{0};
-  // Failed messages come back after base * 2^(receive_count-1), at most max.
+  // Failed messages come back after b = base * 2^(receive_count-1), at most max, with
+  // jitter: between b/2 and b, so that messages that failed together spread out.
   std::chrono::milliseconds failure_backoff_base{1000};
   std::chrono::milliseconds failure_backoff_max{std::chrono::hours(12)};
   std::chrono::milliseconds shutdown_deadline{30000};

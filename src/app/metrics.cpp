@@ -178,6 +178,9 @@ void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {
     case sinks::WriteOutcome::failed:
       write_failed_->Increment();
       break;
+    case sinks::WriteOutcome::refused:
+      record_rejected("sink_refused");
+      break;
   }
 }
 void PipelineMetrics::record_rejected(const std::string& reason) {

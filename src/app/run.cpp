@@ -248,6 +248,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.rejected_malformed = metrics->rejected("malformed");
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
+  summary.rejected_sink_refused = metrics->rejected("sink_refused");
   try {
     auto sink = sink_factory(config)();
     summary.records_in_sink = sink->count_records();
@@ -265,8 +266,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 }
 
 void print_summary(const RunSummary& s) {
-  const std::uint64_t rejected =
-      s.rejected_malformed + s.rejected_validation + s.rejected_schema_drift;
+  const std::uint64_t rejected = s.rejected_malformed + s.rejected_validation +
+                                 s.rejected_schema_drift + s.rejected_sink_refused;
   std::cout << "\n== sluice run summary ==\n"
             << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
@@ -274,7 +275,8 @@ void print_summary(const RunSummary& s) {
             << "  (same business record, already stored)\n"
             << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
             << ", validation " << s.rejected_validation << ", schema drift "
-            << s.rejected_schema_drift << ")\n"
+            << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
+            << ")\n"
             << "  failed writes       " << s.failed << "\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
             << "  receive latency     " << s.poll_latency_ms << " ms mean\n"

@@ -15,7 +15,8 @@ struct RunOptions {
 
 struct RunSummary {
   std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
-  std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0;
+  std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,
+                rejected_sink_refused = 0;
   std::uint64_t records_in_sink = 0;
   double seconds = 0;         // the whole run
   double active_seconds = 0;  // first message received to last settled

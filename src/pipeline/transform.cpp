@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -104,6 +105,30 @@ std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, 
   return std::nullopt;
 }
 
+// The first key that appears twice in one object, anywhere in the document: JSON
+// parsers disagree on which value wins (RFC 8259 4, I-JSON forbids it), so such a
+// body is malformed rather than silently read one way.
+std::optional<std::string> duplicate_key(simdjson::dom::element e) {
+  if (e.type() == simdjson::dom::element_type::ARRAY) {
+    const simdjson::dom::array array = e.get_array().value();
+    for (auto child : array)
+      if (auto d = duplicate_key(child)) return d;
+    return std::nullopt;
+  }
+  if (e.type() != simdjson::dom::element_type::OBJECT) return std::nullopt;
+  const simdjson::dom::object object = e.get_object().value();
+  std::vector<std::string_view> keys;
+  keys.reserve(object.size());
+  for (auto field : object) {
+    keys.push_back(field.key);
+    if (auto d = duplicate_key(field.value)) return d;
+  }
+  std::sort(keys.begin(), keys.end());
+  if (auto it = std::adjacent_find(keys.begin(), keys.end()); it != keys.end())
+    return std::string(*it);
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* to_string(RejectReason reason) {
@@ -183,6 +208,9 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
       throw std::runtime_error("cannot allocate the JSON parser");
     allocated_depth = spec_.max_depth;
   }
+  if (message.body.starts_with("\xEF\xBB\xBF"))
+    return Rejection{RejectReason::malformed,
+                     "body starts with a UTF-8 byte-order mark (JSON text must not, RFC 8259 8.1)"};
   simdjson::dom::element root;
   if (auto error = parser.parse(message.body.data(), message.body.size()).get(root))
     return Rejection{RejectReason::malformed,
@@ -198,6 +226,9 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
       return Rejection{RejectReason::malformed, "expected an SNS Notification envelope"};
     }
   }
+  if (auto key = duplicate_key(root))
+    return Rejection{RejectReason::malformed, "body has the key \"" + *key +
+                                                  "\" twice in one object (which value is meant?)"};
   if (!root.is_object()) return Rejection{RejectReason::schema_drift, "body is not a JSON object"};
 
   Record record;

@@ -33,6 +33,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "runtime/backoff.hpp"
 #include "runtime/dispatch.hpp"
 #include "runtime/permits.hpp"
 #include "runtime/receive_scaler.hpp"
@@ -250,11 +251,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   }
 
   std::chrono::milliseconds backoff_for(int receive_count) const {
-    const int exponent = std::clamp(receive_count - 1, 0, 40);
-    const double ms = static_cast<double>(options.failure_backoff_base.count()) *
-                      static_cast<double>(1LL << exponent);
-    return std::chrono::milliseconds(static_cast<std::int64_t>(
-        std::min(ms, static_cast<double>(options.failure_backoff_max.count()))));
+    return runtime::failure_backoff(options.failure_backoff_base, options.failure_backoff_max,
+                                    receive_count, runtime::backoff_random());
   }
 
   void on_lease_lost(std::uint64_t lease) {

@@ -4,14 +4,52 @@
 #include <mongoc/mongoc.h>
 
 #include <mutex>
+#include <string_view>
 
 // bson_t carries an alignment attribute that does not matter for pointers to it.
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 
+#include "common/redact.hpp"
 #include "sinks/sink.hpp"
 
 namespace sluice::sinks {
 namespace {
+
+// The one place where MongoDB's write error codes are sorted (error_codes.yml):
+// what may succeed when tried again; everything else is refused for good (validation,
+// a document too large, an invalid field name, another unique index).
+bool transient_code(std::int64_t code) {
+  switch (code) {
+    case 6:      // HostUnreachable
+    case 7:      // HostNotFound
+    case 24:     // LockTimeout
+    case 46:     // LockBusy
+    case 50:     // MaxTimeMSExpired
+    case 89:     // NetworkTimeout
+    case 91:     // ShutdownInProgress
+    case 112:    // WriteConflict
+    case 189:    // PrimarySteppedDown
+    case 262:    // ExceededTimeLimit
+    case 9001:   // SocketException
+    case 10107:  // NotWritablePrimary
+    case 11600:  // InterruptedAtShutdown
+    case 11602:  // InterruptedDueToReplStateChange
+    case 13435:  // NotPrimaryNoSecondaryOk
+    case 13436:  // NotPrimaryOrSecondary
+    case 16500:  // a throttled request (Cosmos DB's API for MongoDB)
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string string_field(const bson_iter_t& parent, std::string_view name) {
+  bson_iter_t it = parent;
+  while (bson_iter_next(&it))
+    if (bson_iter_key(&it) == name && BSON_ITER_HOLDS_UTF8(&it))
+      return bson_iter_utf8(&it, nullptr);
+  return {};
+}
 
 std::once_flag mongoc_initialized;
 
@@ -31,7 +69,12 @@ class MongoSink final : public Sink {
     close();
     bson_error_t error;
     mongoc_uri_t* uri = mongoc_uri_new_with_error(options_.uri.c_str(), &error);
-    if (!uri) throw SinkError("MongoDB URI '" + options_.uri + "': " + error.message);
+    if (!uri)
+      throw SinkError("MongoDB URI '" + common::redact_password(options_.uri) +
+                      "': " + error.message);
+    // Bound every call unless the URI says otherwise (the driver's default is 5 minutes).
+    if (!mongoc_uri_has_option(uri, MONGOC_URI_SOCKETTIMEOUTMS))
+      mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SOCKETTIMEOUTMS, 30000);
     client_ = mongoc_client_new_from_uri_with_error(uri, &error);
     mongoc_uri_destroy(uri);
     if (!client_) throw SinkError(std::string("MongoDB client: ") + error.message);
@@ -41,10 +84,21 @@ class MongoSink final : public Sink {
     rejects_ = mongoc_client_get_collection(client_, options_.database.c_str(),
                                             options_.rejects_collection.c_str());
     write_concern_ = mongoc_write_concern_new();
-    if (options_.write_concern == "majority")
+    if (options_.write_concern == "majority") {
       mongoc_write_concern_set_wmajority(write_concern_, 0);
-    else
-      mongoc_write_concern_set_w(write_concern_, std::stoi(options_.write_concern));
+    } else {
+      // An unacknowledged write (w: 0) would let us ack what the server may not have.
+      int w = 0;
+      try {
+        w = std::stoi(options_.write_concern);
+      } catch (const std::exception&) {
+      }
+      if (w < 1)
+        throw SinkError("MongoDB write concern '" + options_.write_concern +
+                            "': expected \"majority\" or a number of at least 1",
+                        SinkFailure::refused);
+      mongoc_write_concern_set_w(write_concern_, w);
+    }
     if (!options_.id_from_hash) {
       // The seed's index: db.inventoryEvents.createIndex({documentHash: 1}, {unique: true})
       BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(options_.collection.c_str()), "indexes",
@@ -54,28 +108,34 @@ class MongoSink final : public Sink {
       const bool ok = mongoc_collection_write_command_with_opts(collection_, command.get(), nullptr,
                                                                 nullptr, &error);
       if (!ok)
-        throw SinkError(std::string("MongoDB createIndexes: ") + error.message,
-                        drop_connection_if_network(error));
+        throw SinkError(std::string("MongoDB createIndexes: ") + error.message, failure_of(error));
     } else {
       // Still a round trip now, so that an unreachable server fails at start.
       BsonPtr ping(BCON_NEW("ping", BCON_INT32(1)));
       if (!mongoc_client_command_simple(client_, "admin", ping.get(), nullptr, nullptr, &error))
-        throw SinkError(std::string("MongoDB ping: ") + error.message,
-                        drop_connection_if_network(error));
+        throw SinkError(std::string("MongoDB ping: ") + error.message, failure_of(error));
     }
   }
 
-  std::vector<WriteOutcome> write(std::span<const pipeline::Record> records) override {
+  WriteResult write(std::span<const pipeline::Record> records) override {
     ensure_open();
+    WriteResult result;
+    result.outcomes.assign(records.size(), WriteOutcome::inserted);
     std::vector<BsonPtr> owned;
     std::vector<const bson_t*> docs;
+    std::vector<std::size_t> record_of;  // docs[i] is records[record_of[i]]
     owned.reserve(records.size());
-    for (const auto& r : records) {
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const auto& r = records[i];
       bson_error_t error;
       const std::string json = r.document.dump();
       BsonPtr body(bson_new_from_json(reinterpret_cast<const uint8_t*>(json.data()),
                                       static_cast<ssize_t>(json.size()), &error));
-      if (!body) throw std::runtime_error(std::string("document to BSON: ") + error.message);
+      if (!body) {  // this document, every time
+        result.outcomes[i] = WriteOutcome::refused;
+        result.reasons.emplace_back(i, std::string("document to BSON: ") + error.message);
+        continue;
+      }
       BsonPtr doc(bson_new());
       if (options_.id_from_hash) {
         bson_oid_t oid;
@@ -85,45 +145,66 @@ class MongoSink final : public Sink {
       }
       bson_concat(doc.get(), body.get());
       docs.push_back(doc.get());
+      record_of.push_back(i);
       owned.push_back(std::move(doc));
     }
+    if (docs.empty()) return result;
     BsonPtr opts(BCON_NEW("ordered", BCON_BOOL(false)));
     mongoc_write_concern_append(write_concern_, opts.get());
     bson_t reply;
     bson_error_t error;
     const bool ok = mongoc_collection_insert_many(collection_, docs.data(), docs.size(), opts.get(),
                                                   &reply, &error);
-    std::vector<WriteOutcome> outcomes(records.size(), WriteOutcome::inserted);
-    if (!ok) {
-      bool any_write_error = false;
-      bson_iter_t it, errors;
-      if (bson_iter_init_find(&it, &reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
-          bson_iter_recurse(&it, &errors)) {
-        while (bson_iter_next(&errors)) {
-          bson_iter_t entry;
-          if (!bson_iter_recurse(&errors, &entry)) continue;
-          std::int64_t index = -1, code = 0;
-          while (bson_iter_next(&entry)) {
-            const std::string_view key = bson_iter_key(&entry);
-            if (key == "index") index = bson_iter_as_int64(&entry);
-            if (key == "code") code = bson_iter_as_int64(&entry);
-          }
-          if (index < 0 || index >= static_cast<std::int64_t>(records.size())) continue;
-          any_write_error = true;
-          outcomes[static_cast<std::size_t>(index)] =
-              code == 11000 ? WriteOutcome::duplicate : WriteOutcome::failed;
+    bool any_reply = false;
+    bson_iter_t it, entries;
+    if (bson_iter_init_find(&it, &reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &entries)) {
+      while (bson_iter_next(&entries)) {
+        bson_iter_t entry;
+        if (!bson_iter_recurse(&entries, &entry)) continue;
+        std::int64_t index = -1, code = 0;
+        for (bson_iter_t field = entry; bson_iter_next(&field);) {
+          const std::string_view key = bson_iter_key(&field);
+          if (key == "index") index = bson_iter_as_int64(&field);
+          if (key == "code") code = bson_iter_as_int64(&field);
         }
-      }
-      if (!any_write_error) {
-        const std::string message = error.message;
-        bson_destroy(&reply);
-        const bool unavailable = drop_connection_if_network(error);
-        throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message,
-                        unavailable);
+        if (index < 0 || index >= static_cast<std::int64_t>(docs.size())) continue;
+        any_reply = true;
+        const std::size_t i = record_of[static_cast<std::size_t>(index)];
+        if (code == 11000) {
+          result.outcomes[i] = WriteOutcome::duplicate;
+          continue;
+        }
+        result.outcomes[i] = transient_code(code) ? WriteOutcome::failed : WriteOutcome::refused;
+        result.reasons.emplace_back(
+            i, "MongoDB error " + std::to_string(code) + ": " + string_field(entry, "errmsg"));
       }
     }
+    // A write concern not met: what was written may yet be rolled back. Nothing that
+    // seemed written (or already there) is acked; those records come back later.
+    if (bson_iter_init_find(&it, &reply, "writeConcernErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &entries) && bson_iter_next(&entries)) {
+      any_reply = true;
+      std::string why = "write concern not met";
+      bson_iter_t entry;
+      if (bson_iter_recurse(&entries, &entry)) why += ": " + string_field(entry, "errmsg");
+      for (std::size_t i = 0; i < result.outcomes.size(); ++i) {
+        if (result.outcomes[i] != WriteOutcome::inserted &&
+            result.outcomes[i] != WriteOutcome::duplicate)
+          continue;
+        result.outcomes[i] = WriteOutcome::failed;
+        result.reasons.emplace_back(i, why);
+      }
+    }
+    if (!ok && !any_reply) {
+      const std::string message = error.message;
+      bson_destroy(&reply);
+      const bool network = drop_connection_if_network(error);
+      throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message,
+                      network ? SinkFailure::unavailable : SinkFailure::transient);
+    }
     bson_destroy(&reply);
-    return outcomes;
+    return result;
   }
 
   void write_rejects(std::span<const RejectRow> rows) override {
@@ -156,6 +237,9 @@ class MongoSink final : public Sink {
  private:
   void ensure_open() {
     if (!client_) open();
+  }
+  SinkFailure failure_of(const bson_error_t& error) {
+    return drop_connection_if_network(error) ? SinkFailure::unavailable : SinkFailure::transient;
   }
   bool drop_connection_if_network(const bson_error_t& error) {
     const bool network =

@@ -1,8 +1,13 @@
 // PostgreSQL: one multi-row INSERT ... ON CONFLICT (hash) DO NOTHING RETURNING hash
 // per batch (one round trip); the document as JSONB plus configured typed columns.
+// Every call is bounded: libpq runs non-blocking and we wait on its socket with a
+// deadline (query_timeout), so a frozen server or network never holds a writer, and
+// interrupt() makes a waiting call return within a poll slice.
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "sinks/sink.hpp"
@@ -27,19 +32,63 @@ const char* sql_type(pipeline::FieldType type) {
   return "text";
 }
 
+using Clock = std::chrono::steady_clock;
+
+// The one place where PostgreSQL's errors are sorted (SQLSTATE classes, Appendix A).
+SinkFailure classify_sqlstate(std::string_view state) {
+  if (state.size() != 5) return SinkFailure::transient;
+  const auto cls = state.substr(0, 2);
+  // Data exceptions (invalid text, \u0000 in jsonb, out of range, bad casts) and
+  // integrity constraints other than our ON CONFLICT hash: this record, every time.
+  if (cls == "22" || cls == "23") return SinkFailure::refused;
+  if (state == "54000") return SinkFailure::refused;  // program_limit_exceeded (row too large)
+  if (cls == "08") return SinkFailure::unavailable;   // connection exceptions
+  // 40 (serialization failure, deadlock), 53 (resources), 57 (operator intervention,
+  // statement timeout), 55P03 (lock not available), and anything else, e.g. a table
+  // changed under us: retried a bounded number of times, never split record by record.
+  return SinkFailure::transient;
+}
+
 class PostgresSink final : public Sink {
  public:
   explicit PostgresSink(PostgresOptions options) : options_(std::move(options)) {}
-  ~PostgresSink() override {
-    if (conn_) PQfinish(conn_);
-  }
+  ~PostgresSink() override { close(); }
 
   void open() override {
-    if (conn_) PQfinish(conn_);
-    const std::string dsn =
-        options_.dsn + " connect_timeout=" + std::to_string(options_.connect_timeout.count());
-    conn_ = PQconnectdb(dsn.c_str());
-    if (PQstatus(conn_) != CONNECTION_OK) fail("connect");
+    close();
+    // Our defaults first, the user's connection string (expanded from "dbname") after:
+    // what the user sets wins. Keepalives and tcp_user_timeout notice a dead peer; the
+    // server-side statement_timeout matches our own wait.
+    const std::string timeout_ms = std::to_string(options_.query_timeout.count());
+    const std::string server_options = "-c statement_timeout=" + timeout_ms;
+    const char* keys[] = {"keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "options",
+                          "fallback_application_name",
+                          "dbname",
+                          nullptr};
+    const char* values[] = {"1",
+                            "10",
+                            "5",
+                            "3",
+                            timeout_ms.c_str(),
+                            server_options.c_str(),
+                            "sluice",
+                            options_.dsn.c_str(),
+                            nullptr};
+    conn_ = PQconnectStartParams(keys, values, /*expand_dbname=*/1);
+    if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) fail("connect");
+    const auto deadline = Clock::now() + options_.connect_timeout;
+    for (auto status = PGRES_POLLING_WRITING; status != PGRES_POLLING_OK;) {
+      if (status == PGRES_POLLING_FAILED) fail("connect");
+      wait_socket(status == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, "connect",
+                  "sink.postgres.connect_timeout");
+      status = PQconnectPoll(conn_);
+    }
+    PQsetnonblocking(conn_, 1);
     // "relation already exists, skipping" and friends: not worth a line on stderr.
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
@@ -62,13 +111,18 @@ class PostgresSink final : public Sink {
            "text,"
            " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
     } catch (...) {
-      PQclear(PQexec(conn_, "SELECT pg_advisory_unlock(5391)"));
+      if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
+        try {
+          exec("SELECT pg_advisory_unlock(5391)");
+        } catch (const SinkError&) {
+        }
+      }
       throw;
     }
     exec("SELECT pg_advisory_unlock(5391)");
   }
 
-  std::vector<WriteOutcome> write(std::span<const pipeline::Record> input) override {
+  WriteResult write(std::span<const pipeline::Record> input) override {
     ensure_open();
     // Rows in hash order: concurrent writers (other processes too) then take the
     // unique index's locks in the same order and cannot deadlock each other.
@@ -89,16 +143,17 @@ class PostgresSink final : public Sink {
     std::multiset<std::string> inserted = statements.size() == 1
                                               ? run_single(statements.front(), records.size())
                                               : run_pipelined(statements, records.size());
-    std::vector<WriteOutcome> outcomes(input.size(), WriteOutcome::duplicate);
+    WriteResult result;
+    result.outcomes.assign(input.size(), WriteOutcome::duplicate);
     for (std::size_t i = 0; i < input.size(); ++i) {
       // The same hash twice in one batch: the first is the insert, the second a duplicate.
       auto it = inserted.find(input[i].hash);
       if (it != inserted.end()) {
         inserted.erase(it);
-        outcomes[i] = WriteOutcome::inserted;
+        result.outcomes[i] = WriteOutcome::inserted;
       }
     }
-    return outcomes;
+    return result;
   }
 
   static constexpr std::size_t kRowsPerStatement = 200;
@@ -149,16 +204,9 @@ class PostgresSink final : public Sink {
   }
 
   std::multiset<std::string> run_single(const Statement& st, std::size_t rows) {
-    PGresult* res = PQexecParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
-                                 st.values.data(), nullptr, nullptr, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-      const std::string error = PQresultErrorMessage(res);
-      PQclear(res);
-      fail("insert of " + std::to_string(rows) + " records", error);
-    }
+    send(st);
     std::multiset<std::string> inserted;
-    collect(res, inserted);
-    PQclear(res);
+    collect_results(inserted, "insert of " + std::to_string(rows) + " records");
     return inserted;
   }
 
@@ -167,35 +215,37 @@ class PostgresSink final : public Sink {
     if (!PQenterPipelineMode(conn_)) fail("enter pipeline mode");
     // Statements up to a sync share an implicit transaction: all chunks are written
     // or none (a failed chunk rolls back the ones before it and skips the rest).
-    bool sent = true;
     for (const auto& st : statements)
-      sent = sent && PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()),
-                                       nullptr, st.values.data(), nullptr, nullptr, 0);
-    sent = sent && PQpipelineSync(conn_);
+      if (!PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
+                             st.values.data(), nullptr, nullptr, 0))
+        fail("pipelined insert");
+    if (!PQpipelineSync(conn_)) fail("pipeline sync");
+    const auto deadline = Clock::now() + options_.query_timeout;
+    flush(deadline);
     std::multiset<std::string> inserted;
     std::string error;
-    if (!sent) error = PQerrorMessage(conn_);
+    SinkFailure kind = SinkFailure::transient;
     // Results: one per query (each followed by a null), then the sync.
-    while (sent) {
-      PGresult* res = PQgetResult(conn_);
+    for (;;) {
+      PGresult* res = next_result(deadline);
       if (!res) continue;  // end of one query's results
       const auto status = PQresultStatus(res);
       if (status == PGRES_PIPELINE_SYNC) {
         PQclear(res);
         break;
       }
-      if (status == PGRES_TUPLES_OK)
+      if (status == PGRES_TUPLES_OK) {
         collect(res, inserted);
-      else if (status != PGRES_COMMAND_OK && error.empty())
-        error = status == PGRES_PIPELINE_ABORTED ? "pipeline aborted" : PQresultErrorMessage(res);
-      PQclear(res);
-      if (PQstatus(conn_) != CONNECTION_OK) {
-        if (error.empty()) error = PQerrorMessage(conn_);
-        break;
+      } else if (status != PGRES_COMMAND_OK && error.empty() && status != PGRES_PIPELINE_ABORTED) {
+        error = PQresultErrorMessage(res);
+        kind = classify(res);
       }
+      PQclear(res);
+      if (PQstatus(conn_) != CONNECTION_OK) fail("pipelined insert");
     }
-    if (PQstatus(conn_) == CONNECTION_OK) PQexitPipelineMode(conn_);
-    if (!error.empty()) fail("pipelined insert of " + std::to_string(rows) + " records", error);
+    PQexitPipelineMode(conn_);
+    if (!error.empty())
+      throw_error("pipelined insert of " + std::to_string(rows) + " records", error, kind);
     return inserted;
   }
 
@@ -204,52 +254,130 @@ class PostgresSink final : public Sink {
     for (const auto& row : rows) {
       const char* values[] = {row.message_id.c_str(), row.reason.c_str(), row.detail.c_str(),
                               row.body.c_str(), row.source.c_str()};
-      PGresult* res =
-          PQexecParams(conn_,
-                       ("INSERT INTO " + sql_identifier(options_.rejects_table) +
-                        " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)")
-                           .c_str(),
-                       5, nullptr, values, nullptr, nullptr, 0);
-      const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-      const std::string error = ok ? "" : PQresultErrorMessage(res);
-      PQclear(res);
-      if (!ok) fail("insert reject", error);
+      Statement st;
+      st.sql = "INSERT INTO " + sql_identifier(options_.rejects_table) +
+               " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)";
+      st.values.assign(std::begin(values), std::end(values));
+      send(st);
+      std::multiset<std::string> none;
+      collect_results(none, "insert reject");
     }
   }
 
   std::uint64_t count_records() override {
     ensure_open();
-    PGresult* res =
-        PQexec(conn_, ("SELECT count(*) FROM " + sql_identifier(options_.table)).c_str());
-    std::uint64_t n = 0;
-    if (PQresultStatus(res) == PGRES_TUPLES_OK) n = std::stoull(PQgetvalue(res, 0, 0));
-    PQclear(res);
-    return n;
+    Statement st;
+    st.sql = "SELECT count(*)::text FROM " + sql_identifier(options_.table);
+    send(st);
+    std::multiset<std::string> counts;
+    collect_results(counts, "count");
+    return counts.empty() ? 0 : std::stoull(*counts.begin());
   }
 
   std::string describe() const override { return "postgres:" + options_.table; }
+
+  void interrupt() override { interrupted_ = true; }
 
  private:
   void ensure_open() {
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) open();
   }
-  [[noreturn]] void fail(const std::string& what, std::string error = {}) {
-    if (error.empty()) error = conn_ ? PQerrorMessage(conn_) : "no connection";
+  void close() {
+    if (conn_) PQfinish(conn_);
+    conn_ = nullptr;
+  }
+  SinkFailure classify(const PGresult* res) const {
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return SinkFailure::unavailable;
+    const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+    return classify_sqlstate(state ? state : "");
+  }
+  [[noreturn]] void throw_error(const std::string& what, std::string error, SinkFailure kind) {
     while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
-    const bool unavailable = !conn_ || PQstatus(conn_) != CONNECTION_OK;
-    throw SinkError("PostgreSQL " + what + ": " + error, unavailable);
+    std::replace(error.begin(), error.end(), '\n', ' ');  // one log line
+    if (kind == SinkFailure::unavailable) close();        // the next call connects again
+    throw SinkError("PostgreSQL " + what + ": " + error, kind);
+  }
+  // A failure of the connection itself (no result to classify).
+  [[noreturn]] void fail(const std::string& what) {
+    const std::string error = conn_ ? PQerrorMessage(conn_) : "no connection";
+    throw_error(what, error, SinkFailure::unavailable);
+  }
+
+  // Waits until the socket is ready for `events`, in short slices so that interrupt()
+  // is noticed; past the deadline the connection is dropped (its state is unknown).
+  void wait_socket(short events, Clock::time_point deadline, const std::string& what,
+                   const char* limit = "sink.postgres.query_timeout") {
+    for (;;) {
+      if (interrupted_) {
+        close();
+        throw SinkError("PostgreSQL " + what + ": interrupted at the shutdown deadline",
+                        SinkFailure::transient);
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        close();
+        throw SinkError(
+            "PostgreSQL " + what + ": no answer within " + limit + "; connection dropped",
+            SinkFailure::unavailable);
+      }
+      pollfd fd{PQsocket(conn_), events, 0};
+      const int n = ::poll(&fd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
+      if (n > 0) return;
+      if (n < 0 && errno != EINTR) fail(what);
+    }
+  }
+  void flush(Clock::time_point deadline) {
+    for (;;) {
+      const int pending = PQflush(conn_);
+      if (pending == 0) return;
+      if (pending < 0) fail("send");
+      wait_socket(POLLOUT | POLLIN, deadline, "send");
+      if (!PQconsumeInput(conn_)) fail("receive");
+    }
+  }
+  PGresult* next_result(Clock::time_point deadline) {
+    while (PQisBusy(conn_)) {
+      wait_socket(POLLIN, deadline, "query");
+      if (!PQconsumeInput(conn_)) fail("receive");
+    }
+    return PQgetResult(conn_);
+  }
+  void send(const Statement& st) {
+    if (!PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
+                           st.values.data(), nullptr, nullptr, 0))
+      fail("send");
+    flush(Clock::now() + options_.query_timeout);
+  }
+  // Reads every result of the statement sent last; rows' first column into `rows`.
+  void collect_results(std::multiset<std::string>& rows, const std::string& what) {
+    const auto deadline = Clock::now() + options_.query_timeout;
+    std::string error;
+    SinkFailure kind = SinkFailure::transient;
+    while (PGresult* res = next_result(deadline)) {
+      const auto status = PQresultStatus(res);
+      if (status == PGRES_TUPLES_OK) {
+        collect(res, rows);
+      } else if (status != PGRES_COMMAND_OK && error.empty()) {
+        error = PQresultErrorMessage(res);
+        kind = classify(res);
+      }
+      PQclear(res);
+    }
+    if (PQstatus(conn_) != CONNECTION_OK) fail(what);
+    if (!error.empty()) throw_error(what, error, kind);
   }
   void exec(const std::string& sql) {
-    PGresult* res = PQexec(conn_, sql.c_str());
-    const auto status = PQresultStatus(res);
-    const std::string error = PQresultErrorMessage(res);
-    PQclear(res);
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
-      fail("'" + sql.substr(0, 50) + "'", error);
+    Statement st;
+    st.sql = sql;
+    send(st);
+    std::multiset<std::string> rows;
+    collect_results(rows, "'" + sql.substr(0, 50) + "'");
   }
 
   PostgresOptions options_;
   PGconn* conn_ = nullptr;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace

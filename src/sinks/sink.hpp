@@ -8,31 +8,49 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeline/transform.hpp"
 
 namespace sluice::sinks {
 
-enum class WriteOutcome { inserted, duplicate, failed };
+// refused: the database refuses this record whatever we do (invalid data, a constraint
+// other than the content hash, too large); it is rejected with reason `sink_refused`.
+// failed: not written this time (e.g. a write concern not met); it comes back later.
+enum class WriteOutcome { inserted, duplicate, failed, refused };
 
-// A failure of a whole batch: the records are not written. `unavailable` when the
-// database cannot be reached at all (down, connection lost): writers then wait for it
-// without limit, holding their messages (and so the intake) back; other failures are
-// retried a bounded number of times, then the messages are nacked.
+// One outcome per record, in order; for a refused or failed record, the database's words.
+struct WriteResult {
+  std::vector<WriteOutcome> outcomes;
+  std::vector<std::pair<std::size_t, std::string>> reasons;  // (record index, why)
+};
+
+// Why a whole batch was not written, decided by each sink from the database's own
+// codes (SQLSTATE, SQLite result codes, MongoDB error codes), in one place per sink:
+//  - unavailable: the database cannot be reached (down, connection lost): writers wait
+//    for it without limit, holding their messages (and so the intake) back;
+//  - transient: timeouts, serialization failures, shutdown, exhausted resources: retried
+//    a bounded number of times with jittered backoff, then the messages are nacked;
+//  - refused: something in the batch is refused deterministically: the writer splits
+//    the batch to find the refused records, writes the rest and rejects those.
+enum class SinkFailure { unavailable, transient, refused };
+const char* to_string(SinkFailure failure);
+
 class SinkError : public std::runtime_error {
  public:
-  explicit SinkError(const std::string& message, bool unavailable = false)
-      : std::runtime_error(message), unavailable_(unavailable) {}
-  bool unavailable() const { return unavailable_; }
+  explicit SinkError(const std::string& message, SinkFailure kind = SinkFailure::transient)
+      : std::runtime_error(message), kind_(kind) {}
+  SinkFailure kind() const { return kind_; }
+  bool unavailable() const { return kind_ == SinkFailure::unavailable; }
 
  private:
-  bool unavailable_;
+  SinkFailure kind_;
 };
 
 struct RejectRow {
   std::string message_id;
-  std::string reason;  // malformed | validation | schema_drift
+  std::string reason;  // malformed | validation | schema_drift | sink_refused
   std::string detail;
   std::string body;
   std::string source;
@@ -43,11 +61,15 @@ class Sink {
   virtual ~Sink() = default;
   // Connects and creates the table/collection and the unique index if missing.
   virtual void open() = 0;
-  // One round trip for the whole batch; one outcome per record, in order.
-  virtual std::vector<WriteOutcome> write(std::span<const pipeline::Record> records) = 0;
+  // One round trip for the whole batch; one outcome per record, in order. Throws
+  // SinkError when the batch as a whole is not written.
+  virtual WriteResult write(std::span<const pipeline::Record> records) = 0;
   virtual void write_rejects(std::span<const RejectRow> rows) = 0;
   virtual std::uint64_t count_records() = 0;
   virtual std::string describe() const = 0;
+  // Called from another thread (at the shutdown deadline): makes a call blocked in
+  // the database return with an error soon. Must not block.
+  virtual void interrupt() {}
 };
 
 // A typed column for PostgreSQL, copied from a normalized field.
@@ -70,6 +92,10 @@ struct PostgresOptions {
   std::string rejects_table = "rejects";
   std::vector<Column> columns;
   std::chrono::seconds connect_timeout{5};
+  // Every call waits at most this long for the server (a frozen server, a lost
+  // network): then the connection is dropped and the batch retried on a new one. The
+  // server's own statement_timeout is set to the same value.
+  std::chrono::milliseconds query_timeout{30000};
 };
 
 struct MongoOptions {

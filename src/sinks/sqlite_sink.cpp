@@ -2,11 +2,30 @@
 // INSERT ... ON CONFLICT(hash) DO NOTHING, sqlite3_changes() tells new from duplicate.
 #include <sqlite3.h>
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
 
 namespace sluice::sinks {
 namespace {
+
+// The one place where SQLite's result codes are sorted.
+SinkFailure classify(int code) {
+  switch (code & 0xff) {
+    case SQLITE_BUSY:  // another writer holds the file past busy_timeout: wait for it
+    case SQLITE_LOCKED:
+      return SinkFailure::unavailable;
+    case SQLITE_CONSTRAINT:  // NOT NULL, CHECK, a trigger's RAISE, another unique index
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+      return SinkFailure::refused;
+    default:  // I/O errors, a full disk, out of memory, interrupted
+      return SinkFailure::transient;
+  }
+}
 
 class SqliteSink final : public Sink {
  public:
@@ -15,11 +34,25 @@ class SqliteSink final : public Sink {
 
   void open() override {
     close();
-    if (sqlite3_open_v2(options_.path.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK)
-      fail("open " + options_.path);
-    sqlite3_busy_timeout(db_, static_cast<int>(options_.busy_timeout.count()));
+    sqlite3* db = nullptr;
+    const int opened =
+        sqlite3_open_v2(options_.path.c_str(), &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    {
+      std::lock_guard lock(db_mutex_);
+      db_ = db;  // even on failure: it holds the error message (close() frees it)
+    }
+    if (opened != SQLITE_OK) fail("open " + options_.path);
+    // busy_timeout, in slices that notice interrupt().
+    sqlite3_busy_handler(
+        db_,
+        [](void* self, int attempt) -> int {
+          auto* sink = static_cast<SqliteSink*>(self);
+          if (sink->interrupted_ || attempt >= sink->options_.busy_timeout.count() / 5) return 0;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return 1;
+        },
+        this);
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=" + options_.synchronous);
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
@@ -38,9 +71,10 @@ class SqliteSink final : public Sink {
                 " (message_id, reason, detail, body, source) VALUES (?1, ?2, ?3, ?4, ?5)");
   }
 
-  std::vector<WriteOutcome> write(std::span<const pipeline::Record> records) override {
+  WriteResult write(std::span<const pipeline::Record> records) override {
     ensure_open();
-    std::vector<WriteOutcome> outcomes;
+    WriteResult result;
+    auto& outcomes = result.outcomes;
     outcomes.reserve(records.size());
     exec("BEGIN IMMEDIATE");
     try {
@@ -62,7 +96,7 @@ class SqliteSink final : public Sink {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
     }
-    return outcomes;
+    return result;
   }
 
   void write_rejects(std::span<const RejectRow> rows) override {
@@ -97,6 +131,12 @@ class SqliteSink final : public Sink {
 
   std::string describe() const override { return "sqlite:" + options_.path; }
 
+  void interrupt() override {
+    interrupted_ = true;
+    std::lock_guard lock(db_mutex_);  // sqlite3_interrupt needs an open connection
+    if (db_) sqlite3_interrupt(db_);
+  }
+
  private:
   void ensure_open() {
     if (!db_) open();
@@ -105,15 +145,15 @@ class SqliteSink final : public Sink {
     const std::string message = "SQLite " + what + " on " + options_.path + ": " +
                                 (db_ ? sqlite3_errmsg(db_) : "no connection");
     // Busy past the timeout (another writer holds the file) means: wait for it.
-    const int code = db_ ? sqlite3_errcode(db_) : SQLITE_CANTOPEN;
-    throw SinkError(message, code == SQLITE_BUSY || code == SQLITE_LOCKED);
+    throw SinkError(message, classify(db_ ? sqlite3_extended_errcode(db_) : SQLITE_CANTOPEN));
   }
   void exec(const std::string& sql) {
     char* error = nullptr;
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
       const std::string message = error ? error : "unknown error";
       sqlite3_free(error);
-      throw SinkError("SQLite '" + sql.substr(0, 40) + "' on " + options_.path + ": " + message);
+      throw SinkError("SQLite '" + sql.substr(0, 40) + "' on " + options_.path + ": " + message,
+                      classify(sqlite3_extended_errcode(db_)));
     }
   }
   sqlite3_stmt* prepare(const std::string& sql) {
@@ -125,12 +165,15 @@ class SqliteSink final : public Sink {
     if (insert_) sqlite3_finalize(insert_);
     if (insert_reject_) sqlite3_finalize(insert_reject_);
     insert_ = insert_reject_ = nullptr;
+    std::lock_guard lock(db_mutex_);
     if (db_) sqlite3_close(db_);
     db_ = nullptr;
   }
 
   SqliteOptions options_;
+  std::mutex db_mutex_;  // db_ against interrupt() from another thread
   sqlite3* db_ = nullptr;
+  std::atomic<bool> interrupted_{false};
   sqlite3_stmt* insert_ = nullptr;
   sqlite3_stmt* insert_reject_ = nullptr;
 };

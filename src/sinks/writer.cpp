@@ -2,8 +2,22 @@
 
 #include <spdlog/spdlog.h>
 
+#include <random>
+
 namespace sluice::sinks {
 using Clock = std::chrono::steady_clock;
+
+const char* to_string(SinkFailure failure) {
+  switch (failure) {
+    case SinkFailure::unavailable:
+      return "unavailable";
+    case SinkFailure::transient:
+      return "transient";
+    case SinkFailure::refused:
+      return "refused";
+  }
+  return "transient";
+}
 
 BatchWriter::BatchWriter(SinkFactory factory, WriterOptions options, WriterEvents events)
     : factory_(std::move(factory)), options_(options), events_(std::move(events)) {}
@@ -106,40 +120,122 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
   }
 }
 
+namespace {
+
+// A reject row the database refused as given (PostgreSQL's text refuses invalid UTF-8,
+// say): its body with every byte outside printable ASCII as \xNN.
+std::string escaped(const std::string& body) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(body.size());
+  for (unsigned char c : body) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// Retries of a batch start apart, so that writers that failed together do not come
+// back together: half the backoff, plus a random share of the other half.
+std::chrono::milliseconds jittered(std::chrono::milliseconds backoff) {
+  thread_local std::minstd_rand random(std::random_device{}());
+  const auto half = backoff.count() / 2;
+  return std::chrono::milliseconds(
+      half + (backoff.count() > half
+                  ? static_cast<std::int64_t>(
+                        random() % static_cast<std::uint64_t>(backoff.count() - half + 1))
+                  : 0));
+}
+
+}  // namespace
+
 void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
   std::vector<pipeline::Record> records;
   records.reserve(items.size());
   for (auto& item : items) records.push_back(std::move(std::get<pipeline::Record>(item.payload)));
+  std::vector<Item> refused;
+  write_range(sink, std::span(items), std::span(records), refused);
+  if (!refused.empty()) write_rejects(sink, refused);
+}
+
+void BatchWriter::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
+                         std::string detail, std::vector<Item>& refused) {
+  if (events_.outcome) events_.outcome(WriteOutcome::refused);
+  spdlog::warn("event=record_refused sink={} message_id={} {} reason=sink_refused detail=\"{}\"",
+               sink.describe(), record.message_id, record.log_context, detail);
+  refused.push_back(Item{RejectRow{record.message_id, "sink_refused", std::move(detail),
+                                   item.message.body(), item.message.source()},
+                         item.message});
+}
+
+void BatchWriter::write_range(Sink& sink, std::span<Item> items,
+                              std::span<pipeline::Record> records, std::vector<Item>& refused) {
   std::chrono::milliseconds backoff = options_.retry_base;
   for (int attempt = 1;; ++attempt) {
     const auto started = Clock::now();
     try {
-      const std::vector<WriteOutcome> outcomes = sink.write(records);
+      WriteResult result = sink.write(records);
       if (events_.batch_written) events_.batch_written(records.size(), Clock::now() - started);
       healthy_ = true;
+      auto reason = [&](std::size_t i) -> std::string {
+        for (auto& [index, why] : result.reasons)
+          if (index == i) return std::move(why);
+        return "no reason given";
+      };
       for (std::size_t i = 0; i < items.size(); ++i) {
-        if (events_.outcome) events_.outcome(outcomes[i]);
-        if (outcomes[i] == WriteOutcome::failed) {
-          spdlog::warn("event=record_write_failed sink={} message_id={} {} action=nack",
-                       sink.describe(), records[i].message_id, records[i].log_context);
-          items[i].message.nack();
-        } else
-          items[i].message.ack();  // written now, or already there: durable either way
+        switch (result.outcomes[i]) {
+          case WriteOutcome::inserted:
+          case WriteOutcome::duplicate:
+            if (events_.outcome) events_.outcome(result.outcomes[i]);
+            items[i].message.ack();  // written now, or already there: durable either way
+            break;
+          case WriteOutcome::failed:
+            if (events_.outcome) events_.outcome(WriteOutcome::failed);
+            spdlog::warn(
+                "event=record_write_failed sink={} message_id={} {} action=nack error=\"{}\"",
+                sink.describe(), records[i].message_id, records[i].log_context, reason(i));
+            items[i].message.nack();
+            break;
+          case WriteOutcome::refused:
+            refuse(sink, items[i], records[i], reason(i), refused);
+            break;
+        }
       }
       return;
     } catch (const std::exception& e) {
+      const auto* sink_error = dynamic_cast<const SinkError*>(&e);
+      const SinkFailure kind = sink_error ? sink_error->kind() : SinkFailure::transient;
+      if (kind == SinkFailure::refused) {
+        // Something in here is refused for good: write each half on its own, down to
+        // the refused records; the others are written (log2(n) extra round trips per
+        // refused record).
+        if (records.size() == 1) {
+          refuse(sink, items[0], records[0], e.what(), refused);
+          return;
+        }
+        const std::size_t half = records.size() / 2;
+        spdlog::debug("event=batch_refused sink={} records={} action=split error=\"{}\"",
+                      sink.describe(), records.size(), e.what());
+        write_range(sink, items.first(half), records.first(half), refused);
+        write_range(sink, items.subspan(half), records.subspan(half), refused);
+        return;
+      }
       healthy_ = false;
       if (events_.batch_failed) events_.batch_failed(e.what());
       // An unreachable database is waited for (the held messages hold the intake back,
-      // their visibility extended meanwhile); any other failure has bounded attempts.
-      const auto* sink_error = dynamic_cast<const SinkError*>(&e);
-      const bool unavailable = sink_error && sink_error->unavailable();
-      const bool give_up = !unavailable && attempt >= options_.max_attempts;
-      spdlog::warn("event=sink_write_failed sink={} records={} attempt={} {} error=\"{}\"",
-                   sink.describe(), records.size(), attempt,
-                   give_up ? "action=nack" : "retry_in_ms=" + std::to_string(backoff.count()),
+      // their visibility extended meanwhile); a transient failure has bounded attempts.
+      const bool give_up = kind != SinkFailure::unavailable && attempt >= options_.max_attempts;
+      const auto wait = jittered(backoff);
+      spdlog::warn("event=sink_write_failed sink={} records={} attempt={} kind={} {} error=\"{}\"",
+                   sink.describe(), records.size(), attempt, to_string(kind),
+                   give_up ? "action=nack" : "retry_in_ms=" + std::to_string(wait.count()),
                    e.what());
-      if (give_up || !sleep_unless_stopping(backoff)) break;
+      if (give_up || !sleep_unless_stopping(wait)) break;
       backoff = std::min(backoff * 2, options_.retry_max);
     }
   }
@@ -153,10 +249,43 @@ void BatchWriter::write_rejects(Sink& sink, std::vector<Item>& items) {
     for (auto& item : items) rows.push_back(std::get<RejectRow>(item.payload));
     try {
       sink.write_rejects(rows);
+    } catch (const SinkError& e) {
+      if (e.kind() != SinkFailure::refused) {
+        spdlog::warn("event=rejects_write_failed sink={} rows={} error=\"{}\"", sink.describe(),
+                     rows.size(), e.what());
+        for (auto& item : items) item.message.nack();  // keep them: retried later
+        return;
+      }
+      // One row refused as given: each row on its own, its body escaped if need be.
+      std::vector<Item> kept;
+      for (auto& item : items) {
+        auto& row = std::get<RejectRow>(item.payload);
+        bool stored = false;
+        for (int form = 0; form < 2 && !stored; ++form) {
+          if (form == 1) {
+            row.body = escaped(row.body);
+            row.detail += " (body stored escaped: refused as given)";
+          }
+          try {
+            sink.write_rejects(std::span<const RejectRow>(&row, 1));
+            stored = true;
+          } catch (const std::exception& again) {
+            if (form == 1)
+              spdlog::error(
+                  "event=rejects_write_failed sink={} message_id={} action=nack error=\"{}\"",
+                  sink.describe(), row.message_id, again.what());
+          }
+        }
+        if (stored)
+          kept.push_back(std::move(item));
+        else
+          item.message.nack();
+      }
+      items = std::move(kept);
     } catch (const std::exception& e) {
       spdlog::warn("event=rejects_write_failed sink={} rows={} error=\"{}\"", sink.describe(),
                    rows.size(), e.what());
-      for (auto& item : items) item.message.nack();  // keep them: retried later
+      for (auto& item : items) item.message.nack();
       return;
     }
   }

@@ -3,7 +3,11 @@
 // thread gathers up to batch_size items or waits batch_timeout, writes them in one
 // round trip and settles every message by its own record's outcome:
 //   inserted or duplicate -> ack;  failed -> nack (redelivered later);
-//   whole batch failed (database down) -> retried with backoff, then nacked.
+//   refused (the database will never take it) -> rejected with reason sink_refused;
+//   a batch refused as a whole -> split in halves until the refused records are found,
+//     the others written;
+//   database unreachable -> waited for; other batch failures -> retried with jittered
+//     backoff, then nacked.
 // Rejected messages go to the rejects table (when enabled) before they are settled.
 // A message is never acked before the database has its record.
 // A record whose message belongs to an ordered group (SQS FIFO) is written without
@@ -71,6 +75,10 @@ class BatchWriter {
   void enqueue(Item item);
   void run(std::unique_ptr<Sink> sink);
   void write_records(Sink& sink, std::vector<Item>& items);
+  void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
+                   std::vector<Item>& refused);
+  void refuse(const Sink& sink, Item& item, const pipeline::Record& record, std::string detail,
+              std::vector<Item>& refused);
   void write_rejects(Sink& sink, std::vector<Item>& items);
   bool sleep_unless_stopping(std::chrono::milliseconds d);
 

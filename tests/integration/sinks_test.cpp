@@ -2,8 +2,10 @@
 // cluster) and CongoDB (a MongoDB-wire server; it does not enforce unique
 // secondary indexes, so with it only the _id-from-hash identity can be proven).
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
+#include <map>
 
 #include "pipeline/transform.hpp"
 #include "runtime/message_state.hpp"
@@ -34,11 +36,11 @@ void check_idempotent_batches(sinks::Sink& sink) {
   sink.open();  // tables and indexes: created once, reopening is harmless
   const std::vector<pipeline::Record> first{record("A", 1, "m1"), record("B", 2, "m2"),
                                             record("A", 1, "m3")};
-  EXPECT_EQ(sink.write(first),
+  EXPECT_EQ(sink.write(first).outcomes,
             (std::vector<WriteOutcome>{WriteOutcome::inserted, WriteOutcome::inserted,
                                        WriteOutcome::duplicate}));
   const std::vector<pipeline::Record> second{record("B", 2, "m4"), record("C", 3, "m5")};
-  EXPECT_EQ(sink.write(second),
+  EXPECT_EQ(sink.write(second).outcomes,
             (std::vector<WriteOutcome>{WriteOutcome::duplicate, WriteOutcome::inserted}));
   EXPECT_EQ(sink.count_records(), 3u);
   sink.write_rejects(std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q"}});
@@ -57,7 +59,7 @@ TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
   // A second connection (another process, say) sees the same records and index.
   auto other = sinks::make_sqlite_sink(options);
   other->open();
-  EXPECT_EQ(other->write(std::vector<pipeline::Record>{record("C", 3, "x")}),
+  EXPECT_EQ(other->write(std::vector<pipeline::Record>{record("C", 3, "x")}).outcomes,
             std::vector<WriteOutcome>{WriteOutcome::duplicate});
   std::filesystem::remove(path);
 }
@@ -98,12 +100,12 @@ TEST(PostgresSink, LargeBatchesArePipelinedInOneRoundTrip) {
   std::vector<pipeline::Record> batch;
   for (int i = 0; i < 650; ++i)
     batch.push_back(record("SKU-" + std::to_string(i % 500), 1, "m" + std::to_string(i)));
-  const auto outcomes = sink->write(batch);
+  const auto outcomes = sink->write(batch).outcomes;
   ASSERT_EQ(outcomes.size(), 650u);
   for (int i = 0; i < 650; ++i)
     EXPECT_EQ(outcomes[i], i < 500 ? WriteOutcome::inserted : WriteOutcome::duplicate) << i;
   EXPECT_EQ(sink->count_records(), 500u);
-  EXPECT_EQ(sink->write(batch), std::vector<WriteOutcome>(650, WriteOutcome::duplicate))
+  EXPECT_EQ(sink->write(batch).outcomes, std::vector<WriteOutcome>(650, WriteOutcome::duplicate))
       << "the connection is usable again";
 }
 
@@ -136,7 +138,8 @@ TEST(MongoSink, SeparateUniqueIndexIsCreated) {
   options.collection = "indexed_" + std::to_string(getpid());
   auto sink = sinks::make_mongo_sink(options);
   sink->open();
-  EXPECT_EQ(sink->write(std::vector<pipeline::Record>{record("A", 1, "m1"), record("B", 1, "m2")}),
+  EXPECT_EQ(sink->write(std::vector<pipeline::Record>{record("A", 1, "m1"), record("B", 1, "m2")})
+                .outcomes,
             (std::vector<WriteOutcome>{WriteOutcome::inserted, WriteOutcome::inserted}));
   EXPECT_EQ(sink->count_records(), 2u);
 }
@@ -177,4 +180,179 @@ TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
   EXPECT_TRUE(unordered.settled()) << "and what was queued went with it";
   writer.stop();
   std::filesystem::remove(path);
+}
+
+// ---------------------------------------------------------------- refused records
+// A record the database refuses for good must not hold back its batch-mates: the
+// writer splits the batch down to the refused records, writes the rest, and rejects
+// those with reason sink_refused and the database's own words. Before per-record
+// isolation the whole batch was retried and nacked, forever.
+namespace {
+
+struct IsolationRun {
+  std::map<detail::Outcome, int> outcomes;
+  int refused_events = 0, inserted_events = 0, batch_failures = 0;
+};
+
+IsolationRun write_with_poison(const sinks::BatchWriter::SinkFactory& factory,
+                               std::vector<pipeline::Record> poison) {
+  sinks::WriterOptions options;
+  options.batch_size = 500;  // one batch: the poison shares it with 40 good records
+  options.batch_timeout = std::chrono::milliseconds(200);
+  options.retry_base = std::chrono::milliseconds(10);
+  IsolationRun run;
+  std::mutex mutex;
+  sinks::WriterEvents events;
+  events.outcome = [&](WriteOutcome o) {
+    std::lock_guard lock(mutex);
+    run.refused_events += o == WriteOutcome::refused;
+    run.inserted_events += o == WriteOutcome::inserted;
+  };
+  events.batch_failed = [&](const std::string&) {
+    std::lock_guard lock(mutex);
+    ++run.batch_failures;
+  };
+  sinks::BatchWriter writer(factory, options, events);
+  writer.start();
+  std::vector<pipeline::Record> records;
+  for (int i = 0; i < 40; ++i)
+    records.push_back(record("GOOD-" + std::to_string(i), i, "g" + std::to_string(i)));
+  // The poison in the middle and at both ends of the batch.
+  records.insert(records.begin() + 20, poison[0]);
+  for (std::size_t i = 1; i < poison.size(); ++i)
+    records.insert(i % 2 ? records.begin() : records.end(), poison[i]);
+  std::vector<std::shared_ptr<detail::MessageState>> states;
+  std::vector<sinks::BatchWriter::Item> items;
+  for (auto& r : records) {
+    auto state = std::make_shared<detail::MessageState>();
+    state->id = r.message_id;
+    // p2's body is not UTF-8 (SQS would not allow it, another source might).
+    state->body = r.message_id == "p2" ? std::string("\xff\xfe not UTF-8") : r.document.dump();
+    states.push_back(state);
+    items.push_back({std::move(r), detail::MessageAccess::wrap(state)});
+  }
+  writer.submit_all(std::move(items));
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        return std::all_of(states.begin(), states.end(), [](auto& s) { return s->settled(); });
+      },
+      std::chrono::seconds(30)))
+      << "every message settled";
+  writer.stop();
+  for (auto& s : states) ++run.outcomes[s->outcome.load()];
+  return run;
+}
+
+pipeline::Record poison_record(const std::string& id, nlohmann::json document) {
+  pipeline::Record r = record("POISON-" + id, 0, id);
+  r.hash = pipeline::content_hash("V1", {"POISON-" + id, 0});
+  r.document = std::move(document);
+  return r;
+}
+
+}  // namespace
+
+TEST(BatchWriter, RecordsSqliteRefusesAreRejectedAndTheirBatchMatesWritten) {
+  const std::string path =
+      ::testing::TempDir() + "/sluice-refused-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(path);
+  sinks::SqliteOptions sqlite;
+  sqlite.path = path;
+  {
+    // The table as a user may have it: a CHECK and a trigger that refuse some rows.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE records (hash TEXT NOT NULL, message_id TEXT, document "
+                           "TEXT NOT NULL CHECK (length(document) < 2000), written_at TEXT);"
+                           "CREATE TRIGGER refuse BEFORE INSERT ON records WHEN NEW.document LIKE "
+                           "'%forbidden%' BEGIN SELECT RAISE(ABORT, 'forbidden record'); END;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const auto run = write_with_poison([&] { return sinks::make_sqlite_sink(sqlite); },
+                                     {poison_record("p1", {{"skuId", "forbidden"}}),
+                                      poison_record("p2", {{"skuId", std::string(3000, 'x')}})});
+  EXPECT_EQ(run.refused_events, 2);
+  EXPECT_EQ(run.inserted_events, 40);
+  EXPECT_EQ(run.outcomes.at(detail::Outcome::ack), 42) << "written, or kept in the rejects table";
+  EXPECT_EQ(run.batch_failures, 0) << "a refusal is not a failure to retry";
+  auto sink = sinks::make_sqlite_sink(sqlite);
+  EXPECT_EQ(sink->count_records(), 40u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::vector<std::string> details;
+  sqlite3_exec(
+      db, "SELECT reason || ' ' || detail FROM rejects ORDER BY message_id",
+      [](void* out, int, char** values, char**) {
+        static_cast<std::vector<std::string>*>(out)->push_back(values[0]);
+        return 0;
+      },
+      &details, nullptr);
+  sqlite3_close(db);
+  ASSERT_EQ(details.size(), 2u);
+  EXPECT_NE(details[0].find("sink_refused"), std::string::npos) << details[0];
+  EXPECT_NE(details[0].find("forbidden record"), std::string::npos) << details[0];
+  EXPECT_NE(details[1].find("CHECK constraint failed"), std::string::npos) << details[1];
+  std::filesystem::remove(path);
+}
+
+TEST(BatchWriter, RecordsPostgresRefusesAreRejectedAndTheirBatchMatesWritten) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "refused_" + std::to_string(getpid());
+  options.rejects_table = "refused_rejects_" + std::to_string(getpid());
+  options.columns = {{"quantity", pipeline::FieldType::integer}};
+  // jsonb refuses \u0000; a bigint column refuses "many"; invalid UTF-8 in the body of
+  // the reject row itself is stored escaped.
+  auto nul = poison_record("p1", {{"skuId", std::string("A\0B", 3)}, {"quantity", 1}});
+  auto text = poison_record("p2", {{"skuId", "B"}, {"quantity", "many"}});
+  const auto run =
+      write_with_poison([&] { return sinks::make_postgres_sink(options); }, {nul, text});
+  EXPECT_EQ(run.refused_events, 2);
+  EXPECT_EQ(run.inserted_events, 40);
+  EXPECT_EQ(run.outcomes.at(detail::Outcome::ack), 42);
+  EXPECT_EQ(run.batch_failures, 0);
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + options.table), "40\n");
+  const std::string rejects = pg.query("SELECT message_id || ' ' || reason || ' ' || detail FROM " +
+                                       options.rejects_table + " ORDER BY message_id");
+  EXPECT_NE(rejects.find("p1 sink_refused"), std::string::npos) << rejects;
+  EXPECT_NE(rejects.find("\\u0000"), std::string::npos) << rejects;
+  EXPECT_NE(rejects.find("p2 sink_refused"), std::string::npos) << rejects;
+  EXPECT_NE(rejects.find("invalid input syntax for type bigint"), std::string::npos) << rejects;
+  EXPECT_NE(rejects.find("body stored escaped"), std::string::npos) << rejects;
+  EXPECT_EQ(pg.query("SELECT body FROM " + options.rejects_table + " WHERE message_id = 'p2'"),
+            "\\xff\\xfe not UTF-8\n");
+}
+
+TEST(BatchWriter, RecordsMongoRefusesAreRejectedAndTheirBatchMatesWritten) {
+  sinks::MongoOptions options;
+  options.uri = test::MongoWire::shared().uri();
+  options.database = "sluice_test";
+  options.collection = "refused_" + std::to_string(getpid());
+  options.rejects_collection = "refused_rejects_" + std::to_string(getpid());
+  options.id_from_hash = true;
+  options.write_concern = "1";
+  // A key BSON cannot hold (an embedded NUL) is refused before the server sees it.
+  const auto run = write_with_poison([&] { return sinks::make_mongo_sink(options); },
+                                     {poison_record("p1", {{std::string("sku\0Id", 6), "A"}})});
+  EXPECT_EQ(run.refused_events, 1);
+  EXPECT_EQ(run.inserted_events, 40);
+  EXPECT_EQ(run.outcomes.at(detail::Outcome::ack), 41);
+  EXPECT_EQ(sinks::make_mongo_sink(options)->count_records(), 40u);
+}
+
+TEST(MongoSink, UnacknowledgedWritesAreRefused) {
+  sinks::MongoOptions options;
+  options.uri = test::MongoWire::shared().uri();
+  options.write_concern = "0";
+  auto sink = sinks::make_mongo_sink(options);
+  try {
+    sink->open();
+    FAIL() << "w: 0 accepted";
+  } catch (const sinks::SinkError& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 1"), std::string::npos) << e.what();
+  }
 }

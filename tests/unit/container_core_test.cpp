@@ -6,8 +6,10 @@
 #include <atomic>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
+#include "runtime/backoff.hpp"
 #include "sluice/container.hpp"
 #include "support/fake_source.hpp"
 #include "support/wait.hpp"
@@ -217,4 +219,22 @@ TEST(ContainerCore, ALostLeaseInOrderedGroupsSendsNothingToTheQueue) {
   EXPECT_EQ(queue->count(queue->released), 0u);
   EXPECT_EQ(queue->count(queue->retried), 0u);
   EXPECT_EQ(queue->count(queue->acked), 0u);
+}
+
+// Batch-mates that failed together must not come back together (issue 9, finding 1).
+TEST(FailureBackoff, GrowsWithTheReceiveCountAndSpreadsBetweenHalfAndAll) {
+  using std::chrono::milliseconds;
+  std::set<std::int64_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const auto b = runtime::failure_backoff(milliseconds(1000), milliseconds(60000), 4,
+                                            runtime::backoff_random());
+    EXPECT_GE(b, milliseconds(4000));
+    EXPECT_LE(b, milliseconds(8000));
+    seen.insert(b.count());
+  }
+  EXPECT_GT(seen.size(), 100u) << "spread, not lock-step";
+  EXPECT_LE(runtime::failure_backoff(milliseconds(1000), milliseconds(60000), 1000, 0),
+            milliseconds(60000))
+      << "capped, no overflow for a huge receive count";
+  EXPECT_EQ(runtime::failure_backoff(milliseconds(0), milliseconds(0), 3, 12345), milliseconds(0));
 }

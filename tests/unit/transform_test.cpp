@@ -128,6 +128,29 @@ TEST(Transform, RejectsWithAReason) {
       RejectReason::schema_drift);
 }
 
+// Before: the first value won silently, and a byte-order mark was reported by simdjson
+// as "missing or superfluous commas".
+TEST(Transform, DuplicateKeysAndAByteOrderMarkAreMalformedAndSaidSo) {
+  const Transformer t(inventory_spec());
+  const auto top = rejection_of(
+      t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":1,"quantity":2})");
+  EXPECT_EQ(top.reason, RejectReason::malformed);
+  EXPECT_NE(top.detail.find("\"quantity\" twice"), std::string::npos) << top.detail;
+  const auto nested = rejection_of(
+      t, R"({"skuId":"S","location":{"id":"L","id":"M"},"eventType":"E","quantity":1})");
+  EXPECT_NE(nested.detail.find("\"id\" twice"), std::string::npos) << nested.detail;
+  const auto in_array = rejection_of(
+      t, R"({"skuId":"S","location":{"id":"L"},"eventType":"E","quantity":1,"x":[{"a":1,"a":1}]})");
+  EXPECT_NE(in_array.detail.find("\"a\" twice"), std::string::npos) << in_array.detail;
+  const auto bom = rejection_of(t,
+                                "\xEF\xBB\xBF{\"skuId\":\"S\",\"location\":{\"id\":\"L\"},"
+                                "\"eventType\":\"E\",\"quantity\":1}");
+  EXPECT_EQ(bom.reason, RejectReason::malformed);
+  EXPECT_NE(bom.detail.find("byte-order mark"), std::string::npos) << bom.detail;
+  // Same key in different objects is fine.
+  record_of(t, R"({"skuId":"S","location":{"skuId":"L","id":"L"},"eventType":"E","quantity":1})");
+}
+
 TEST(Transform, SizeAndDepthLimits) {
   auto spec = inventory_spec();
   spec.max_body_bytes = 100;

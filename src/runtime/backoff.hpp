@@ -1,0 +1,30 @@
+#pragma once
+// How long a failed message waits before it comes back: exponential in its receive
+// count, capped, with "equal jitter" (half fixed, half random) so that messages that
+// failed together (a batch refused by a database) do not come back in lock-step.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <random>
+
+namespace sluice::runtime {
+
+inline std::chrono::milliseconds failure_backoff(std::chrono::milliseconds base,
+                                                 std::chrono::milliseconds max, int receive_count,
+                                                 std::uint64_t random) {
+  const int exponent = std::clamp(receive_count - 1, 0, 40);
+  const double ms =
+      std::min(static_cast<double>(base.count()) * static_cast<double>(1LL << exponent),
+               static_cast<double>(max.count()));
+  const auto full = static_cast<std::int64_t>(ms);
+  const std::int64_t half = full / 2;
+  return std::chrono::milliseconds(
+      half + static_cast<std::int64_t>(random % static_cast<std::uint64_t>(full - half + 1)));
+}
+
+inline std::uint64_t backoff_random() {
+  thread_local std::minstd_rand engine(std::random_device{}());
+  return engine();
+}
+
+}  // namespace sluice::runtime
