@@ -3,12 +3,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include "app/metrics.hpp"
+#include "sluice/aws/http.hpp"
 
 namespace sluice::app {
 namespace {
@@ -83,9 +89,54 @@ std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& ke
     factor = 3'600'000;
   else
     bad(key, n, range());
-  const std::chrono::milliseconds d(v * factor);
+  long long ms = 0;
+  if (__builtin_mul_overflow(v, factor, &ms)) bad(key, n, range());  // never wrap
+  const std::chrono::milliseconds d(ms);
   if (d < min || d > max) bad(key, n, range());
   return d;
+}
+
+// For limits the API takes in whole seconds (SQS WaitTimeSeconds, VisibilityTimeout):
+// 500ms is refused, not silently made 0.
+std::chrono::seconds as_whole_seconds(const YAML::Node& n, const std::string& key,
+                                      std::chrono::seconds min, std::chrono::seconds max) {
+  const auto d = as_duration(n, key, min, max);
+  if (d.count() % 1000 != 0)
+    bad(key, n,
+        "whole seconds (the SQS API takes seconds), from " + std::to_string(min.count()) + "s to " +
+            std::to_string(max.count()) + "s");
+  return std::chrono::duration_cast<std::chrono::seconds>(d);
+}
+
+// An http(s) URL whose path names a queue: /ACCOUNT/NAME.
+std::string as_queue_url(const YAML::Node& n, const std::string& key) {
+  const std::string text = as_string(n, key);
+  if (text.empty()) return text;
+  aws::Url url;
+  try {
+    url = aws::Url::parse(text);
+  } catch (const std::exception& e) {
+    bad(key, n, "an SQS queue URL such as https://sqs.us-east-1.amazonaws.com/123456789012/orders");
+  }
+  const auto account_end = url.target.find('/', 1);
+  if (url.target.size() < 4 || account_end == std::string::npos ||
+      account_end + 1 >= url.target.size() ||
+      url.target.find_first_of("/?#", account_end + 1) != std::string::npos)
+    bad(key, n,
+        "an SQS queue URL whose path is /ACCOUNT/QUEUE_NAME, such as "
+        "https://sqs.us-east-1.amazonaws.com/123456789012/orders");
+  return text;
+}
+
+std::string as_endpoint_url(const YAML::Node& n, const std::string& key) {
+  const std::string text = as_string(n, key);
+  if (text.empty()) return text;
+  try {
+    aws::Url::parse(text);
+  } catch (const std::exception&) {
+    bad(key, n, "an http:// or https:// URL such as http://127.0.0.1:4566");
+  }
+  return text;
 }
 
 std::string as_enum(const YAML::Node& n, const std::string& key,
@@ -142,14 +193,18 @@ const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       // --- source
       {"source.queue_url", "string", "", "SQS queue URL to drain (required).",
-       [](auto& c, auto& n, auto& k) { c.sqs.queue_url = as_string(n, k); }, "SLUICE_QUEUE_URL"},
+       [](auto& c, auto& n, auto& k) { c.sqs.queue_url = as_queue_url(n, k); }, "SLUICE_QUEUE_URL"},
+      {"source.wait_for_queue", "boolean", "false",
+       "A queue that does not exist at start: wait for it to be created (logging) instead of "
+       "exiting with code 2 (Spring's missingQueuesFatal, inverted).",
+       [](auto& c, auto& n, auto& k) { c.wait_for_queue = as_bool(n, k); }},
       {"source.region", "string", "",
        "AWS region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile.",
        [](auto& c, auto& n, auto& k) { c.sqs.client.region = as_string(n, k); }, "SLUICE_REGION"},
       {"source.endpoint_url", "string", "",
        "SQS endpoint, for local emulators; empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, the "
        "profile, AWS.",
-       [](auto& c, auto& n, auto& k) { c.sqs.client.endpoint_url = as_string(n, k); },
+       [](auto& c, auto& n, auto& k) { c.sqs.client.endpoint_url = as_endpoint_url(n, k); },
        "SLUICE_SQS_ENDPOINT"},
       {"source.fifo", "enum: auto | on | off", "auto",
        "FIFO: each MessageGroupId in order into the sink, groups in parallel. auto: the queue's "
@@ -172,8 +227,7 @@ const std::vector<Option>& options() {
       {"source.poll_wait", "duration", "20s",
        "Long-poll wait of each receive (SQS allows up to 20s).",
        [](auto& c, auto& n, auto& k) {
-         c.sqs.poll_wait =
-             std::chrono::duration_cast<seconds>(as_duration(n, k, milliseconds(0), seconds(20)));
+         c.sqs.poll_wait = as_whole_seconds(n, k, seconds(0), seconds(20));
        }},
       {"source.concurrency", "string", "1-4",
        "Concurrent receives, N or MIN-MAX (Spring's syntax); elastic between MIN and MAX.",
@@ -214,8 +268,7 @@ const std::vector<Option>& options() {
       {"source.visibility_timeout", "duration", "30s",
        "Visibility asked for on every receive; extended by the heartbeat while a message is held.",
        [](auto& c, auto& n, auto& k) {
-         c.sqs.visibility_timeout =
-             std::chrono::duration_cast<seconds>(as_duration(n, k, seconds(1), seconds(43200)));
+         c.sqs.visibility_timeout = as_whole_seconds(n, k, seconds(1), seconds(43200));
        }},
       {"source.heartbeat", "boolean", "true",
        "Extend the visibility of held messages before it runs out.",
@@ -341,6 +394,13 @@ const std::vector<Option>& options() {
       {"sink.postgres.dsn", "string", "", "libpq connection string (required for postgres).",
        [](auto& c, auto& n, auto& k) { c.postgres.dsn = as_string(n, k); }, "SLUICE_POSTGRES_DSN",
        true},
+      {"sink.postgres.query_timeout", "duration", "30s",
+       "Longest wait for PostgreSQL to answer one call (a frozen server or network): then the "
+       "connection is dropped and the batch tried again on a new one. Also the server's "
+       "statement_timeout.",
+       [](auto& c, auto& n, auto& k) {
+         c.postgres.query_timeout = as_duration(n, k, milliseconds(100), seconds(3600));
+       }},
       {"sink.postgres.columns", "list of strings", "",
        "Normalized fields also written as typed columns beside the JSONB document.",
        [](auto& c, auto& n, auto& k) {
@@ -354,10 +414,12 @@ const std::vector<Option>& options() {
       {"sink.mongodb.database", "string", "sluice", "MongoDB database.",
        [](auto& c, auto& n, auto& k) { c.mongodb.database = as_string(n, k); }},
       {"sink.mongodb.write_concern", "string", "majority",
-       "majority, or a number of acknowledging nodes.",
+       "majority, or a number of acknowledging nodes (1 or more; unacknowledged writes are "
+       "refused).",
        [](auto& c, auto& n, auto& k) {
          const std::string w = as_string(n, k);
-         if (w != "majority") as_int(n, k, 0, 50);
+         // w: 0 (unacknowledged) is refused: we would ack what the server may not have.
+         if (w != "majority") as_int(n, k, 1, 50);
          c.mongodb.write_concern = w;
        }},
       {"sink.mongodb.id_from_hash", "boolean", "false",
@@ -366,7 +428,7 @@ const std::vector<Option>& options() {
       // --- dead letters
       {"dead_letter.queue_url", "string", "",
        "SQS queue for rejected messages (body, reason, original attributes); empty: none.",
-       [](auto& c, auto& n, auto& k) { c.sqs.dead_letter_queue_url = as_string(n, k); },
+       [](auto& c, auto& n, auto& k) { c.sqs.dead_letter_queue_url = as_queue_url(n, k); },
        "SLUICE_DEAD_LETTER_QUEUE_URL"},
       {"dead_letter.table", "boolean", "true",
        "Also keep rejected messages in the sink's rejects table.",
@@ -374,7 +436,15 @@ const std::vector<Option>& options() {
       // --- operations
       {"metrics.listen", "string", "127.0.0.1:9464",
        "Address of /metrics, /healthz and /readyz (loopback by default); empty: off.",
-       [](auto& c, auto& n, auto& k) { c.metrics_listen = n.IsNull() ? "" : as_string(n, k); },
+       [](auto& c, auto& n, auto& k) {
+         c.metrics_listen = n.IsNull() ? "" : as_string(n, k);
+         if (c.metrics_listen.empty()) return;
+         try {
+           parse_listen_address(c.metrics_listen);
+         } catch (const std::invalid_argument&) {
+           bad(k, n, "HOST:PORT with an IP address and a port from 1 to 65535 (0: any free port)");
+         }
+       },
        "SLUICE_METRICS_LISTEN"},
       {"logging.level", "enum: trace | debug | info | warn | error", "info", "Log level.",
        [](auto& c, auto& n, auto& k) {
@@ -463,6 +533,21 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   throw ConfigError("unknown key " + key + (best.empty() ? "" : "; did you mean " + best + "?"));
 }
 
+// Every value goes through here: errors name the key and the environment variable
+// that can set it, and a secret's value is never repeated.
+void apply_option(const Option& o, PipelineConfig& config, const YAML::Node& node,
+                  const std::string& key) {
+  try {
+    o.apply(config, node, key);
+  } catch (const ConfigError& e) {
+    std::string what =
+        o.secret ? key + ": expected " + o.type + " (the value is secret: not shown)" : e.what();
+    if (!o.env.empty() && what.find(o.env) == std::string::npos)
+      what += " [key " + o.key + ", environment variable " + o.env + "]";
+    throw ConfigError(what);
+  }
+}
+
 const Option* find_option(const std::string& key) {
   for (const auto& o : options())
     if (o.key == key) return &o;
@@ -518,7 +603,7 @@ void walk(PipelineConfig& config, const YAML::Node& node, const std::string& pre
     if (key == "normalize.fields") {
       apply_fields(config, entry.second, key);
     } else if (const Option* option = find_option(key)) {
-      option->apply(config, entry.second, key);
+      apply_option(*option, config, entry.second, key);
     } else if (is_section(key)) {
       if (!entry.second.IsMap()) bad(key, entry.second, "a mapping");
       walk(config, entry.second, key);
@@ -597,7 +682,7 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
     if (const char* value = std::getenv(o.env.c_str()); value && *value) {
       const YAML::Node node{std::string(value)};
       try {
-        o.apply(config, node, o.key + " (from " + o.env + ")");
+        apply_option(o, config, node, o.key + " (from " + o.env + ")");
       } catch (const ConfigError& e) {
         throw ConfigError(std::string("environment: ") + e.what());
       }
@@ -612,8 +697,12 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
 }
 
 PipelineConfig load_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, expected a YAML configuration file");
   std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot read the configuration file");
+  if (!in)
+    throw ConfigError(path + ": cannot read the configuration file (" + std::strerror(errno) + ")");
   std::stringstream text;
   text << in.rdbuf();
   return parse_config(text.str(), path);
@@ -649,12 +738,15 @@ std::string configuration_markdown() {
     out << "| `" << f.key << "` | " << cell(f.type) << " | " << cell(f.doc) << " |\n";
   out << "\n## Reject reasons\n\n"
       << "| reason | when |\n|---|---|\n"
-      << "| `malformed` | the body is not JSON, is larger than `decode.max_body_bytes`, nests "
-         "deeper than "
-         "`decode.max_depth`, or is not the expected SNS envelope |\n"
+      << "| `malformed` | the body is not JSON (the parser's reason), starts with a byte-order "
+         "mark, has a key twice in one object, is larger than `decode.max_body_bytes`, nests "
+         "deeper than `decode.max_depth`, or is not the expected SNS envelope |\n"
       << "| `validation` | a required field is missing or null |\n"
       << "| `schema_drift` | a field does not convert to its type, or the body is not an object "
-         "|\n";
+         "|\n"
+      << "| `sink_refused` | the database refuses the record for good (PostgreSQL SQLSTATE "
+         "classes 22 and 23, SQLite constraint/too big/mismatch, a MongoDB write error that is "
+         "not transient); the detail is the database's message. Its batch-mates are written. |\n";
   return out.str();
 }
 

@@ -31,6 +31,7 @@ struct PipelineConfig {
   // and the container core that drains it
   SqsSourceOptions sqs;
   ContainerOptions container;
+  bool wait_for_queue = false;  // a missing queue at start: wait for it instead of exit 2
   // stages
   pipeline::TransformSpec transform;
   // sink

@@ -145,6 +145,7 @@ double PipelineMetrics::active_seconds() const {
 }
 
 void PipelineMetrics::on_receive(std::size_t messages, std::chrono::nanoseconds latency) {
+  receiving_ = true;
   poll_latency_->Observe(seconds(latency));
   if (messages > 0) {
     std::int64_t expected = 0;
@@ -154,6 +155,7 @@ void PipelineMetrics::on_receive(std::size_t messages, std::chrono::nanoseconds 
   received_->Increment(static_cast<double>(messages));
 }
 void PipelineMetrics::on_receive_error(const std::string&) {
+  receiving_ = false;
   receive_errors_->Increment();
 }
 void PipelineMetrics::on_handler(std::chrono::nanoseconds latency, bool) {
@@ -253,32 +255,40 @@ struct MetricsServer::Impl {
   }
 };
 
+std::pair<asio::ip::address, unsigned short> parse_listen_address(const std::string& listen) {
+  auto bad = [&](const std::string& expected) {
+    return std::invalid_argument("got '" + listen + "', expected " + expected);
+  };
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) throw bad("HOST:PORT, e.g. 127.0.0.1:9464");
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec) throw bad("an IP address (e.g. 127.0.0.1 or [::1]) before the port");
+  const std::string digits = listen.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::stoi(digits) > 65535)
+    throw bad("a port from 1 to 65535 (0: any free port)");
+  return {address, static_cast<unsigned short>(std::stoi(digits))};
+}
+
 MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> metrics,
                              std::function<bool()> ready)
     : impl_(std::make_shared<Impl>()) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos)
-    throw std::invalid_argument("metrics.listen: got '" + listen + "', expected HOST:PORT");
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (ec)
-    throw std::invalid_argument("metrics.listen: got '" + listen +
-                                "', expected an IP address and port");
-  int port = 0;
-  try {
-    port = std::stoi(listen.substr(colon + 1));
-  } catch (...) {
-    throw std::invalid_argument("metrics.listen: got '" + listen + "', expected a port number");
-  }
+  const auto [address, port] = parse_listen_address(listen);
   impl_->metrics = std::move(metrics);
   impl_->ready = std::move(ready);
   const asio::ip::tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
   impl_->acceptor.open(endpoint.protocol());
   impl_->acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true));
+  boost::system::error_code ec;
   impl_->acceptor.bind(endpoint, ec);
-  if (ec) throw std::runtime_error("metrics.listen " + listen + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("metrics.listen (SLUICE_METRICS_LISTEN) " + listen + ": " +
+                             ec.message());
   impl_->acceptor.listen();
   port_ = impl_->acceptor.local_endpoint().port();
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);

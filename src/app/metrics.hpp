@@ -9,10 +9,12 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <boost/asio/ip/address.hpp>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "sinks/sink.hpp"
 #include "sluice/container.hpp"
@@ -29,6 +31,8 @@ class PipelineMetrics : public ContainerObserver {
   void on_handler(std::chrono::nanoseconds latency, bool ok) override;
   void on_settled(const char* outcome) override;
   void on_concurrency(int receives) override;
+  // False while the latest receive failed (queue gone, credentials refused, endpoint down).
+  bool receiving() const { return receiving_.load(); }
 
   void record_outcome(sinks::WriteOutcome outcome);
   void record_rejected(const std::string& reason);
@@ -64,6 +68,7 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Counter* duplicates_;
   prometheus::Counter* write_failed_;
   prometheus::Counter* sink_batch_failures_;
+  std::atomic<bool> receiving_{true};
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* settled_;
   prometheus::Gauge* in_flight_;
@@ -78,6 +83,9 @@ class PipelineMetrics : public ContainerObserver {
 
 // GET /metrics, /healthz (the process answers), /readyz (200 when ready() is true,
 // else 503). Its own thread; loopback by default.
+// "127.0.0.1:9464", "[::1]:0": throws std::invalid_argument saying what was expected.
+std::pair<boost::asio::ip::address, unsigned short> parse_listen_address(const std::string& listen);
+
 class MetricsServer {
  public:
   MetricsServer(const std::string& listen, std::function<std::string()> metrics,

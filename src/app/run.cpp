@@ -5,10 +5,15 @@
 #include <sys/resource.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 #include <condition_variable>
 #include <iostream>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
 
 #include "app/metrics.hpp"
 #include "sinks/writer.hpp"
@@ -22,6 +27,9 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// What the stop may take beyond shutdown_deadline (documented in README, RELIABILITY.md).
+constexpr std::chrono::milliseconds kShutdownMargin{3000};
 
 std::atomic<int> g_signal{0};
 void on_signal(int number) {
@@ -87,7 +95,18 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) {
     metrics->record_batch(n, latency);
   };
-  events.outcome = [&](sinks::WriteOutcome o) { metrics->record_outcome(o); };
+  // Messages whose latest write failed: a drained queue with some left (the queue's own
+  // redrive policy took them away) is not a success.
+  std::mutex unresolved_mutex;
+  std::unordered_set<std::string> unresolved;
+  events.outcome = [&](sinks::WriteOutcome o, const Message& message) {
+    metrics->record_outcome(o);
+    std::lock_guard lock(unresolved_mutex);
+    if (o == sinks::WriteOutcome::failed)
+      unresolved.insert(message.id());
+    else if (!unresolved.empty())
+      unresolved.erase(message.id());
+  };
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
   sinks::BatchWriter writer(sink_factory(config), config.writer, events);
   try {
@@ -151,30 +170,65 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   container->set_observer(metrics);
 
-  // Queue statistics for the backlog gauge and the drained check.
+  // Queue statistics for the backlog gauge and the drained check, read on a thread of
+  // their own: a frozen endpoint must never hold the main loop (nor the signal path).
   asio::io_context stats_io;
-  sqs::SqsClientOptions stats_options = config.sqs.client;
   std::optional<sqs::SqsClient> stats_client;
   try {
-    stats_client.emplace(stats_io.get_executor(), stats_options);
+    stats_client.emplace(stats_io.get_executor(), config.sqs.client);
   } catch (const aws::AwsError& e) {
-    std::cerr << "sluice: " << e.what() << "\n";
+    std::cerr << "sluice: source: " << e.what() << "\n";
     writer.stop();
     return 2;
   }
-  auto queue_counts = [&]() -> std::optional<std::pair<long, long>> {
-    try {
-      auto f = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.sqs.queue_url),
-                              asio::use_future);
-      stats_io.restart();
-      stats_io.run();
-      const auto attrs = f.get();
-      return std::make_pair(std::stol(attrs.at("ApproximateNumberOfMessages")),
-                            std::stol(attrs.at("ApproximateNumberOfMessagesNotVisible")));
-    } catch (const std::exception& e) {
-      spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
-      return std::nullopt;
+  // The queue must exist (unless configured to wait for it): a typo in the URL is an
+  // error now, not a stream of QueueDoesNotExist warnings forever.
+  try {
+    auto check = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.sqs.queue_url),
+                                asio::use_future);
+    stats_io.run_for(std::chrono::seconds(15));
+    stats_io.restart();
+    if (check.wait_for(std::chrono::seconds(0)) == std::future_status::ready) check.get();
+  } catch (const aws::AwsError& e) {
+    const bool missing = e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue");
+    if (missing && !config.wait_for_queue) {
+      std::cerr << "sluice: source.queue_url (SLUICE_QUEUE_URL): the queue " << config.sqs.queue_url
+                << " does not exist (set source.wait_for_queue: true to wait for it)\n";
+      writer.stop();
+      return 2;
     }
+    spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue",
+                 config.sqs.queue_url, e.what());
+  } catch (const std::exception& e) {
+    spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue",
+                 config.sqs.queue_url, e.what());
+  }
+  struct QueueCounts {
+    std::atomic<long> visible{-1}, not_visible{-1};
+    std::atomic<std::int64_t> read_at_ns{0};  // steady clock; 0: never read
+  } counts;
+  asio::co_spawn(
+      stats_io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(stats_io);
+        for (;;) {
+          try {
+            const auto attrs = co_await stats_client->get_queue_attributes(config.sqs.queue_url);
+            counts.visible = std::stol(attrs.at("ApproximateNumberOfMessages"));
+            counts.not_visible = std::stol(attrs.at("ApproximateNumberOfMessagesNotVisible"));
+            counts.read_at_ns = Clock::now().time_since_epoch().count();
+          } catch (const std::exception& e) {
+            spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
+          }
+          timer.expires_after(std::chrono::milliseconds(500));
+          co_await timer.async_wait(asio::use_awaitable);
+        }
+      },
+      asio::detached);
+  std::thread stats_thread([&] { stats_io.run(); });
+  auto stop_stats = [&] {
+    stats_io.stop();
+    if (stats_thread.joinable()) stats_thread.join();
   };
 
   std::unique_ptr<MetricsServer> server;
@@ -183,11 +237,12 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     try {
       server = std::make_unique<MetricsServer>(
           config.metrics_listen, [&] { return metrics->serialize(); },
-          [&] { return ready.load() && writer.healthy(); });
+          [&] { return ready.load() && writer.healthy() && metrics->receiving(); });
       spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen,
                    server->port());
     } catch (const std::exception& e) {
       std::cerr << "sluice: " << e.what() << "\n";
+      stop_stats();
       writer.stop();
       return 2;
     }
@@ -203,6 +258,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     container->start();
   } catch (const std::exception& e) {  // the source could not be made: no region, bad endpoint
     std::cerr << "sluice: source: " << e.what() << "\n";
+    stop_stats();
     writer.stop();
     return 2;
   }
@@ -211,19 +267,19 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                summary.sink, config.transform.hash_version);
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};
-  auto last_stats = Clock::time_point{};
+  std::int64_t counts_seen_ns = 0;
   while (g_signal == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const auto stats = container->stats();
     metrics->set_in_flight(static_cast<double>(stats.in_flight));
-    if (Clock::now() - last_stats < std::chrono::milliseconds(500)) continue;
-    last_stats = Clock::now();
-    const auto counts = queue_counts();
-    if (counts)
-      metrics->set_backlog(static_cast<double>(counts->first), static_cast<double>(counts->second));
+    const std::int64_t read_at = counts.read_at_ns.load();
+    if (read_at == counts_seen_ns) continue;  // no new reading of the queue
+    counts_seen_ns = read_at;
+    const long visible = counts.visible.load(), not_visible = counts.not_visible.load();
+    metrics->set_backlog(static_cast<double>(visible), static_cast<double>(not_visible));
     if (!options.until_drained) continue;
-    const bool idle = counts && counts->first == 0 && counts->second == 0 && stats.in_flight == 0 &&
-                      writer.queued() == 0;
+    const bool idle =
+        visible == 0 && not_visible == 0 && stats.in_flight == 0 && writer.queued() == 0;
     if (!idle) {
       drained_since = {};
     } else if (drained_since == Clock::time_point{}) {
@@ -236,23 +292,54 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   ready = false;
   if (g_signal) spdlog::info("event=signal signal={}", g_signal.load());
+  // From here the whole stop holds shutdown_deadline plus a small margin, whatever the
+  // queue and the database do: each step gets what is left, and a watchdog ends the
+  // process if a call still hangs (what was not acked is delivered again later).
+  const auto deadline = Clock::now() + config.container.shutdown_deadline;
+  std::mutex watchdog_mutex;
+  std::condition_variable watchdog_cv;
+  bool stopped = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(watchdog_mutex);
+    if (watchdog_cv.wait_until(lock, deadline + kShutdownMargin, [&] { return stopped; })) return;
+    spdlog::error(
+        "event=shutdown_deadline_exceeded deadline_ms={} margin_ms={} action=exit code=5 (messages "
+        "not acked are delivered again)",
+        config.container.shutdown_deadline.count(), kShutdownMargin.count());
+    spdlog::default_logger()->flush();
+    std::cout.flush();
+    std::_Exit(5);
+  });
   // Stop order: intake, running stages and pending writes (the container waits for
   // every started message to be settled by the writer), deletes flushed, then writers.
-  container->stop();
-  writer.stop();
+  stop_stats();
+  container->stop(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  const bool writers_stopped = writer.stop(deadline);
 
   summary.received = metrics->received();
   summary.written = metrics->written();
   summary.duplicates = metrics->duplicates();
   summary.failed = metrics->failed_writes();
+  {
+    std::lock_guard lock(unresolved_mutex);
+    summary.unresolved = unresolved.size();
+  }
   summary.rejected_malformed = metrics->rejected("malformed");
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
   summary.rejected_sink_refused = metrics->rejected("sink_refused");
-  try {
-    auto sink = sink_factory(config)();
-    summary.records_in_sink = sink->count_records();
-  } catch (const std::exception&) {
+  // SQLite is a local file; a server is asked only within the deadline.
+  if (writers_stopped && (config.sink == SinkType::sqlite || Clock::now() < deadline)) {
+    // One short call, and only within the deadline: the count is a courtesy.
+    PipelineConfig quick = config;
+    quick.postgres.query_timeout = std::chrono::seconds(1);
+    quick.postgres.connect_timeout = std::chrono::seconds(1);
+    try {
+      auto sink = sink_factory(quick)();
+      summary.records_in_sink = sink->count_records();
+    } catch (const std::exception& e) {
+      spdlog::warn("event=count_failed error=\"{}\"", e.what());
+    }
   }
   if (work_ended == Clock::time_point{}) work_ended = Clock::now();
   summary.seconds = std::chrono::duration<double>(work_ended - started).count();
@@ -261,7 +348,29 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.poll_latency_ms = metrics->mean_poll_latency_ms();
   summary.sink_latency_ms = metrics->mean_sink_latency_ms();
   summary.sink_batch = metrics->mean_sink_batch();
+  {
+    std::lock_guard lock(watchdog_mutex);
+    stopped = true;
+  }
+  watchdog_cv.notify_all();
+  watchdog.join();
   if (!options.quiet) print_summary(summary);
+  if (!writers_stopped) {
+    spdlog::error(
+        "event=stop_deadline writers_abandoned=true (their records are not acked: they "
+        "are delivered again)");
+    spdlog::default_logger()->flush();
+    std::cout.flush();
+    std::_Exit(5);  // a writer thread is stuck in a database call: cannot join it
+  }
+  // Drained, but some records were never written (their last write failed and the queue
+  // no longer offers them, e.g. its redrive policy moved them): say so, for scripts.
+  if (options.until_drained && !g_signal && summary.unresolved > 0) {
+    std::cerr << "sluice: drained, but " << summary.unresolved
+              << " messages were never written (their last write failed; see the log lines "
+                 "event=record_write_failed / sink_write_failed)\n";
+    return 4;
+  }
   return 0;
 }
 
@@ -277,7 +386,8 @@ void print_summary(const RunSummary& s) {
             << ", validation " << s.rejected_validation << ", schema drift "
             << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
             << ")\n"
-            << "  failed writes       " << s.failed << "\n"
+            << "  failed writes       " << s.failed << "  (" << s.unresolved
+            << " never written since)\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
             << "  receive latency     " << s.poll_latency_ms << " ms mean\n"
             << "  sink writes         " << s.sink_batch << " records per batch, "

@@ -18,8 +18,9 @@ struct RunSummary {
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,
                 rejected_sink_refused = 0;
   std::uint64_t records_in_sink = 0;
-  double seconds = 0;         // the whole run
-  double active_seconds = 0;  // first message received to last settled
+  std::uint64_t unresolved = 0;  // messages whose last write failed (not written since)
+  double seconds = 0;            // the whole run
+  double active_seconds = 0;     // first message received to last settled
   double cpu_seconds = 0;
   double poll_latency_ms = 0, sink_latency_ms = 0, sink_batch = 0;  // means
   std::string sink;

@@ -649,7 +649,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       for (auto& [id, signal] : receiver_signals) signal->emit(asio::cancellation_type::terminal);
       permits.close();
     });
-    while (active_receivers.load() > 0 && Clock::now() < deadline + std::chrono::seconds(5))
+    while (active_receivers.load() > 0 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
 
     // 2. Units handed off but not started are released; running handlers go on.
@@ -690,8 +690,14 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
           heartbeat_timer.cancel();
         },
         asio::use_future);
-    if (flushed.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
-      spdlog::error("container={} event=flush_timeout", options.name);
+    // The flush gets what is left of the deadline (at least kFinalFlushMin): what it
+    // cannot send in that time is not lost, the queue delivers it again.
+    if (flushed.wait_until(std::max(deadline, Clock::now() + kFinalFlushMin)) !=
+        std::future_status::ready)
+      spdlog::error(
+          "container={} event=flush_timeout (acks not confirmed: those messages are delivered "
+          "again)",
+          options.name);
     state = State::stopped;
     io_work.reset();
     io.stop();
@@ -767,6 +773,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::atomic<bool> heartbeat_stopped{false};
   asio::steady_timer heartbeat_timer{io};
 
+  static constexpr std::chrono::milliseconds kFinalFlushMin{500};
   // I/O thread only (and start(), before the I/O thread runs).
   static constexpr int kOpening = -1;  // the signal of open_and_run()
   std::map<int, std::shared_ptr<asio::cancellation_signal>> receiver_signals;
@@ -799,7 +806,20 @@ Container::Container(ContainerOptions options, SourceFactory source, BatchHandle
 
 Container::~Container() {
   stop();
-  if (impl_->workers) impl_->workers->join();  // handlers that outlived the stop deadline
+  if (!impl_->workers) return;
+  if (impl_->running_handlers.load() == 0) {
+    impl_->workers->join();
+    return;
+  }
+  // Handlers that outlived the stop deadline: joining them could hang forever (a
+  // handler stuck in a call). Their threads are abandoned, with the core kept alive
+  // for them (their messages were not acked: the queue delivers them again).
+  spdlog::warn("container={} event=handlers_abandoned handlers={}", impl_->options.name,
+               impl_->running_handlers.load());
+  static auto* abandoned = new std::vector<std::shared_ptr<Impl>>();  // never destroyed
+  static std::mutex abandoned_mutex;
+  std::lock_guard lock(abandoned_mutex);
+  abandoned->push_back(std::move(impl_));
 }
 
 void Container::start() {

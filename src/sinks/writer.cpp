@@ -33,8 +33,15 @@ void BatchWriter::start() {
     sink->open();  // fail fast: a wrong DSN is an error at start, not a stream of nacks
     sinks.push_back(std::move(sink));
   }
-  for (auto& sink : sinks)
-    threads_.emplace_back([this, s = std::move(sink)]() mutable { run(std::move(s)); });
+  sinks_ = std::move(sinks);
+  running_ = static_cast<int>(sinks_.size());
+  for (auto& sink : sinks_)
+    threads_.emplace_back([this, s = sink.get()] {
+      run(*s);
+      std::lock_guard lock(mutex_);
+      --running_;
+      finished_.notify_all();
+    });
 }
 
 void BatchWriter::submit(pipeline::Record record, Message message) {
@@ -76,14 +83,33 @@ std::size_t BatchWriter::queued() const {
 }
 
 void BatchWriter::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
+  stop(Clock::time_point::max());
+}
+
+bool BatchWriter::stop(Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  if (abandoned_) return false;
+  stopping_ = true;
   ready_.notify_all();
+  auto done = [&] { return running_ == 0; };
+  if (deadline == Clock::time_point::max()) {
+    finished_.wait(lock, done);
+  } else if (!finished_.wait_until(lock, deadline, done)) {
+    spdlog::warn("event=writer_stop_deadline writers_busy={} queued={} action=interrupt", running_,
+                 queue_.size());
+    for (auto& sink : sinks_) sink->interrupt();
+    if (!finished_.wait_for(lock, std::chrono::seconds(1), done)) {
+      for (auto& t : threads_) t.detach();
+      threads_.clear();
+      abandoned_ = true;
+      return false;
+    }
+  }
+  lock.unlock();
   for (auto& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
+  return true;
 }
 
 bool BatchWriter::sleep_unless_stopping(std::chrono::milliseconds d) {
@@ -91,7 +117,7 @@ bool BatchWriter::sleep_unless_stopping(std::chrono::milliseconds d) {
   return !ready_.wait_for(lock, d, [&] { return stopping_; });
 }
 
-void BatchWriter::run(std::unique_ptr<Sink> sink) {
+void BatchWriter::run(Sink& sink) {
   for (;;) {
     std::vector<Item> batch;
     {
@@ -115,8 +141,8 @@ void BatchWriter::run(std::unique_ptr<Sink> sink) {
     for (auto& item : batch)
       (std::holds_alternative<RejectRow>(item.payload) ? rejects : records)
           .push_back(std::move(item));
-    if (!rejects.empty()) write_rejects(*sink, rejects);
-    if (!records.empty()) write_records(*sink, records);
+    if (!rejects.empty()) write_rejects(sink, rejects);
+    if (!records.empty()) write_records(sink, records);
   }
 }
 
@@ -165,7 +191,7 @@ void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
 
 void BatchWriter::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
                          std::string detail, std::vector<Item>& refused) {
-  if (events_.outcome) events_.outcome(WriteOutcome::refused);
+  if (events_.outcome) events_.outcome(WriteOutcome::refused, item.message);
   spdlog::warn("event=record_refused sink={} message_id={} {} reason=sink_refused detail=\"{}\"",
                sink.describe(), record.message_id, record.log_context, detail);
   refused.push_back(Item{RejectRow{record.message_id, "sink_refused", std::move(detail),
@@ -191,11 +217,11 @@ void BatchWriter::write_range(Sink& sink, std::span<Item> items,
         switch (result.outcomes[i]) {
           case WriteOutcome::inserted:
           case WriteOutcome::duplicate:
-            if (events_.outcome) events_.outcome(result.outcomes[i]);
+            if (events_.outcome) events_.outcome(result.outcomes[i], items[i].message);
             items[i].message.ack();  // written now, or already there: durable either way
             break;
           case WriteOutcome::failed:
-            if (events_.outcome) events_.outcome(WriteOutcome::failed);
+            if (events_.outcome) events_.outcome(WriteOutcome::failed, items[i].message);
             spdlog::warn(
                 "event=record_write_failed sink={} message_id={} {} action=nack error=\"{}\"",
                 sink.describe(), records[i].message_id, records[i].log_context, reason(i));
@@ -240,7 +266,10 @@ void BatchWriter::write_range(Sink& sink, std::span<Item> items,
     }
   }
   // Not written: nothing is acked; the queue delivers them again after their backoff.
-  for (auto& item : items) item.message.nack();
+  for (auto& item : items) {
+    if (events_.outcome) events_.outcome(WriteOutcome::failed, item.message);
+    item.message.nack();
+  }
 }
 
 void BatchWriter::write_rejects(Sink& sink, std::vector<Item>& items) {

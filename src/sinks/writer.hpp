@@ -42,7 +42,8 @@ struct WriterOptions {
 
 struct WriterEvents {
   std::function<void(std::size_t batch, std::chrono::nanoseconds latency)> batch_written;
-  std::function<void(WriteOutcome)> outcome;
+  // Each record's outcome, with its message (failed: nacked, delivered again later).
+  std::function<void(WriteOutcome, const Message&)> outcome;
   std::function<void(const std::string& error)> batch_failed;
 };
 
@@ -68,12 +69,16 @@ class BatchWriter {
   void submit_all(std::vector<Item> items);
   // Writes everything queued, then joins the writers.
   void stop();
+  // The same, bounded: at the deadline every sink is interrupted (a call blocked in
+  // the database returns); false when a writer still did not finish soon after (its
+  // thread is then left running, detached: the caller should end the process).
+  bool stop(std::chrono::steady_clock::time_point deadline);
   bool healthy() const { return healthy_.load(); }
   std::size_t queued() const;
 
  private:
   void enqueue(Item item);
-  void run(std::unique_ptr<Sink> sink);
+  void run(Sink& sink);
   void write_records(Sink& sink, std::vector<Item>& items);
   void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
                    std::vector<Item>& refused);
@@ -95,7 +100,11 @@ class BatchWriter {
   std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
   bool stopping_ = false;
   std::atomic<bool> healthy_{true};
+  std::vector<std::unique_ptr<Sink>> sinks_;
   std::vector<std::thread> threads_;
+  int running_ = 0;  // writer threads not yet finished (under mutex_)
+  bool abandoned_ = false;
+  std::condition_variable finished_;
 };
 
 }  // namespace sluice::sinks

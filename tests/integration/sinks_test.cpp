@@ -203,7 +203,7 @@ IsolationRun write_with_poison(const sinks::BatchWriter::SinkFactory& factory,
   IsolationRun run;
   std::mutex mutex;
   sinks::WriterEvents events;
-  events.outcome = [&](WriteOutcome o) {
+  events.outcome = [&](WriteOutcome o, const Message&) {
     std::lock_guard lock(mutex);
     run.refused_events += o == WriteOutcome::refused;
     run.inserted_events += o == WriteOutcome::inserted;

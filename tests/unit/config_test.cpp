@@ -89,7 +89,8 @@ TEST(Config, ErrorsNameTheKeyTheValueAndWhatWasExpected) {
                   {"unknown key metrics.lisen", "metrics.listen"}));
   EXPECT_TRUE(has(error_of(with("sink:\n  type: postgres\n")), {"sink.postgres.dsn", "missing"}));
   EXPECT_TRUE(has(error_of(with("logging:\n  fields: [nope]\n")), {"logging.fields", "nope"}));
-  EXPECT_TRUE(has(error_of("source:\n  queue_url: x\n"), {"normalize.fields"}));
+  EXPECT_TRUE(has(error_of("source:\n  queue_url: http://127.0.0.1:1/000000000000/q\n"),
+                  {"normalize.fields"}));
   EXPECT_TRUE(has(error_of("normalize: {}\n"), {"source.queue_url", "missing"}));
   EXPECT_TRUE(has(error_of(std::string(kMinimal) +
                            "normalize:\n  fields:\n    - {name: a, from: /a, typo: 1}\n"),
@@ -126,4 +127,68 @@ TEST(Config, DocumentationMatchesTheOptionTable) {
   committed << in.rdbuf();
   EXPECT_EQ(committed.str(), configuration_markdown())
       << "docs/configuration.md is stale: run `sluice config docs > docs/configuration.md`";
+}
+
+// Issue 9, finding 6: what the configuration used to accept and must refuse.
+TEST(Config, RefusesWhatItUsedToAcceptSilently) {
+  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
+    for (const char* p : parts)
+      if (message.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << message << " lacks " << p;
+    return ::testing::AssertionSuccess();
+  };
+  // A duration whose milliseconds overflow 64 bits used to wrap to a small value.
+  EXPECT_TRUE(has(error_of(with("source:\n  shutdown_deadline: 9223372036854775807h\n")),
+                  {"source.shutdown_deadline", "9223372036854775807h", "duration"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  failure_backoff: 5000000000000000h\n")),
+                  {"source.failure_backoff"}));
+  // SQS takes whole seconds: 500ms used to become 0 (short polling).
+  EXPECT_TRUE(has(error_of(with("source:\n  poll_wait: 500ms\n")),
+                  {"source.poll_wait", "'500ms'", "whole seconds"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  visibility_timeout: 1500ms\n")),
+                  {"source.visibility_timeout", "whole seconds"}));
+  EXPECT_EQ(parse_config(with("source:\n  poll_wait: 2000ms\n")).sqs.poll_wait,
+            std::chrono::seconds(2));
+  // Port 70000 used to bind port 4464.
+  EXPECT_TRUE(has(error_of(with("metrics:\n  listen: 127.0.0.1:70000\n")),
+                  {"metrics.listen", "70000", "1 to 65535", "SLUICE_METRICS_LISTEN"}));
+  EXPECT_TRUE(has(error_of(with("metrics:\n  listen: localhost:9464\n")),
+                  {"metrics.listen", "IP address"}));
+  // A queue URL that is not one, named with its key and environment variable.
+  EXPECT_TRUE(has(error_of(with("source:\n  queue_url: not-a-url\n")),
+                  {"source.queue_url", "'not-a-url'", "SQS queue URL", "SLUICE_QUEUE_URL"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  queue_url: https://sqs.us-east-1.amazonaws.com/\n")),
+                  {"source.queue_url", "/ACCOUNT/QUEUE_NAME"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  endpoint_url: 127.0.0.1:4566\n")),
+                  {"source.endpoint_url", "http://", "SLUICE_SQS_ENDPOINT"}));
+  EXPECT_TRUE(has(error_of(with("dead_letter:\n  queue_url: ftp://x/1/q\n")),
+                  {"dead_letter.queue_url", "SLUICE_DEAD_LETTER_QUEUE_URL"}));
+  setenv("SLUICE_SQS_ENDPOINT", "nonsense", 1);
+  const std::string from_env = error_of(kMinimal);
+  unsetenv("SLUICE_SQS_ENDPOINT");
+  EXPECT_TRUE(has(from_env, {"source.endpoint_url", "SLUICE_SQS_ENDPOINT", "'nonsense'"}));
+  // Unacknowledged MongoDB writes.
+  EXPECT_TRUE(has(error_of(with("sink:\n  mongodb:\n    write_concern: \"0\"\n")),
+                  {"sink.mongodb.write_concern", "from 1"}));
+}
+
+TEST(Config, NeverEchoesASecret) {
+  // A secret given with the wrong type: the error names the key, not the value.
+  const std::string file_error =
+      error_of(with("sink:\n  postgres:\n    dsn: {password: hunter2-secret}\n"));
+  EXPECT_NE(file_error.find("sink.postgres.dsn"), std::string::npos) << file_error;
+  EXPECT_EQ(file_error.find("hunter2"), std::string::npos) << file_error;
+  const std::string uri_error =
+      error_of(with("sink:\n  mongodb:\n    uri: [mongodb://u:hunter2-secret@h/]\n"));
+  EXPECT_NE(uri_error.find("sink.mongodb.uri"), std::string::npos) << uri_error;
+  EXPECT_EQ(uri_error.find("hunter2"), std::string::npos) << uri_error;
+}
+
+TEST(Config, ADirectoryIsNotAConfigurationFile) {
+  try {
+    load_config(::testing::TempDir());
+    FAIL() << "a directory loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
 }
