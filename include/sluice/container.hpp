@@ -82,7 +82,7 @@ using BatchHandler = std::function<void(std::span<Message>)>;
 
 struct ContainerStats {
   std::uint64_t received = 0;
-  std::uint64_t acked = 0;     // deletes confirmed by the queue
+  std::uint64_t acked = 0;     // acks confirmed by the queue
   std::uint64_t failed = 0;    // nacked (handler failure)
   std::uint64_t released = 0;  // given back unprocessed
   std::uint64_t lost = 0;      // dropped unacknowledged: the source lost their lease
@@ -92,7 +92,10 @@ struct ContainerStats {
   std::uint64_t receive_errors = 0;
   std::uint64_t visibility_extensions = 0;
   std::uint64_t handler_calls = 0;
-  std::int64_t in_flight = 0;  // held now
+  std::uint64_t failed_acks = 0;             // deletes given up (those messages come back)
+  std::int64_t pending_acks = 0;             // acked, not yet confirmed by the queue (hold permits)
+  std::int64_t lease_remaining_min_ms = -1;  // least lease left at the latest heartbeat
+  std::int64_t in_flight = 0;                // held now
   std::int64_t in_flight_peak = 0;
   int concurrent_receives = 0;  // receive loops running now
   int concurrent_receives_peak = 0;

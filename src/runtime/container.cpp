@@ -229,7 +229,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       held.erase(state.get());
     }
     in_flight.fetch_sub(1, std::memory_order_relaxed);
-    permits.release(1);
+    if (outcome == Outcome::ack && capabilities.confirms_acks)
+      pending_acks.fetch_add(1, std::memory_order_relaxed);  // its permit: once confirmed
+    else
+      permits.release(1);
     for (auto& s : step.release) s->settle(Outcome::release);
     if (!step.ready.empty()) hand_over(std::move(step.ready));
   }
@@ -515,12 +518,19 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       if (ec || heartbeat_stopped) co_return;
       std::vector<StatePtr> due;
       const auto now = detail::steady_now_ms();
+      std::int64_t remaining_min = -1;
       {
         std::lock_guard lock(held_mutex);
         for (auto& [ptr, state] : held)
-          if (!state->settled() && state->visible_until_ms - now < threshold_ms)
+          if (!state->settled() && state->visible_until_ms - now < threshold_ms) {
+            const auto remaining = state->visible_until_ms - now;
+            remaining_min = remaining_min < 0 ? remaining : std::min(remaining_min, remaining);
             due.push_back(state);
+          }
       }
+      // How close held messages came to being delivered again (a starved heartbeat
+      // shows as this falling towards 0).
+      lease_remaining_min_ms = remaining_min;
       if (due.empty()) continue;
       try {
         const auto n = co_await source->extend(std::move(due));
@@ -541,8 +551,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     context.executor = io.get_executor();
     context.name = options.name;
     std::weak_ptr<Impl> weak = weak_from_this();
-    context.acked = [weak](std::size_t n) {
-      if (auto self = weak.lock()) self->acked.fetch_add(n, std::memory_order_relaxed);
+    context.acks_settled = [weak](std::size_t confirmed, std::size_t abandoned,
+                                  std::size_t from_ack) {
+      auto self = weak.lock();
+      if (!self) return;
+      self->acked.fetch_add(confirmed, std::memory_order_relaxed);
+      self->failed_acks.fetch_add(abandoned, std::memory_order_relaxed);
+      if (!self->capabilities.confirms_acks || from_ack == 0) return;
+      const auto n = static_cast<std::int64_t>(from_ack);
+      self->pending_acks.fetch_sub(n, std::memory_order_relaxed);
+      self->permits.release(static_cast<int>(n));
     };
     context.warning = [name = options.name](const std::string& what) {
       spdlog::warn("container={} event=source_warning detail=\"{}\"", name, what);
@@ -738,6 +756,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     s.receive_errors = receive_errors.load();
     s.visibility_extensions = visibility_extensions.load();
     s.handler_calls = handler_calls.load();
+    s.failed_acks = failed_acks.load();
+    s.pending_acks = pending_acks.load();
+    s.lease_remaining_min_ms = lease_remaining_min_ms.load();
     s.in_flight = in_flight.load();
     s.in_flight_peak = in_flight_peak.load();
     s.concurrent_receives = active_receivers.load();
@@ -791,7 +812,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 
   std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, lost{0}, rejected{0},
       dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
-      handler_calls{0};
+      handler_calls{0}, failed_acks{0};
+  std::atomic<std::int64_t> pending_acks{0};
+  std::atomic<std::int64_t> lease_remaining_min_ms{-1};  // at the latest heartbeat round
   std::atomic<std::int64_t> in_flight{0}, in_flight_peak{0};
   LatencyAverage poll_latency, handler_latency;
 };

@@ -1,11 +1,14 @@
 #include "runtime/permits.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace sluice::runtime {
 namespace asio = boost::asio;
+using namespace boost::asio::experimental::awaitable_operators;
 
 asio::awaitable<int> Permits::acquire_up_to(int max) {
   for (;;) {
@@ -21,7 +24,17 @@ asio::awaitable<int> Permits::acquire_up_to(int max) {
       signal = std::make_shared<Signal>(co_await asio::this_coro::executor, 1);
       waiters_.push_back(signal);
     }
-    auto [ec] = co_await signal->async_receive(asio::as_tuple(asio::use_awaitable));
+    // Woken at the threshold, or after `linger` to take what is free by then.
+    asio::steady_timer timer(co_await asio::this_coro::executor, linger);
+    auto woken = co_await (signal->async_receive(asio::as_tuple(asio::use_awaitable)) ||
+                           timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+    const auto ec =
+        woken.index() == 0 ? std::get<0>(std::get<0>(woken)) : std::get<0>(std::get<1>(woken));
+    if (woken.index() == 1 && !ec) {  // lingered: no longer a waiter; loop and look
+      std::lock_guard lock(mutex_);
+      std::erase(waiters_, signal);
+      continue;
+    }
     if (ec == asio::error::operation_aborted ||
         ec == asio::experimental::error::channel_cancelled) {
       std::lock_guard lock(mutex_);

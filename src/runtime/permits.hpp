@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -14,8 +15,11 @@ namespace sluice::runtime {
 
 class Permits {
  public:
-  // Waiters are woken only once `wake_threshold` permits are free (a receive that
-  // could ask for one message is rarely worth a wake-up and a request).
+  // Waiters are woken once `wake_threshold` permits are free (a receive that could ask
+  // for one message is rarely worth a wake-up and a request), or, with fewer free, after
+  // `linger`: so that a few slow messages never idle the free permits (seed 000's
+  // head-of-line bug at a small max_in_flight), while a busy container still asks for
+  // full batches.
   explicit Permits(int total, int wake_threshold = 1)
       : total_(total), wake_threshold_(std::clamp(wake_threshold, 1, total)), available_(total) {}
   // Once the source says how many messages a receive can carry.
@@ -23,6 +27,8 @@ class Permits {
     std::lock_guard lock(mutex_);
     wake_threshold_ = std::clamp(threshold, 1, total_);
   }
+
+  static constexpr std::chrono::milliseconds linger{20};
 
   // Waits until at least one permit is free, then takes up to `max`. Returns 0 when
   // closed. Cancellable (throws boost::system::system_error on cancellation).

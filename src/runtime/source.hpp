@@ -37,6 +37,11 @@ struct SourceCapabilities {
   bool ordered_groups = false;
   // The most messages one receive() returns; permits are asked for in such units.
   int max_batch = 10;
+  // The source reports (SourceContext::acks_settled) when each ack() has reached the
+  // queue or was given up: the core keeps the message's permit until then, so acks
+  // waiting to be sent count against max_in_flight (memory stays bounded when the
+  // queue is slow to take deletes).
+  bool confirms_acks = false;
 };
 
 enum class SourceErrorKind {
@@ -61,9 +66,13 @@ class SourceError : public std::runtime_error {
 
 // What the core gives a source when it makes one.
 struct SourceContext {
-  boost::asio::any_io_executor executor;            // the container's I/O thread
-  std::string name;                                 // the container's name, for logs
-  std::function<void(std::size_t)> acked;           // acks confirmed by the queue
+  boost::asio::any_io_executor executor;  // the container's I/O thread
+  std::string name;                       // the container's name, for logs
+  // Deletes the queue confirmed, deletes given up (those messages will be delivered
+  // again), and how many of them came from ack() (whose permits the core then
+  // returns, with confirms_acks). Any thread.
+  std::function<void(std::size_t confirmed, std::size_t abandoned, std::size_t from_ack)>
+      acks_settled;
   std::function<void(const std::string&)> warning;  // something to log
   // Every message held under `lease` is gone (the queue will deliver it again): the
   // core drops them without acknowledging and frees their permits. Any thread.

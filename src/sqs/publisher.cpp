@@ -4,7 +4,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "sluice/aws/error.hpp"
 #include "sqs/codec.hpp"
@@ -92,16 +95,34 @@ asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
       }
       try {
         const BatchResult result = co_await client_->send_message_batch(queue_url_, request);
+        // Ids are ours ("m<index>", of this batch), but the answer is input: checked.
+        std::set<std::size_t> unanswered(batch.begin(), batch.end());
+        auto index_of = [&](const std::string& id) -> std::optional<std::size_t> {
+          std::size_t value = 0;
+          if (id.size() < 2 || id[0] != 'm') return std::nullopt;
+          const auto [end, error] = std::from_chars(id.data() + 1, id.data() + id.size(), value);
+          if (error != std::errc{} || end != id.data() + id.size() || !unanswered.count(value))
+            return std::nullopt;
+          unanswered.erase(value);
+          return value;
+        };
         for (const auto& ok : result.successful) {
-          const std::size_t index = std::stoul(ok.id.substr(1));
-          outcomes[index].ok = true;
-          outcomes[index].message_id = ok.message_id;
+          const auto index = index_of(ok.id);
+          if (!index) continue;
+          outcomes[*index].ok = true;
+          outcomes[*index].message_id = ok.message_id;
         }
         for (const auto& failed : result.failed) {
-          const std::size_t index = std::stoul(failed.id.substr(1));
-          outcomes[index].error_code = failed.code;
-          outcomes[index].error_message = failed.message;
-          if (!failed.sender_fault) retry.push_back(index);
+          const auto index = index_of(failed.id);
+          if (!index) continue;
+          outcomes[*index].error_code = failed.code;
+          outcomes[*index].error_message = failed.message;
+          if (!failed.sender_fault) retry.push_back(*index);
+        }
+        for (std::size_t index : unanswered) {  // a malformed answer: try it again
+          outcomes[index].error_code = "MissingFromAnswer";
+          outcomes[index].error_message = "the SendMessageBatch answer does not mention it";
+          retry.push_back(index);
         }
       } catch (const AwsError& e) {
         if (e.kind() == ErrorKind::cancelled) throw;

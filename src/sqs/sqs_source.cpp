@@ -2,6 +2,8 @@
 // DeleteMessageBatch calls, retries and releases as batched visibility changes, the
 // heartbeat as immediate ChangeMessageVisibilityBatch calls, rejects as a send to the
 // dead-letter queue followed by a delete.
+#include <charconv>
+#include <optional>
 #include <random>
 
 #include "common/crypto.hpp"
@@ -57,9 +59,18 @@ int visibility_seconds(std::chrono::milliseconds d) {
   return static_cast<int>(std::min<std::int64_t>(kMaxVisibilitySeconds, (ms + 999) / 1000));
 }
 
+// A batch answer's entry id, checked: ids are ours ("0".."9"), but an answer is input.
+std::optional<std::size_t> entry_index(const std::string& id, std::size_t size) {
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(id.data(), id.data() + id.size(), value);
+  if (error != std::errc{} || end != id.data() + id.size() || value >= size) return std::nullopt;
+  return value;
+}
+
 struct DeleteEntry {
   std::string receipt;
   int attempts = 0;
+  bool holds_permit = true;  // from ack(); false for the delete after a dead letter
 };
 struct VisibilityEntry {
   std::string receipt;
@@ -71,7 +82,8 @@ class SqsSource final : public runtime::Source {
   SqsSource(SqsSourceOptions options, runtime::SourceContext context)
       : options_(std::move(options)),
         context_(std::move(context)),
-        client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
+        client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)),
+        heartbeat_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
     fifo_ = options_.fifo == FifoMode::on;
     deletes_ = std::make_shared<runtime::Batcher<DeleteEntry>>(
         context_.executor, static_cast<std::size_t>(options_.delete_batch_size),
@@ -114,6 +126,7 @@ class SqsSource final : public runtime::Source {
     c.lease = options_.visibility_timeout;
     c.ordered_groups = fifo_;
     c.max_batch = options_.max_messages_per_poll;
+    c.confirms_acks = true;
     return c;
   }
 
@@ -156,7 +169,7 @@ class SqsSource final : public runtime::Source {
     co_return states;
   }
 
-  void ack(const StatePtr& state) override { deletes_->add({state->receipt, 0}); }
+  void ack(const StatePtr& state) override { deletes_->add({state->receipt, 0, true}); }
 
   void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
     visibility_changes_->add({state->receipt, visibility_seconds(backoff)});
@@ -192,29 +205,58 @@ class SqsSource final : public runtime::Source {
     } catch (const aws::AwsError& e) {
       throw source_error(e);
     }
-    ack(state);  // only once the dead letter is safe
+    // Only once the dead letter is safe. Its permit came back with the reject.
+    deletes_->add({state->receipt, 0, false});
     co_return true;
   }
 
+  // Heartbeats have a client (and so a connection pool) of their own: long polls and
+  // deletes can never starve them. Chunks of 10 go out concurrently.
   asio::awaitable<std::size_t> extend(std::vector<StatePtr> states) override {
     const int seconds = static_cast<int>(options_.visibility_timeout.count());
+    auto shared = std::make_shared<std::vector<StatePtr>>(std::move(states));
+    struct Round {
+      explicit Round(const asio::any_io_executor& ex)
+          : done(ex, asio::steady_timer::time_point::max()) {}
+      std::size_t left = 0, extended = 0;
+      bool cancelled = false;
+      asio::steady_timer done;
+    };
+    auto round = std::make_shared<Round>(context_.executor);
+    for (std::size_t start = 0; start < shared->size(); start += sqs::kMaxBatchEntries) {
+      ++round->left;
+      const std::size_t end = std::min(shared->size(), start + sqs::kMaxBatchEntries);
+      asio::co_spawn(context_.executor, extend_chunk(shared, start, end, seconds),
+                     [round](std::exception_ptr error, std::size_t n) {
+                       round->extended += n;
+                       round->cancelled = round->cancelled || error != nullptr;
+                       if (--round->left == 0) round->done.cancel();
+                     });
+    }
+    if (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (round->cancelled)
+      throw runtime::SourceError(runtime::SourceErrorKind::cancelled, "", "heartbeat cancelled");
+    co_return round->extended;
+  }
+
+  asio::awaitable<std::size_t> extend_chunk(std::shared_ptr<std::vector<StatePtr>> states,
+                                            std::size_t start, std::size_t end, int seconds) {
+    std::vector<sqs::ChangeVisibilityEntry> entries;
+    for (std::size_t i = start; i < end; ++i)
+      entries.push_back({std::to_string(i), (*states)[i]->receipt, seconds});
     std::size_t extended = 0;
-    for (std::size_t start = 0; start < states.size(); start += sqs::kMaxBatchEntries) {
-      std::vector<sqs::ChangeVisibilityEntry> entries;
-      const std::size_t end = std::min(states.size(), start + sqs::kMaxBatchEntries);
-      for (std::size_t i = start; i < end; ++i)
-        entries.push_back({std::to_string(i), states[i]->receipt, seconds});
-      try {
-        const auto result =
-            co_await client_->change_message_visibility_batch(options_.queue_url, entries);
-        const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
-        for (const auto& ok : result.successful)
-          states[std::stoul(ok.id)]->visible_until_ms = until;
-        extended += result.successful.size();
-      } catch (const aws::AwsError& e) {
-        if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
-        warn("visibility heartbeat failed: " + std::string(e.what()));
-      }
+    try {
+      const auto result =
+          co_await heartbeat_client_->change_message_visibility_batch(options_.queue_url, entries);
+      const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
+      for (const auto& ok : result.successful)
+        if (auto i = entry_index(ok.id, end); i && *i >= start) {
+          (*states)[*i]->visible_until_ms = until;
+          ++extended;
+        }
+    } catch (const aws::AwsError& e) {
+      if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
+      warn("visibility heartbeat failed: " + std::string(e.what()));
     }
     co_return extended;
   }
@@ -236,18 +278,34 @@ class SqsSource final : public runtime::Source {
     request.reserve(entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i)
       request.push_back({std::to_string(i), entries[i].receipt});
+    std::size_t confirmed = 0, abandoned = 0, from_ack = 0;
+    auto give_up = [&](const DeleteEntry& entry, const std::string& why) {
+      warn("delete abandoned (" + why + "); the message will be delivered again");
+      ++abandoned;
+      from_ack += entry.holds_permit;
+    };
     try {
       const auto result = co_await client_->delete_message_batch(options_.queue_url, request);
-      if (context_.acked && !result.successful.empty()) context_.acked(result.successful.size());
-      for (const auto& f : result.failed) {
-        auto& entry = entries[std::stoul(f.id)];
-        if (!f.sender_fault && ++entry.attempts < kMaxSettleAttempts) {
-          deletes_->add(entry);
-        } else {
-          warn("delete failed (" + f.code + ": " + f.message +
-               "); the message will be delivered again");
+      std::vector<bool> answered(entries.size(), false);
+      for (const auto& ok : result.successful)
+        if (auto i = entry_index(ok.id, entries.size()); i && !answered[*i]) {
+          answered[*i] = true;
+          ++confirmed;
+          from_ack += entries[*i].holds_permit;
         }
+      for (const auto& f : result.failed) {
+        auto i = entry_index(f.id, entries.size());
+        if (!i || answered[*i]) continue;
+        answered[*i] = true;
+        auto& entry = entries[*i];
+        if (!f.sender_fault && ++entry.attempts < kMaxSettleAttempts)
+          deletes_->add(entry);
+        else
+          give_up(entry, f.code + ": " + f.message);
       }
+      // An entry the answer does not mention (a malformed reply): not confirmed.
+      for (std::size_t i = 0; i < entries.size(); ++i)
+        if (!answered[i]) give_up(entries[i], "not in the DeleteMessageBatch answer");
     } catch (const aws::AwsError& e) {
       // The whole call failed after the client's own retries: keep the deletes for
       // later (the queue may be back), within a bound.
@@ -255,10 +313,11 @@ class SqsSource final : public runtime::Source {
         if (++entry.attempts < kMaxSettleAttempts)
           deletes_->add(entry);
         else
-          warn("delete abandoned after " + std::to_string(kMaxSettleAttempts) +
-               " attempts: " + e.what() + "; the message will be delivered again");
+          give_up(entry, "after " + std::to_string(kMaxSettleAttempts) + " attempts: " + e.what());
       }
     }
+    if (context_.acks_settled && confirmed + abandoned > 0)
+      context_.acks_settled(confirmed, abandoned, from_ack);
   }
 
   asio::awaitable<void> send_visibility(std::vector<VisibilityEntry> entries) {
@@ -278,6 +337,7 @@ class SqsSource final : public runtime::Source {
   SqsSourceOptions options_;
   runtime::SourceContext context_;
   std::shared_ptr<sqs::SqsClient> client_;
+  std::shared_ptr<sqs::SqsClient> heartbeat_client_;
   bool fifo_ = false;
   std::shared_ptr<runtime::Batcher<DeleteEntry>> deletes_;
   std::shared_ptr<runtime::Batcher<VisibilityEntry>> visibility_changes_;

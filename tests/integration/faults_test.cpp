@@ -18,7 +18,9 @@
 #include "app/publish.hpp"
 #include "app/run.hpp"
 #include "sinks/sink.hpp"
+#include "sluice/container.hpp"
 #include "sluice/sqs/publisher.hpp"
+#include "sluice/sqs/source.hpp"
 #include "support/emulator.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/pipeline.hpp"
@@ -233,4 +235,88 @@ TEST_F(FaultTest, DrainedWithRecordsNeverWrittenExitsWithCode4) {
   EXPECT_EQ(queue_total(test::Emulator::shared().queue_url(dlq_name)),
             static_cast<int>(summary.unresolved))
       << "each message never written is in the dead-letter queue";
+}
+
+namespace {
+SqsSourceOptions source_through(const std::string& url, const std::string& endpoint) {
+  SqsSourceOptions o;
+  o.queue_url = url;
+  o.client = test::emulator_client_options();
+  o.client.endpoint_url = endpoint;
+  o.poll_wait = 1s;
+  o.delete_flush_interval = 5ms;
+  return o;
+}
+}  // namespace
+
+// Before: a permit came back when the ack was queued, so with deletes lagging the
+// messages received and not yet deleted grew past max_in_flight without bound.
+TEST_F(FaultTest, AcksWaitingForSlowDeletesCountAgainstMaxInFlight) {
+  const std::string url = make_queue("fault-slow-deletes");
+  publish(url, 300, 0.0);
+  test::HttpFaults faults;
+  faults.latency = 300ms;
+  faults.only_targets = {"DeleteMessageBatch"};
+  test::HttpFaultProxy proxy("127.0.0.1", test::Emulator::shared().port(), faults);
+  ContainerOptions options;
+  options.name = "slow-deletes";
+  options.max_in_flight = 20;
+  options.max_concurrent_receives = 4;
+  std::atomic<int> handled{0};
+  Container container(options, make_sqs_source(source_through(url, proxy.endpoint())),
+                      MessageHandler([&](Message&) { ++handled; }));
+  container.start();
+  std::int64_t worst = 0, pending_seen = 0;
+  while (handled < 300) {
+    const auto stats = container.stats();
+    worst = std::max<std::int64_t>(worst, static_cast<std::int64_t>(stats.received - stats.acked));
+    pending_seen = std::max(pending_seen, stats.pending_acks);
+    std::this_thread::sleep_for(5ms);
+  }
+  container.stop();
+  EXPECT_GE(proxy.count("DeleteMessageBatch"), 1u);
+  EXPECT_GT(pending_seen, 0) << "the deletes did lag";
+  EXPECT_LE(worst, 20) << "received but not yet deleted never exceeded max_in_flight";
+  EXPECT_EQ(container.stats().acked, 300u);
+  EXPECT_EQ(queue_total(url), 0);
+}
+
+// SQS answering 5xx, throttling, truncated bodies and resets on every call while
+// messages are held longer than their visibility: the heartbeat (its own connections)
+// keeps every lease, nothing is delivered twice, nothing is lost.
+TEST_F(FaultTest, HeartbeatsKeepLeasesThroughThrottlingAndResets) {
+  const std::string url = make_queue("fault-heartbeat");
+  publish(url, 40, 0.0);
+  test::HttpFaults faults;
+  faults.server_error = 0.04;
+  faults.unavailable = 0.03;
+  faults.throttling = 0.05;
+  faults.reset = 0.02;
+  faults.truncate = 0.02;
+  test::HttpFaultProxy proxy("127.0.0.1", test::Emulator::shared().port(), faults);
+  ContainerOptions options;
+  options.name = "heartbeat-faults";
+  options.max_in_flight = 40;
+  options.worker_threads = 40;
+  options.heartbeat_interval = 300ms;
+  auto source = source_through(url, proxy.endpoint());
+  source.visibility_timeout = 2s;  // each message is held for 3 s: only the heartbeat keeps it
+  std::mutex m;
+  std::map<std::string, int> seen;
+  Container container(options, make_sqs_source(source), MessageHandler([&](Message& msg) {
+                        {
+                          std::lock_guard lock(m);
+                          ++seen[msg.id()];
+                        }
+                        std::this_thread::sleep_for(3s);
+                      }));
+  container.start();
+  EXPECT_TRUE(test::wait_until([&] { return container.stats().acked == 40; }, 60s));
+  container.stop();
+  EXPECT_GT(proxy.faults_injected(), 0u) << "faults were injected";
+  EXPECT_GT(proxy.count("ChangeMessageVisibilityBatch"), 0u) << "the heartbeat ran";
+  EXPECT_EQ(seen.size(), 40u);
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << id << " was delivered again";
+  EXPECT_EQ(container.stats().lost, 0u);
+  EXPECT_EQ(queue_total(url), 0);
 }

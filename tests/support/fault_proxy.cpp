@@ -252,7 +252,10 @@ struct HttpFaultProxy::Impl {
         std::lock_guard lock(mutex);
         current = faults;
       }
-      if (current.latency.count() > 0) {
+      const bool targeted = current.only_targets.empty() ||
+                            std::find(current.only_targets.begin(), current.only_targets.end(),
+                                      action) != current.only_targets.end();
+      if (targeted && current.latency.count() > 0) {
         timer.expires_after(current.latency);
         co_await timer.async_wait(as_tuple(use_awaitable));
       }

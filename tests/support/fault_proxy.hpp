@@ -48,7 +48,8 @@ struct HttpFaults {
   double truncate = 0;      // the server's answer with half its body, then a close
   double reset = 0;         // no answer: a RST
   std::chrono::milliseconds latency{0};
-  // Only requests whose X-Amz-Target ends with one of these get faults (empty: all).
+  // Only requests whose action (X-Amz-Target after the dot) is one of these get faults
+  // and latency (empty: all).
   std::vector<std::string> only_targets;
 };
 

@@ -238,3 +238,32 @@ TEST(FailureBackoff, GrowsWithTheReceiveCountAndSpreadsBetweenHalfAndAll) {
       << "capped, no overflow for a huge receive count";
   EXPECT_EQ(runtime::failure_backoff(milliseconds(0), milliseconds(0), 3, 12345), milliseconds(0));
 }
+
+// Issue 9, finding 5: at max_in_flight 10 (one poll's worth) a receive used to wait for
+// all 10 permits, so one slow message idled the other nine.
+TEST(ContainerCore, OneSlowMessageDoesNotIdleTheOtherPermitsAtASmallMaxInFlight) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->push("slow");
+  for (int i = 0; i < 60; ++i) queue->push("m" + std::to_string(i));
+  auto options = core_options("head-of-line");
+  options.max_in_flight = 10;
+  options.ack_mode = AckMode::on_success;
+  std::atomic<bool> release_slow{false};
+  std::atomic<int> fast_done{0};
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                        if (msg.body() == "slow") {
+                          while (!release_slow) std::this_thread::sleep_for(1ms);
+                        } else {
+                          ++fast_done;
+                        }
+                      }));
+  container.start();
+  // Every fast message is handled while the slow one still holds its permit.
+  EXPECT_TRUE(wait_until([&] { return fast_done.load() == 60; }, 5s))
+      << "handled while the slow one ran: " << fast_done.load();
+  EXPECT_EQ(container.stats().in_flight, 1);
+  release_slow = true;
+  ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 0; }));
+  container.stop();
+  EXPECT_EQ(queue->count(queue->acked), 61u);
+}
