@@ -78,6 +78,30 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                     .Help("Messages held (received, not settled)")
                     .Register(r)
                     .Add({});
+  acks_pending_ = &BuildGauge()
+                       .Name("sluice_acks_pending")
+                       .Help(
+                           "Messages acked, delete not yet confirmed by the queue (they hold "
+                           "permits)")
+                       .Register(r)
+                       .Add({});
+  acks_abandoned_ = &BuildGauge()
+                         .Name("sluice_acks_abandoned_total")
+                         .Help("Deletes given up after retries (those messages come back)")
+                         .Register(r)
+                         .Add({});
+  visibility_extensions_ = &BuildGauge()
+                                .Name("sluice_visibility_extensions_total")
+                                .Help("Leases extended by the heartbeat")
+                                .Register(r)
+                                .Add({});
+  lease_remaining_ = &BuildGauge()
+                          .Name("sluice_heartbeat_lease_remaining_min_seconds")
+                          .Help(
+                              "Least lease left on a held message at the latest heartbeat "
+                              "round (towards 0: the heartbeat lags; -1: nothing was due)")
+                          .Register(r)
+                          .Add({});
   receives_ = &BuildGauge()
                    .Name("sluice_concurrent_receives")
                    .Help("Receive loops running")
@@ -142,6 +166,16 @@ double PipelineMetrics::mean_sink_batch() const {
 double PipelineMetrics::active_seconds() const {
   const auto first = first_receive_ns_.load(), last = last_settle_ns_.load();
   return first && last > first ? static_cast<double>(last - first) / 1e9 : 0.0;
+}
+
+void PipelineMetrics::update(const ContainerStats& stats) {
+  in_flight_->Set(static_cast<double>(stats.in_flight));
+  acks_pending_->Set(static_cast<double>(stats.pending_acks));
+  acks_abandoned_->Set(static_cast<double>(stats.failed_acks));
+  visibility_extensions_->Set(static_cast<double>(stats.visibility_extensions));
+  lease_remaining_->Set(stats.lease_remaining_min_ms < 0
+                            ? -1.0
+                            : static_cast<double>(stats.lease_remaining_min_ms) / 1000.0);
 }
 
 void PipelineMetrics::on_receive(std::size_t messages, std::chrono::nanoseconds latency) {

@@ -38,7 +38,8 @@ class PipelineMetrics : public ContainerObserver {
   void record_rejected(const std::string& reason);
   void record_batch(std::size_t size, std::chrono::nanoseconds latency);
   void record_sink_failure();
-  void set_in_flight(double n) { in_flight_->Set(n); }
+  // The container's own figures: in flight, acks pending and abandoned, heartbeat.
+  void update(const ContainerStats& stats);
   void set_backlog(double visible, double not_visible);
 
   std::string serialize() const;
@@ -73,6 +74,10 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Family<prometheus::Counter>* settled_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* receives_;
+  prometheus::Gauge* acks_pending_;
+  prometheus::Gauge* acks_abandoned_;
+  prometheus::Gauge* visibility_extensions_;
+  prometheus::Gauge* lease_remaining_;
   prometheus::Gauge* backlog_visible_;
   prometheus::Gauge* backlog_in_flight_;
   prometheus::Histogram* poll_latency_;

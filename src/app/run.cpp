@@ -271,7 +271,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   while (g_signal == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const auto stats = container->stats();
-    metrics->set_in_flight(static_cast<double>(stats.in_flight));
+    metrics->update(stats);
     const std::int64_t read_at = counts.read_at_ns.load();
     if (read_at == counts_seen_ns) continue;  // no new reading of the queue
     counts_seen_ns = read_at;

@@ -105,6 +105,14 @@ std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, 
   return std::nullopt;
 }
 
+// simdjson's words, made specific where they are vague.
+std::string json_error(simdjson::error_code error) {
+  if (error == simdjson::NUMBER_ERROR || error == simdjson::NUMBER_OUT_OF_RANGE)
+    return "a number is malformed or out of range (an integer beyond 64 bits, or beyond double "
+           "precision)";
+  return simdjson::error_message(error);
+}
+
 // The first key that appears twice in one object, anywhere in the document: JSON
 // parsers disagree on which value wins (RFC 8259 4, I-JSON forbids it), so such a
 // body is malformed rather than silently read one way.
@@ -213,15 +221,14 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
                      "body starts with a UTF-8 byte-order mark (JSON text must not, RFC 8259 8.1)"};
   simdjson::dom::element root;
   if (auto error = parser.parse(message.body.data(), message.body.size()).get(root))
-    return Rejection{RejectReason::malformed,
-                     std::string("body is not valid JSON: ") + simdjson::error_message(error)};
+    return Rejection{RejectReason::malformed, "body is not valid JSON: " + json_error(error)};
   if (spec_.unwrap_sns) {
     std::string_view type, inner;
     if (!root["Type"].get_string().get(type) && type == "Notification" &&
         !root["Message"].get_string().get(inner)) {
       if (auto error = inner_parser.parse(inner.data(), inner.size()).get(root))
-        return Rejection{RejectReason::malformed, std::string("SNS Message is not valid JSON: ") +
-                                                      simdjson::error_message(error)};
+        return Rejection{RejectReason::malformed,
+                         "SNS Message is not valid JSON: " + json_error(error)};
     } else {
       return Rejection{RejectReason::malformed, "expected an SNS Notification envelope"};
     }

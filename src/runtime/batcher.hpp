@@ -19,6 +19,8 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/log_exceptions.hpp"
+
 namespace sluice::runtime {
 
 template <class Entry>
@@ -39,7 +41,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   void start() {
     auto self = this->shared_from_this();
     boost::asio::co_spawn(
-        executor_, [self]() { return self->timer_loop(); }, boost::asio::detached);
+        executor_, [self]() { return self->timer_loop(); }, log_if_thrown("batcher timer"));
   }
 
   // Thread-safe.
@@ -98,7 +100,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
     auto self = this->shared_from_this();
     boost::asio::co_spawn(
         executor_, [self, partial_first]() { return self->flush_loop(partial_first); },
-        boost::asio::detached);
+        log_if_thrown("batcher flush"));
   }
 
   // Holds one flush slot; keeps sending while full batches are waiting. Only the

@@ -35,6 +35,7 @@
 
 #include "runtime/backoff.hpp"
 #include "runtime/dispatch.hpp"
+#include "runtime/log_exceptions.hpp"
 #include "runtime/permits.hpp"
 #include "runtime/receive_scaler.hpp"
 #include "runtime/source.hpp"
@@ -211,9 +212,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     try {
       if (co_await source->reject(state, reason))
         dead_lettered.fetch_add(1, std::memory_order_relaxed);
-    } catch (const std::exception& e) {
+    } catch (...) {
+      std::string what = "not a std::exception";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
       spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"",
-                    options.name, state->id, e.what());
+                    options.name, state->id, what);
       source->retry(state, backoff_for(state->receive_count));
       outcome = Outcome::retry;
     }
@@ -250,7 +258,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         [self, units = std::move(units)]() mutable -> asio::awaitable<void> {
           co_await self->send_units(std::move(units));
         },
-        asio::detached);
+        runtime::log_if_thrown(options.name + " hand-over"));
   }
 
   std::chrono::milliseconds backoff_for(int receive_count) const {
@@ -346,6 +354,23 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
             "error=\"{}\"",
             options.name, id, runtime::to_string(e.kind()), e.code(), error_backoff.count(),
             e.what());
+      } catch (...) {
+        // A source that throws something else: its permits come back all the same, and
+        // the loop backs off as for any failed receive.
+        permits.release(taken);
+        if (intake_closed) co_return;
+        receive_failed = true;
+        receive_errors.fetch_add(1, std::memory_order_relaxed);
+        std::string what = "not a std::exception";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        if (observer) observer->on_receive_error(what);
+        spdlog::warn("container={} event=receive_failed receiver={} retry_in_ms={} error=\"{}\"",
+                     options.name, id, error_backoff.count(), what);
       }
       if (receive_failed) {
         // Queue missing, credentials failing, endpoint down: back off, keep trying.
@@ -571,12 +596,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     source = source_factory(context);  // throws SourceError (configuration)
     workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
     for (int i = 0; i < options.worker_threads; ++i)
-      asio::co_spawn(*workers, worker_loop(), asio::detached);
+      asio::co_spawn(*workers, worker_loop(), runtime::log_if_thrown(options.name + " worker"));
     // Opening is cancelled by stop() like a receive (a frozen endpoint must not hold it).
     auto open_signal = std::make_shared<asio::cancellation_signal>();
     receiver_signals[kOpening] = open_signal;
     asio::co_spawn(io, open_and_run(),
-                   asio::bind_cancellation_slot(open_signal->slot(), asio::detached));
+                   asio::bind_cancellation_slot(open_signal->slot(),
+                                                runtime::log_if_thrown(options.name + " open")));
     // The I/O thread runs until stop(), even while a source has nothing pending.
     io_work.emplace(io.get_executor());
     io_thread = std::thread([this] { io.run(); });
@@ -634,7 +660,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         interval = capabilities.lease / 3;
       }
       asio::co_spawn(io, heartbeat_loop(std::max(interval, std::chrono::milliseconds(1))),
-                     asio::detached);
+                     runtime::log_if_thrown(options.name + " heartbeat"));
     }
     for (int i = 0; i < options.min_concurrent_receives; ++i) spawn_receiver();
     spdlog::info(

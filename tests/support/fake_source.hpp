@@ -28,6 +28,7 @@ struct FakeQueue {
   std::uint64_t lease = 1;  // the lease new deliveries are held under
   int max_batch = 10;
   bool ordered_groups = false;
+  int throws_left = 0;  // receives that throw something that is not a std::exception
   runtime::SourceContext context;
 
   void push(std::string body, std::optional<std::string> group = std::nullopt) {
@@ -63,6 +64,13 @@ class FakeSource final : public runtime::Source {
     return c;
   }
   boost::asio::awaitable<std::vector<runtime::StatePtr>> receive(int max) override {
+    {
+      std::lock_guard lock(queue_->mutex);
+      if (queue_->throws_left > 0) {
+        --queue_->throws_left;
+        throw 42;
+      }
+    }
     for (;;) {
       std::vector<runtime::StatePtr> states;
       {

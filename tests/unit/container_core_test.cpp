@@ -267,3 +267,22 @@ TEST(ContainerCore, OneSlowMessageDoesNotIdleTheOtherPermitsAtASmallMaxInFlight)
   container.stop();
   EXPECT_EQ(queue->count(queue->acked), 61u);
 }
+
+// Issue 9, finding 8: a source throwing something that is not a std::exception used to
+// end its receive loop holding the permits it had taken.
+TEST(ContainerCore, AReceiveThrowingANonStdExceptionGivesItsPermitsBack) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->throws_left = 3;
+  for (int i = 0; i < 50; ++i) queue->push("m" + std::to_string(i));
+  auto options = core_options("throws");
+  options.max_in_flight = 10;
+  options.min_concurrent_receives = options.max_concurrent_receives = 1;
+  options.ack_mode = AckMode::on_success;
+  options.error_backoff_max = 50ms;
+  Container container(options, test::fake_source(queue), MessageHandler([](Message&) {}));
+  container.start();
+  EXPECT_TRUE(wait_until([&] { return queue->count(queue->acked) == 50; }, 10s))
+      << queue->count(queue->acked);
+  EXPECT_EQ(container.stats().receive_errors, 3u) << "the throws happened";
+  container.stop();
+}
