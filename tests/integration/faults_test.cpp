@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -433,7 +435,9 @@ TEST_P(HostileBodies, EachIsRejectedWithItsReasonOrStoredAndTheGoodOnesAllArrive
   EXPECT_EQ(summary.rejected_malformed, expected["malformed"]);
   EXPECT_EQ(summary.rejected_validation, expected["validation"]);
   EXPECT_EQ(summary.rejected_schema_drift, expected["schema_drift"]);
-  if (sink_kind == "postgres") EXPECT_EQ(summary.rejected_sink_refused, sink_decides);
+  if (sink_kind == "postgres") {
+    EXPECT_EQ(summary.rejected_sink_refused, sink_decides);
+  }
   EXPECT_EQ(summary.records_in_sink + summary.rejected_sink_refused,
             good.distinct_records + stored + sink_decides)
       << "every good event and every valid hostile one is stored";
@@ -443,11 +447,67 @@ TEST_P(HostileBodies, EachIsRejectedWithItsReasonOrStoredAndTheGoodOnesAllArrive
     // Each reject names its problem.
     const std::string details = test::Postgres::shared().query(
         "SELECT reason || ': ' || detail FROM hostile_rejects_" + id);
-    for (const auto& h : corpus)
-      if (!h.detail.empty())
+    for (const auto& h : corpus) {
+      if (!h.detail.empty()) {
         EXPECT_NE(details.find(h.detail), std::string::npos) << h.detail << " in\n" << details;
+      }
+    }
     EXPECT_NE(details.find("sink_refused: PostgreSQL"), std::string::npos) << details;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sinks, HostileBodies, ::testing::Values("sqlite", "postgres", "mongodb"));
+
+// The volume run, at CI size (SLUICE_FAULT_MESSAGES=100000 for the full one):
+// through 10% SQS errors (500, 503, throttling), resets and truncated answers, every
+// distinct record is in PostgreSQL exactly once and the queue drains.
+TEST_F(FaultTest, ThroughTenPercentSqsFaultsEveryRecordIsStoredExactlyOnce) {
+  const char* env = std::getenv("SLUICE_FAULT_MESSAGES");
+  const int messages = env ? std::atoi(env) : 20000;
+  auto& pg = test::Postgres::shared();
+  const std::string url = make_queue("fault-volume");
+  const auto events = publish(url, messages, 0.2, 31);
+  test::HttpFaults faults;
+  faults.server_error = 0.03;
+  faults.unavailable = 0.03;
+  faults.throttling = 0.04;
+  faults.reset = 0.01;
+  faults.truncate = 0.005;
+  test::HttpFaultProxy proxy("127.0.0.1", test::Emulator::shared().port(), faults);
+  const std::string table = "volume_" + std::to_string(getpid());
+  const std::string config_path = write_config(
+      "volume",
+      yaml(url, proxy.endpoint(),
+           "sink:\n  type: postgres\n  table: " + table +
+               "\n  batch_size: 200\n  writers: 2\n  postgres:\n    dsn: " + pg.dsn() + "\n"));
+  pid_t pid = 0;
+  const char* argv[] = {SLUICE_BINARY,     "run",  "--config", config_path.c_str(),
+                        "--until-drained", nullptr};
+  const auto started = Clock::now();
+  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
+            0);
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  const auto counts = proxy.counts();
+  std::string faults_seen;
+  for (const auto& [key, n] : counts) faults_seen += " " + key + "=" + std::to_string(n);
+  std::cout << "fault run: " << messages << " messages in " << seconds << " s, sluice CPU " << cpu
+            << " s (" << cpu / messages * 1e6 << " us/message); requests and faults:" << faults_seen
+            << "\n";
+  EXPECT_GT(proxy.count("fault:InternalError"), 0u);
+  EXPECT_GT(proxy.count("fault:ServiceUnavailable"), 0u);
+  EXPECT_GT(proxy.count("fault:ThrottlingException"), 0u);
+  EXPECT_GT(proxy.count("fault:reset"), 0u);
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + table),
+            std::to_string(events.distinct_records) + "\n");
+  EXPECT_EQ(pg.query("SELECT count(DISTINCT hash) FROM " + table),
+            std::to_string(events.distinct_records) + "\n");
+  EXPECT_EQ(queue_total(url), 0);
+  std::filesystem::remove(config_path);
+}
