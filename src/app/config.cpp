@@ -622,12 +622,33 @@ void finalize(PipelineConfig& c) {
   // batch is handled in one worker call: one thread hand-off per poll, not per message.
   c.container.listener_mode = ListenerMode::batch;
   c.writer.dead_letter_queue = !c.sqs.dead_letter_queue_url.empty();
+  // The library's checks speak of its own option names: say the YAML keys instead.
   try {
     validate(c.container);
     validate(c.sqs);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(std::string("source: ") + e.what());
+    std::string what = e.what();
+    static const std::pair<const char*, const char*> keys[] = {
+        {"container option failure_backoff_base", "source.failure_backoff"},
+        {"at least failure_backoff_base", "at least source.failure_backoff"},
+        {"container option error_backoff_max", "source.receive_error_backoff_max"},
+        {"container option min_concurrent_receives", "source.concurrency (MIN)"},
+        {"container option max_concurrent_receives", "source.concurrency (MAX)"},
+        {"container option ", "source."},
+        {"SQS source option ", "source."}};
+    for (const auto& [from, to] : keys)
+      if (auto at = what.find(from); at != std::string::npos)
+        what.replace(at, std::string_view(from).size(), to);
+    throw ConfigError(what);
   }
+  // A heartbeat that comes less often than half the visibility can let a held message
+  // reappear: refused here rather than corrected at run time.
+  if (c.container.heartbeat && c.container.heartbeat_interval.count() > 0 &&
+      c.container.heartbeat_interval * 2 > c.sqs.visibility_timeout)
+    throw ConfigError("source.heartbeat_interval: got " +
+                      std::to_string(c.container.heartbeat_interval.count()) +
+                      "ms, expected at most half of source.visibility_timeout (" +
+                      std::to_string(c.sqs.visibility_timeout.count()) + "s)");
   try {
     pipeline::validate(c.transform);
   } catch (const std::invalid_argument& e) {

@@ -117,6 +117,8 @@ TEST_F(FaultTest, FrozenDatabaseStillExitsWithinTheDeadline) {
   // The fault happened: a writer's statement is held by the frozen "server".
   ASSERT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s));
   const auto [took, code] = terminate(pid);
+  std::cout << "stopped " << std::chrono::duration<double>(took).count()
+            << " s after SIGTERM (shutdown_deadline 3 s), exit code " << code << "\n";
   EXPECT_LE(took, 3s + kMargin + kSlack) << "exit " << code;
   EXPECT_TRUE(code == 0 || code == 5) << code;
   // Nothing lost: what was not written is delivered again, and a run on a healthy
@@ -152,6 +154,8 @@ TEST_F(FaultTest, FrozenSqsEndpointStillExitsWithinTheDeadline) {
   proxy.stall(true);
   ASSERT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s));
   const auto [took, code] = terminate(pid);
+  std::cout << "stopped " << std::chrono::duration<double>(took).count()
+            << " s after SIGTERM (shutdown_deadline 3 s), exit code " << code << "\n";
   EXPECT_LE(took, 3s + kMargin + kSlack) << "exit " << code;
   EXPECT_TRUE(code == 0 || code == 5) << code;
   proxy.stall(false);

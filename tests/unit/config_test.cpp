@@ -167,6 +167,11 @@ TEST(Config, RefusesWhatItUsedToAcceptSilently) {
   const std::string from_env = error_of(kMinimal);
   unsetenv("SLUICE_SQS_ENDPOINT");
   EXPECT_TRUE(has(from_env, {"source.endpoint_url", "SLUICE_SQS_ENDPOINT", "'nonsense'"}));
+  // Cross-field errors name the YAML keys, not the library's option names.
+  EXPECT_TRUE(has(error_of(with("source:\n  failure_backoff: 10s\n  failure_backoff_max: 1s\n")),
+                  {"source.failure_backoff_max", "at least source.failure_backoff"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  visibility_timeout: 10s\n  heartbeat_interval: 6s\n")),
+                  {"source.heartbeat_interval", "half of source.visibility_timeout"}));
   // Unacknowledged MongoDB writes.
   EXPECT_TRUE(has(error_of(with("sink:\n  mongodb:\n    write_concern: \"0\"\n")),
                   {"sink.mongodb.write_concern", "from 1"}));
