@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "app/metrics.hpp"
+#include "common/redact.hpp"
 #include "sluice/aws/http.hpp"
 
 namespace sluice::app {
@@ -118,10 +119,14 @@ std::string as_queue_url(const YAML::Node& n, const std::string& key) {
   } catch (const std::exception& e) {
     bad(key, n, "an SQS queue URL such as https://sqs.us-east-1.amazonaws.com/123456789012/orders");
   }
+  if (text.find('@') != std::string::npos)
+    throw ConfigError(key + ": got '" + common::redact_password(text) +
+                      "', expected a queue URL without credentials in it (they come from the AWS "
+                      "settings)");
   const auto account_end = url.target.find('/', 1);
-  if (url.target.size() < 4 || account_end == std::string::npos ||
+  if (url.target.size() < 4 || account_end == std::string::npos || account_end == 1 ||
       account_end + 1 >= url.target.size() ||
-      url.target.find_first_of("/?#", account_end + 1) != std::string::npos)
+      url.target.find_first_of("/?# ", account_end + 1) != std::string::npos)
     bad(key, n,
         "an SQS queue URL whose path is /ACCOUNT/QUEUE_NAME, such as "
         "https://sqs.us-east-1.amazonaws.com/123456789012/orders");
@@ -419,7 +424,15 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          const std::string w = as_string(n, k);
          // w: 0 (unacknowledged) is refused: we would ack what the server may not have.
-         if (w != "majority") as_int(n, k, 1, 50);
+         if (w != "majority") {
+           try {
+             as_int(n, k, 1, 50);
+           } catch (const ConfigError&) {
+             bad(k, n,
+                 "\"majority\" or a number of nodes from 1 to 50 (0, unacknowledged, is "
+                 "refused)");
+           }
+         }
          c.mongodb.write_concern = w;
        }},
       {"sink.mongodb.id_from_hash", "boolean", "false",
@@ -441,8 +454,8 @@ const std::vector<Option>& options() {
          if (c.metrics_listen.empty()) return;
          try {
            parse_listen_address(c.metrics_listen);
-         } catch (const std::invalid_argument&) {
-           bad(k, n, "HOST:PORT with an IP address and a port from 1 to 65535 (0: any free port)");
+         } catch (const std::invalid_argument& e) {
+           throw ConfigError(k + ": " + e.what());  // "got '...', expected ..."
          }
        },
        "SLUICE_METRICS_LISTEN"},

@@ -162,7 +162,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   demo->add_flag("--keep-queue", round_trip.keep_queue, "do not delete the queue afterwards");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are successes; every other parse error is bad usage: 2
+    // (README), not CLI11's own codes.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   setup_logging(log_level);
   int code = EXIT_FAILURE;
   try {

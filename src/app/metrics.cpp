@@ -85,12 +85,12 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                            "permits)")
                        .Register(r)
                        .Add({});
-  acks_abandoned_ = &BuildGauge()
+  acks_abandoned_ = &BuildCounter()
                          .Name("sluice_acks_abandoned_total")
                          .Help("Deletes given up after retries (those messages come back)")
                          .Register(r)
                          .Add({});
-  visibility_extensions_ = &BuildGauge()
+  visibility_extensions_ = &BuildCounter()
                                 .Name("sluice_visibility_extensions_total")
                                 .Help("Leases extended by the heartbeat")
                                 .Register(r)
@@ -171,8 +171,12 @@ double PipelineMetrics::active_seconds() const {
 void PipelineMetrics::update(const ContainerStats& stats) {
   in_flight_->Set(static_cast<double>(stats.in_flight));
   acks_pending_->Set(static_cast<double>(stats.pending_acks));
-  acks_abandoned_->Set(static_cast<double>(stats.failed_acks));
-  visibility_extensions_->Set(static_cast<double>(stats.visibility_extensions));
+  // Counters from the container's totals: add what is new since the last update.
+  acks_abandoned_->Increment(static_cast<double>(stats.failed_acks - seen_failed_acks_));
+  visibility_extensions_->Increment(
+      static_cast<double>(stats.visibility_extensions - seen_extensions_));
+  seen_failed_acks_ = stats.failed_acks;
+  seen_extensions_ = stats.visibility_extensions;
   lease_remaining_->Set(stats.lease_remaining_min_ms < 0
                             ? -1.0
                             : static_cast<double>(stats.lease_remaining_min_ms) / 1000.0);
@@ -298,6 +302,8 @@ std::pair<asio::ip::address, unsigned short> parse_listen_address(const std::str
   std::string host = listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string::npos)
+    throw bad("an IPv6 address in brackets, e.g. [::1]:9464");
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw bad("an IP address (e.g. 127.0.0.1 or [::1]) before the port");

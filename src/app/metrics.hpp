@@ -39,6 +39,7 @@ class PipelineMetrics : public ContainerObserver {
   void record_batch(std::size_t size, std::chrono::nanoseconds latency);
   void record_sink_failure();
   // The container's own figures: in flight, acks pending and abandoned, heartbeat.
+  // From one thread (the main loop).
   void update(const ContainerStats& stats);
   void set_backlog(double visible, double not_visible);
 
@@ -75,8 +76,9 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* receives_;
   prometheus::Gauge* acks_pending_;
-  prometheus::Gauge* acks_abandoned_;
-  prometheus::Gauge* visibility_extensions_;
+  prometheus::Counter* acks_abandoned_;
+  prometheus::Counter* visibility_extensions_;
+  std::uint64_t seen_failed_acks_ = 0, seen_extensions_ = 0;  // update()'s caller only
   prometheus::Gauge* lease_remaining_;
   prometheus::Gauge* backlog_visible_;
   prometheus::Gauge* backlog_in_flight_;

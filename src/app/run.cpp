@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 #include <condition_variable>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -183,12 +184,32 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   // The queue must exist (unless configured to wait for it): a typo in the URL is an
   // error now, not a stream of QueueDoesNotExist warnings forever.
+  // Signals count from here: a SIGTERM during a slow start stops it too.
+  g_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
   try {
     auto check = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.sqs.queue_url),
                                 asio::use_future);
-    stats_io.run_for(std::chrono::seconds(15));
+    const auto check_until = Clock::now() + std::chrono::seconds(15);
+    while (check.wait_for(std::chrono::seconds(0)) != std::future_status::ready && g_signal == 0 &&
+           Clock::now() < check_until) {
+      stats_io.restart();
+      stats_io.run_for(std::chrono::milliseconds(100));
+    }
     stats_io.restart();
-    if (check.wait_for(std::chrono::seconds(0)) == std::future_status::ready) check.get();
+    if (g_signal != 0) {
+      spdlog::info("event=signal_during_start signal={}", g_signal.load());
+      writer.stop();
+      return 0;
+    }
+    if (check.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      check.get();
+    else
+      spdlog::warn("event=queue_check_timeout queue={} waited_s=15 action=continue",
+                   config.sqs.queue_url);
   } catch (const aws::AwsError& e) {
     const bool missing = e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue");
     if (missing && !config.wait_for_queue) {
@@ -247,12 +268,6 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       return 2;
     }
   }
-
-  g_signal = 0;
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
 
   try {
     container->start();
@@ -328,17 +343,32 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
   summary.rejected_sink_refused = metrics->rejected("sink_refused");
-  // SQLite is a local file; a server is asked only within the deadline.
-  if (writers_stopped && (config.sink == SinkType::sqlite || Clock::now() < deadline)) {
-    // One short call, and only within the deadline: the count is a courtesy.
+  // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
+  // past the watchdog's margin (a server that stopped answering must not hold the exit).
+  if (writers_stopped) {
     PipelineConfig quick = config;
     quick.postgres.query_timeout = std::chrono::seconds(1);
     quick.postgres.connect_timeout = std::chrono::seconds(1);
-    try {
-      auto sink = sink_factory(quick)();
-      summary.records_in_sink = sink->count_records();
-    } catch (const std::exception& e) {
-      spdlog::warn("event=count_failed error=\"{}\"", e.what());
+    auto counted = std::make_shared<std::promise<std::uint64_t>>();
+    auto future = counted->get_future();
+    std::thread([factory = sink_factory(quick), counted] {
+      try {
+        counted->set_value(factory()->count_records());
+      } catch (...) {
+        counted->set_exception(std::current_exception());
+      }
+    }).detach();
+    const auto budget = std::min<Clock::duration>(
+        std::chrono::seconds(2),
+        deadline + kShutdownMargin - std::chrono::milliseconds(500) - Clock::now());
+    if (future.wait_for(budget) == std::future_status::ready) {
+      try {
+        summary.records_in_sink = future.get();
+      } catch (const std::exception& e) {
+        spdlog::warn("event=count_failed error=\"{}\"", e.what());
+      }
+    } else {
+      spdlog::warn("event=count_skipped reason=\"no answer in time\"");
     }
   }
   if (work_ended == Clock::time_point{}) work_ended = Clock::now();

@@ -57,6 +57,21 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
     if (kick) spawn_flush(partial);
   }
 
+  // Sends what is pending now, a partial batch if need be, unless a send is in flight
+  // already (what is pending goes with the next one): for when settlements hold up
+  // intake and waiting for the timer would idle the permits they hold. Thread-safe.
+  void flush_now() {
+    bool kick = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (pending_.empty() || stopped_) return;
+      urgent_ = true;  // a send in flight goes on with what is pending, partial or not
+      kick = flushes_ == 0;
+      if (kick) ++flushes_;
+    }
+    if (kick) spawn_flush(true);
+  }
+
   std::size_t pending() const {
     std::lock_guard lock(mutex_);
     return pending_.size();
@@ -110,17 +125,24 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
       std::vector<Entry> batch;
       {
         std::lock_guard lock(mutex_);
-        if (!(first && partial_first) && !eager_ && pending_.size() < batch_size_) {
+        if (!(first && partial_first) && !eager_ && !urgent_ && pending_.size() < batch_size_) {
           --flushes_;
           co_return;
         }
         batch = take_locked();
+        if (pending_.empty()) urgent_ = false;
         if (batch.empty()) {
           --flushes_;
           co_return;
         }
       }
-      co_await send_(std::move(batch));
+      try {
+        co_await send_(std::move(batch));
+      } catch (...) {  // a send that throws must not keep its flush slot forever
+        std::lock_guard lock(mutex_);
+        --flushes_;
+        throw;
+      }
     }
   }
 
@@ -149,6 +171,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   int flushes_ = 0;
   bool stopped_ = false;
   std::atomic<bool> eager_{false};
+  bool urgent_ = false;  // flush_now() asked: partial batches until nothing is pending (mutex_)
   boost::asio::steady_timer timer_{executor_};
 };
 

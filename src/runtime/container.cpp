@@ -176,6 +176,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void settle(const StatePtr& state, Outcome outcome, std::string reason) override {
     switch (outcome) {
       case Outcome::ack:
+        // Counted before the source may confirm it (on another thread).
+        if (capabilities.confirms_acks) pending_acks.fetch_add(1, std::memory_order_relaxed);
         source->ack(state);
         break;
       case Outcome::retry:
@@ -237,10 +239,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       held.erase(state.get());
     }
     in_flight.fetch_sub(1, std::memory_order_relaxed);
-    if (outcome == Outcome::ack && capabilities.confirms_acks)
-      pending_acks.fetch_add(1, std::memory_order_relaxed);  // its permit: once confirmed
-    else
+    if (outcome == Outcome::ack && capabilities.confirms_acks) {
+      // Its permit comes back once the queue confirms the ack; if intake is short of
+      // permits meanwhile, the acks go now instead of at the next interval.
+      if (permits.available() < capabilities.max_batch) source->expedite_acks();
+    } else {
       permits.release(1);
+    }
     for (auto& s : step.release) s->settle(Outcome::release);
     if (!step.ready.empty()) hand_over(std::move(step.ready));
   }

@@ -5,40 +5,52 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <tuple>
 
 namespace sluice::runtime {
 namespace asio = boost::asio;
 using namespace boost::asio::experimental::awaitable_operators;
 
 asio::awaitable<int> Permits::acquire_up_to(int max) {
+  bool first = true, lingered = false;
   for (;;) {
     std::shared_ptr<Signal> signal;
+    bool timed = false;
     {
       std::lock_guard lock(mutex_);
       if (closed_) co_return 0;
-      if (available_ > 0) {
+      if (available_ > 0 && (first || lingered || available_ >= wake_threshold_)) {
         const int taken = std::min(max, available_);
         available_ -= taken;
         co_return taken;
       }
+      first = false;
       signal = std::make_shared<Signal>(co_await asio::this_coro::executor, 1);
-      waiters_.push_back(signal);
+      // None free: sleep until one is (no timer). Some free, fewer than a poll's worth:
+      // wait for the threshold, at most `linger`.
+      timed = available_ > 0;
+      (timed ? waiters_ : empty_waiters_).push_back(signal);
     }
-    // Woken at the threshold, or after `linger` to take what is free by then.
-    asio::steady_timer timer(co_await asio::this_coro::executor, linger);
-    auto woken = co_await (signal->async_receive(asio::as_tuple(asio::use_awaitable)) ||
-                           timer.async_wait(asio::as_tuple(asio::use_awaitable)));
-    const auto ec =
-        woken.index() == 0 ? std::get<0>(std::get<0>(woken)) : std::get<0>(std::get<1>(woken));
-    if (woken.index() == 1 && !ec) {  // lingered: no longer a waiter; loop and look
-      std::lock_guard lock(mutex_);
-      std::erase(waiters_, signal);
-      continue;
+    boost::system::error_code ec;
+    if (timed) {
+      asio::steady_timer timer(co_await asio::this_coro::executor, linger);
+      auto woken = co_await (signal->async_receive(asio::as_tuple(asio::use_awaitable)) ||
+                             timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+      ec = woken.index() == 0 ? std::get<0>(std::get<0>(woken)) : std::get<0>(std::get<1>(woken));
+      if (woken.index() == 1 && !ec) {  // lingered long enough: take what is free
+        std::lock_guard lock(mutex_);
+        std::erase(waiters_, signal);
+        lingered = true;
+        continue;
+      }
+    } else {
+      std::tie(ec) = co_await signal->async_receive(asio::as_tuple(asio::use_awaitable));
     }
     if (ec == asio::error::operation_aborted ||
         ec == asio::experimental::error::channel_cancelled) {
       std::lock_guard lock(mutex_);
       std::erase(waiters_, signal);
+      std::erase(empty_waiters_, signal);
       throw boost::system::system_error(asio::error::operation_aborted);
     }
   }
@@ -48,13 +60,15 @@ void Permits::release(int count) {
   if (count <= 0) return;
   std::lock_guard lock(mutex_);
   available_ += count;
-  if (available_ >= wake_threshold_ && !waiters_.empty()) wake_locked();
+  if (available_ >= wake_threshold_) wake(waiters_);
+  wake(empty_waiters_);
 }
 
 void Permits::close() {
   std::lock_guard lock(mutex_);
   closed_ = true;
-  wake_locked();
+  wake(waiters_);
+  wake(empty_waiters_);
 }
 
 int Permits::available() const {
@@ -62,9 +76,9 @@ int Permits::available() const {
   return available_;
 }
 
-void Permits::wake_locked() {
-  for (auto& w : waiters_) w->try_send(boost::system::error_code{});
-  waiters_.clear();
+void Permits::wake(std::vector<std::shared_ptr<Signal>>& list) {
+  for (auto& w : list) w->try_send(boost::system::error_code{});
+  list.clear();
 }
 
 }  // namespace sluice::runtime

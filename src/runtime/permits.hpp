@@ -42,13 +42,14 @@ class Permits {
 
  private:
   using Signal = boost::asio::experimental::concurrent_channel<void(boost::system::error_code)>;
-  void wake_locked();
+  void wake(std::vector<std::shared_ptr<Signal>>& list);  // under mutex_
   const int total_;
   int wake_threshold_;
   mutable std::mutex mutex_;
   int available_;
   bool closed_ = false;
-  std::vector<std::shared_ptr<Signal>> waiters_;
+  std::vector<std::shared_ptr<Signal>> waiters_;        // some free: for the threshold
+  std::vector<std::shared_ptr<Signal>> empty_waiters_;  // none free: for any
 };
 
 }  // namespace sluice::runtime

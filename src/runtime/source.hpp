@@ -93,6 +93,9 @@ class Source {
 
   // Settlement verbs (each message gets exactly one). Thread-safe.
   virtual void ack(const StatePtr& state) = 0;
+  // With confirms_acks: intake is waiting for permits that pending acks hold, send
+  // them now rather than at the next batching interval. Thread-safe.
+  virtual void expedite_acks() {}
   // Failed: deliver it again, not before `backoff` has passed.
   virtual void retry(const StatePtr& state, std::chrono::milliseconds backoff) = 0;
   // Give it back unprocessed, at once.

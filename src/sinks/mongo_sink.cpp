@@ -15,28 +15,27 @@
 namespace sluice::sinks {
 namespace {
 
-// The one place where MongoDB's write error codes are sorted (error_codes.yml):
-// what may succeed when tried again; everything else is refused for good (validation,
-// a document too large, an invalid field name, another unique index).
-bool transient_code(std::int64_t code) {
+// The one place where MongoDB's write error codes are sorted (error_codes.yml): the
+// codes that mean "this document, every time" are refused; any other code, known or
+// not, may pass when tried again (shutdown, stepdown, stale routing, interruption,
+// disk full, throttling, ...): the record is nacked and comes back.
+bool refused_code(std::int64_t code) {
   switch (code) {
-    case 6:      // HostUnreachable
-    case 7:      // HostNotFound
-    case 24:     // LockTimeout
-    case 46:     // LockBusy
-    case 50:     // MaxTimeMSExpired
-    case 89:     // NetworkTimeout
-    case 91:     // ShutdownInProgress
-    case 112:    // WriteConflict
-    case 189:    // PrimarySteppedDown
-    case 262:    // ExceededTimeLimit
-    case 9001:   // SocketException
-    case 10107:  // NotWritablePrimary
-    case 11600:  // InterruptedAtShutdown
-    case 11602:  // InterruptedDueToReplStateChange
-    case 13435:  // NotPrimaryNoSecondaryOk
-    case 13436:  // NotPrimaryOrSecondary
-    case 16500:  // a throttled request (Cosmos DB's API for MongoDB)
+    case 2:      // BadValue
+    case 9:      // FailedToParse
+    case 14:     // TypeMismatch
+    case 22:     // InvalidBSON
+    case 52:     // DollarPrefixedFieldName
+    case 53:     // InvalidIdField
+    case 54:     // NotSingleValueField
+    case 55:     // InvalidDBRef
+    case 56:     // EmptyFieldName
+    case 57:     // DottedFieldName
+    case 66:     // ImmutableField
+    case 121:    // DocumentValidationFailure
+    case 10334:  // BSONObjectTooLarge
+    case 17280:  // KeyTooLong
+    case 17419:  // a document grown past the maximum size
       return true;
     default:
       return false;
@@ -70,14 +69,14 @@ class MongoSink final : public Sink {
     bson_error_t error;
     mongoc_uri_t* uri = mongoc_uri_new_with_error(options_.uri.c_str(), &error);
     if (!uri)
-      throw SinkError("MongoDB URI '" + common::redact_password(options_.uri) +
-                      "': " + error.message);
+      throw scrubbed("MongoDB URI '" + common::redact_password(options_.uri) +
+                     "': " + error.message);
     // Bound every call unless the URI says otherwise (the driver's default is 5 minutes).
     if (!mongoc_uri_has_option(uri, MONGOC_URI_SOCKETTIMEOUTMS))
       mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SOCKETTIMEOUTMS, 30000);
     client_ = mongoc_client_new_from_uri_with_error(uri, &error);
     mongoc_uri_destroy(uri);
-    if (!client_) throw SinkError(std::string("MongoDB client: ") + error.message);
+    if (!client_) throw scrubbed(std::string("MongoDB client: ") + error.message);
     mongoc_client_set_error_api(client_, MONGOC_ERROR_API_VERSION_2);
     collection_ = mongoc_client_get_collection(client_, options_.database.c_str(),
                                                options_.collection.c_str());
@@ -94,9 +93,10 @@ class MongoSink final : public Sink {
       } catch (const std::exception&) {
       }
       if (w < 1)
-        throw SinkError("MongoDB write concern '" + options_.write_concern +
-                            "': expected \"majority\" or a number of at least 1",
-                        SinkFailure::refused);
+        throw scrubbed("MongoDB write concern '" + options_.write_concern +
+                           "': expected \"majority\" or a number of at least 1 (w: 0 would "
+                           "ack writes the server may not have)",
+                       SinkFailure::refused);
       mongoc_write_concern_set_w(write_concern_, w);
     }
     if (!options_.id_from_hash) {
@@ -108,12 +108,12 @@ class MongoSink final : public Sink {
       const bool ok = mongoc_collection_write_command_with_opts(collection_, command.get(), nullptr,
                                                                 nullptr, &error);
       if (!ok)
-        throw SinkError(std::string("MongoDB createIndexes: ") + error.message, failure_of(error));
+        throw scrubbed(std::string("MongoDB createIndexes: ") + error.message, failure_of(error));
     } else {
       // Still a round trip now, so that an unreachable server fails at start.
       BsonPtr ping(BCON_NEW("ping", BCON_INT32(1)));
       if (!mongoc_client_command_simple(client_, "admin", ping.get(), nullptr, nullptr, &error))
-        throw SinkError(std::string("MongoDB ping: ") + error.message, failure_of(error));
+        throw scrubbed(std::string("MongoDB ping: ") + error.message, failure_of(error));
     }
   }
 
@@ -175,7 +175,7 @@ class MongoSink final : public Sink {
           result.outcomes[i] = WriteOutcome::duplicate;
           continue;
         }
-        result.outcomes[i] = transient_code(code) ? WriteOutcome::failed : WriteOutcome::refused;
+        result.outcomes[i] = refused_code(code) ? WriteOutcome::refused : WriteOutcome::failed;
         result.reasons.emplace_back(
             i, "MongoDB error " + std::to_string(code) + ": " + string_field(entry, "errmsg"));
       }
@@ -200,8 +200,8 @@ class MongoSink final : public Sink {
       const std::string message = error.message;
       bson_destroy(&reply);
       const bool network = drop_connection_if_network(error);
-      throw SinkError("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message,
-                      network ? SinkFailure::unavailable : SinkFailure::transient);
+      throw scrubbed("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message,
+                     network ? SinkFailure::unavailable : SinkFailure::transient);
     }
     bson_destroy(&reply);
     return result;
@@ -216,7 +216,7 @@ class MongoSink final : public Sink {
                            BCON_UTF8(row.source.c_str())));
       bson_error_t error;
       if (!mongoc_collection_insert_one(rejects_, doc.get(), nullptr, nullptr, &error))
-        throw SinkError(std::string("MongoDB insert reject: ") + error.message);
+        throw scrubbed(std::string("MongoDB insert reject: ") + error.message);
     }
   }
 
@@ -226,7 +226,7 @@ class MongoSink final : public Sink {
     bson_error_t error;
     const std::int64_t n = mongoc_collection_count_documents(collection_, filter.get(), nullptr,
                                                              nullptr, nullptr, &error);
-    if (n < 0) throw SinkError(std::string("MongoDB count: ") + error.message);
+    if (n < 0) throw scrubbed(std::string("MongoDB count: ") + error.message);
     return static_cast<std::uint64_t>(n);
   }
 
@@ -235,6 +235,11 @@ class MongoSink final : public Sink {
   }
 
  private:
+  // Every error the sink throws: a driver's message can quote the URI, or a piece of
+  // an unencoded password.
+  SinkError scrubbed(const std::string& message, SinkFailure kind = SinkFailure::transient) const {
+    return SinkError(common::redact_secret(message, options_.uri), kind);
+  }
   void ensure_open() {
     if (!client_) open();
   }

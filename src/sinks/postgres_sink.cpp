@@ -57,28 +57,18 @@ class PostgresSink final : public Sink {
   void open() override {
     close();
     // Our defaults first, the user's connection string (expanded from "dbname") after:
-    // what the user sets wins. Keepalives and tcp_user_timeout notice a dead peer; the
-    // server-side statement_timeout matches our own wait.
+    // what the user sets wins. Keepalives and tcp_user_timeout notice a dead peer.
     const std::string timeout_ms = std::to_string(options_.query_timeout.count());
-    const std::string server_options = "-c statement_timeout=" + timeout_ms;
     const char* keys[] = {"keepalives",
                           "keepalives_idle",
                           "keepalives_interval",
                           "keepalives_count",
                           "tcp_user_timeout",
-                          "options",
                           "fallback_application_name",
                           "dbname",
                           nullptr};
-    const char* values[] = {"1",
-                            "10",
-                            "5",
-                            "3",
-                            timeout_ms.c_str(),
-                            server_options.c_str(),
-                            "sluice",
-                            options_.dsn.c_str(),
-                            nullptr};
+    const char* values[] = {
+        "1", "10", "5", "3", timeout_ms.c_str(), "sluice", options_.dsn.c_str(), nullptr};
     conn_ = PQconnectStartParams(keys, values, /*expand_dbname=*/1);
     if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) fail("connect");
     const auto deadline = Clock::now() + options_.connect_timeout;
@@ -92,6 +82,9 @@ class PostgresSink final : public Sink {
     // "relation already exists, skipping" and friends: not worth a line on stderr.
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
+    // The server stops a statement when we stop waiting for it. A SET, not the
+    // "options" startup parameter, which connection poolers such as PgBouncer refuse.
+    exec("SET statement_timeout = " + timeout_ms);
     std::string columns;
     for (const auto& c : options_.columns)
       columns += ", " + sql_identifier(c.field) + " " + sql_type(c.type);

@@ -59,6 +59,16 @@ int visibility_seconds(std::chrono::milliseconds d) {
   return static_cast<int>(std::min<std::int64_t>(kMaxVisibilitySeconds, (ms + 999) / 1000));
 }
 
+std::string describe_current_exception() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "not a std::exception";
+  }
+}
+
 // A batch answer's entry id, checked: ids are ours ("0".."9"), but an answer is input.
 std::optional<std::size_t> entry_index(const std::string& id, std::size_t size) {
   std::size_t value = 0;
@@ -170,6 +180,7 @@ class SqsSource final : public runtime::Source {
   }
 
   void ack(const StatePtr& state) override { deletes_->add({state->receipt, 0, true}); }
+  void expedite_acks() override { deletes_->flush_now(); }
 
   void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
     visibility_changes_->add({state->receipt, visibility_seconds(backoff)});
@@ -229,6 +240,7 @@ class SqsSource final : public runtime::Source {
       asio::co_spawn(context_.executor, extend_chunk(shared, start, end, seconds),
                      [round](std::exception_ptr error, std::size_t n) {
                        round->extended += n;
+                       // extend_chunk lets only a cancellation out.
                        round->cancelled = round->cancelled || error != nullptr;
                        if (--round->left == 0) round->done.cancel();
                      });
@@ -257,6 +269,8 @@ class SqsSource final : public runtime::Source {
     } catch (const aws::AwsError& e) {
       if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
       warn("visibility heartbeat failed: " + std::string(e.what()));
+    } catch (...) {  // anything else: this round failed, the heartbeat goes on
+      warn("visibility heartbeat failed: " + describe_current_exception());
     }
     co_return extended;
   }
@@ -306,14 +320,15 @@ class SqsSource final : public runtime::Source {
       // An entry the answer does not mention (a malformed reply): not confirmed.
       for (std::size_t i = 0; i < entries.size(); ++i)
         if (!answered[i]) give_up(entries[i], "not in the DeleteMessageBatch answer");
-    } catch (const aws::AwsError& e) {
-      // The whole call failed after the client's own retries: keep the deletes for
-      // later (the queue may be back), within a bound.
+    } catch (...) {
+      // The whole call failed after the client's own retries (or threw something
+      // else): keep the deletes for later (the queue may be back), within a bound.
+      const std::string what = describe_current_exception();
       for (auto& entry : entries) {
         if (++entry.attempts < kMaxSettleAttempts)
           deletes_->add(entry);
         else
-          give_up(entry, "after " + std::to_string(kMaxSettleAttempts) + " attempts: " + e.what());
+          give_up(entry, "after " + std::to_string(kMaxSettleAttempts) + " attempts: " + what);
       }
     }
     if (context_.acks_settled && confirmed + abandoned > 0)

@@ -515,3 +515,28 @@ TEST_F(FaultTest, ThroughTenPercentSqsFaultsEveryRecordIsStoredExactlyOnce) {
   EXPECT_EQ(queue_total(url), 0);
   std::filesystem::remove(config_path);
 }
+
+// Acks hold their permits until the queue confirms them: at a small max_in_flight the
+// pending deletes must go out as soon as intake waits for them, not at the batching
+// interval (here an hour: without that, the container would stall after 5 messages).
+TEST_F(FaultTest, PendingAcksAreSentAtOnceWhenIntakeWaitsForTheirPermits) {
+  const std::string url = make_queue("fault-small-in-flight");
+  publish(url, 100, 0.0);
+  ContainerOptions options;
+  options.name = "small-in-flight";
+  options.max_in_flight = 5;
+  std::atomic<int> handled{0};
+  auto source = source_through(url, test::Emulator::shared().endpoint());
+  source.delete_flush_interval = std::chrono::hours(1);
+  Container container(options, make_sqs_source(source),
+                      MessageHandler([&](Message&) { ++handled; }));
+  container.start();
+  const auto started = Clock::now();
+  EXPECT_TRUE(test::wait_until([&] { return queue_total(url) == 0; }, 60s))
+      << "acked " << container.stats().acked << ", handled " << handled.load();
+  std::cout << "drained in " << std::chrono::duration<double>(Clock::now() - started).count()
+            << " s; handled " << handled.load() << ", abandoned acks "
+            << container.stats().failed_acks << "\n";
+  container.stop();
+  EXPECT_EQ(container.stats().acked, static_cast<std::uint64_t>(handled.load()));
+}

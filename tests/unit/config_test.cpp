@@ -174,7 +174,15 @@ TEST(Config, RefusesWhatItUsedToAcceptSilently) {
                   {"source.heartbeat_interval", "half of source.visibility_timeout"}));
   // Unacknowledged MongoDB writes.
   EXPECT_TRUE(has(error_of(with("sink:\n  mongodb:\n    write_concern: \"0\"\n")),
-                  {"sink.mongodb.write_concern", "from 1"}));
+                  {"sink.mongodb.write_concern", "majority", "from 1", "unacknowledged"}));
+  EXPECT_TRUE(
+      has(error_of(with("metrics:\n  listen: ::1:9464\n")), {"metrics.listen", "brackets"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  queue_url: https://sqs.us-east-1.amazonaws.com//q\n")),
+                  {"source.queue_url", "/ACCOUNT/QUEUE_NAME"}));
+  const std::string with_credentials =
+      error_of(with("source:\n  queue_url: https://u:hunter2@sqs.example.com/1/q\n"));
+  EXPECT_TRUE(has(with_credentials, {"source.queue_url", "without credentials"}));
+  EXPECT_EQ(with_credentials.find("hunter2"), std::string::npos) << with_credentials;
 }
 
 TEST(Config, NeverEchoesASecret) {

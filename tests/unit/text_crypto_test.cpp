@@ -2,6 +2,7 @@
 
 #include "aws/text.hpp"
 #include "common/crypto.hpp"
+#include "common/redact.hpp"
 #include "sqs/md5.hpp"
 
 using namespace sluice;
@@ -48,4 +49,22 @@ TEST(SqsMd5, MessageAttributeDigestMatchesTheServiceAlgorithm) {
       {"b", sqs::MessageAttributeValue::number("1")}};
   EXPECT_EQ(sqs::md5_of_message_attributes(two), sqs::md5_of_message_attributes(two_again));
   EXPECT_NE(sqs::md5_of_message_attributes(two), sqs::md5_of_message_attributes(one));
+}
+
+// Connection strings in errors: the password never shows, even written carelessly.
+TEST(Redact, PasswordsOfUrisAndKeyValueStringsNeverShow) {
+  using sluice::common::redact_password;
+  using sluice::common::redact_secret;
+  EXPECT_EQ(redact_password("mongodb://u:hunter2@h:27017/db?x=1"),
+            "mongodb://u:***@h:27017/db?x=1");
+  EXPECT_EQ(redact_password("mongodb://u:hun/ter2@h/"), "mongodb://u:***@h/");
+  EXPECT_EQ(redact_password("postgresql://u:p@ss@h/db"), "postgresql://u:***@h/db");
+  EXPECT_EQ(redact_password("host=h password=s3cret user=u"), "host=h password=*** user=u");
+  EXPECT_EQ(redact_password("host=h password = 'a b\\' c' user=u"),
+            "host=h password = '***' user=u");
+  EXPECT_EQ(redact_password("mongodb://h/db"), "mongodb://h/db");
+  // A driver that split an unencoded '@' and quoted the rest.
+  EXPECT_EQ(redact_secret("Failed to resolve 'ter2secret@127.0.0.1'",
+                          "mongodb://u:hun@ter2secret@127.0.0.1:1/"),
+            "Failed to resolve '***@127.0.0.1'");
 }
