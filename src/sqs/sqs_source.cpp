@@ -1,4 +1,5 @@
-// The SQS source of the listener container: receives as long polls, acks as batched
+// The SQS source of the listener container: receives as long polls (on connections of
+// their own), acks as batched
 // DeleteMessageBatch calls, retries and releases as batched visibility changes, the
 // heartbeat as immediate ChangeMessageVisibilityBatch calls, rejects as a send to the
 // dead-letter queue followed by a delete.
@@ -93,7 +94,7 @@ class SqsSource final : public runtime::Source {
       : options_(std::move(options)),
         context_(std::move(context)),
         client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)),
-        heartbeat_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
+        settle_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
     fifo_ = options_.fifo == FifoMode::on;
     deletes_ = std::make_shared<runtime::Batcher<DeleteEntry>>(
         context_.executor, static_cast<std::size_t>(options_.delete_batch_size),
@@ -212,7 +213,7 @@ class SqsSource final : public runtime::Source {
       entry.message_deduplication_id = state->id;
     }
     try {
-      co_await client_->send_message(options_.dead_letter_queue_url, std::move(entry));
+      co_await settle_client_->send_message(options_.dead_letter_queue_url, std::move(entry));
     } catch (const aws::AwsError& e) {
       throw source_error(e);
     }
@@ -221,8 +222,7 @@ class SqsSource final : public runtime::Source {
     co_return true;
   }
 
-  // Heartbeats have a client (and so a connection pool) of their own: long polls and
-  // deletes can never starve them. Chunks of 10 go out concurrently.
+  // Chunks of 10 go out concurrently, on the settlement client.
   asio::awaitable<std::size_t> extend(std::vector<StatePtr> states) override {
     const int seconds = static_cast<int>(options_.visibility_timeout.count());
     auto shared = std::make_shared<std::vector<StatePtr>>(std::move(states));
@@ -259,7 +259,7 @@ class SqsSource final : public runtime::Source {
     std::size_t extended = 0;
     try {
       const auto result =
-          co_await heartbeat_client_->change_message_visibility_batch(options_.queue_url, entries);
+          co_await settle_client_->change_message_visibility_batch(options_.queue_url, entries);
       const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
       for (const auto& ok : result.successful)
         if (auto i = entry_index(ok.id, end); i && *i >= start) {
@@ -299,7 +299,8 @@ class SqsSource final : public runtime::Source {
       from_ack += entry.holds_permit;
     };
     try {
-      const auto result = co_await client_->delete_message_batch(options_.queue_url, request);
+      const auto result =
+          co_await settle_client_->delete_message_batch(options_.queue_url, request);
       std::vector<bool> answered(entries.size(), false);
       for (const auto& ok : result.successful)
         if (auto i = entry_index(ok.id, entries.size()); i && !answered[*i]) {
@@ -341,7 +342,7 @@ class SqsSource final : public runtime::Source {
       request.push_back({std::to_string(i), entries[i].receipt, entries[i].seconds});
     try {
       const auto result =
-          co_await client_->change_message_visibility_batch(options_.queue_url, request);
+          co_await settle_client_->change_message_visibility_batch(options_.queue_url, request);
       for (const auto& f : result.failed)
         warn("visibility change failed (" + f.code + "): " + f.message);
     } catch (const aws::AwsError& e) {
@@ -351,8 +352,12 @@ class SqsSource final : public runtime::Source {
 
   SqsSourceOptions options_;
   runtime::SourceContext context_;
+  // Long polls hold a connection for up to poll_wait: they get a client (and so a
+  // connection pool) of their own, and deletes, visibility changes, heartbeats and
+  // dead letters another, so that short calls never wait behind long polls (a
+  // heartbeat or a delete that waits past the visibility timeout means a redelivery).
   std::shared_ptr<sqs::SqsClient> client_;
-  std::shared_ptr<sqs::SqsClient> heartbeat_client_;
+  std::shared_ptr<sqs::SqsClient> settle_client_;
   bool fifo_ = false;
   std::shared_ptr<runtime::Batcher<DeleteEntry>> deletes_;
   std::shared_ptr<runtime::Batcher<VisibilityEntry>> visibility_changes_;

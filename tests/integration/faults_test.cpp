@@ -540,3 +540,37 @@ TEST_F(FaultTest, PendingAcksAreSentAtOnceWhenIntakeWaitsForTheirPermits) {
   container.stop();
   EXPECT_EQ(container.stats().acked, static_cast<std::uint64_t>(handled.load()));
 }
+
+// Before: heartbeats shared the connection pool with long polls and deletes. With the
+// pool full of long polls (2 connections, 2 receives waiting 5 s on an empty queue),
+// a heartbeat waited for a connection past the messages' 2 s visibility and they were
+// delivered again. The heartbeat now has connections of its own.
+TEST_F(FaultTest, HeartbeatsAreNotStarvedByLongPollsHoldingEveryConnection) {
+  const std::string url = make_queue("fault-starved-heartbeat");
+  publish(url, 10, 0.0);
+  ContainerOptions options;
+  options.name = "starved-heartbeat";
+  options.max_in_flight = 100;  // the receives go on polling the (then empty) queue
+  options.min_concurrent_receives = options.max_concurrent_receives = 2;
+  options.worker_threads = 10;
+  options.heartbeat_interval = 200ms;
+  auto source = source_through(url, test::Emulator::shared().endpoint());
+  source.client.http.max_connections_per_endpoint = 2;
+  source.poll_wait = 5s;
+  source.visibility_timeout = 2s;
+  std::mutex m;
+  std::map<std::string, int> seen;
+  Container container(options, make_sqs_source(source), MessageHandler([&](Message& msg) {
+                        {
+                          std::lock_guard lock(m);
+                          ++seen[msg.id()];
+                        }
+                        std::this_thread::sleep_for(5s);  // held past 2 visibility timeouts
+                      }));
+  container.start();
+  EXPECT_TRUE(test::wait_until([&] { return container.stats().acked == 10; }, 60s));
+  container.stop();
+  EXPECT_GT(container.stats().visibility_extensions, 0u) << "the heartbeat ran";
+  EXPECT_EQ(seen.size(), 10u);
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << id << " was delivered again";
+}
