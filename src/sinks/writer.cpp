@@ -2,7 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <random>
+#include <thread>
 
 namespace sluice::sinks {
 using Clock = std::chrono::steady_clock;
@@ -19,14 +23,81 @@ const char* to_string(SinkFailure failure) {
   return "transient";
 }
 
+struct BatchWriter::Core {
+  Core(SinkFactory factory, WriterOptions options, WriterEvents events)
+      : factory_(std::move(factory)), options_(options), events_(std::move(events)) {}
+
+  void start(const std::shared_ptr<Core>& self);
+  void submit_all(std::vector<Item> items);
+  bool stop(Clock::time_point deadline);
+  std::size_t queued() const;
+
+  void run(Sink& sink);
+  void write_records(Sink& sink, std::vector<Item>& items);
+  void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
+                   std::vector<Item>& refused);
+  void refuse(const Sink& sink, Item& item, const pipeline::Record& record, std::string detail,
+              std::vector<Item>& refused);
+  void write_rejects(Sink& sink, std::vector<Item>& items);
+  bool sleep_unless_stopping(std::chrono::milliseconds d);
+
+  SinkFactory factory_;
+  WriterOptions options_;
+  WriterEvents events_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  struct Queued {
+    Item item;
+    bool ordered;  // its message waits in an ordered group
+  };
+  std::deque<Queued> queue_;
+  std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
+  bool stopping_ = false;
+  std::atomic<bool> healthy_{true};
+  std::vector<std::unique_ptr<Sink>> sinks_;
+  std::vector<std::thread> threads_;
+  int running_ = 0;  // writer threads not yet finished (under mutex_)
+  bool abandoned_ = false;
+  std::condition_variable finished_;
+};
+
 BatchWriter::BatchWriter(SinkFactory factory, WriterOptions options, WriterEvents events)
-    : factory_(std::move(factory)), options_(options), events_(std::move(events)) {}
+    : core_(std::make_shared<Core>(std::move(factory), options, std::move(events))) {}
 
 BatchWriter::~BatchWriter() {
   stop();
 }
 
 void BatchWriter::start() {
+  core_->start(core_);
+}
+void BatchWriter::submit(pipeline::Record record, Message message) {
+  std::vector<Item> one;
+  one.push_back(Item{std::move(record), std::move(message)});
+  core_->submit_all(std::move(one));
+}
+void BatchWriter::submit_reject(RejectRow row, Message message) {
+  std::vector<Item> one;
+  one.push_back(Item{std::move(row), std::move(message)});
+  core_->submit_all(std::move(one));
+}
+void BatchWriter::submit_all(std::vector<Item> items) {
+  core_->submit_all(std::move(items));
+}
+void BatchWriter::stop() {
+  core_->stop(Clock::time_point::max());
+}
+bool BatchWriter::stop(Clock::time_point deadline) {
+  return core_->stop(deadline);
+}
+bool BatchWriter::healthy() const {
+  return core_->healthy_.load();
+}
+std::size_t BatchWriter::queued() const {
+  return core_->queued();
+}
+
+void BatchWriter::Core::start(const std::shared_ptr<Core>& self) {
   std::vector<std::unique_ptr<Sink>> sinks;
   for (int i = 0; i < options_.writers; ++i) {
     auto sink = factory_();
@@ -35,30 +106,18 @@ void BatchWriter::start() {
   }
   sinks_ = std::move(sinks);
   running_ = static_cast<int>(sinks_.size());
+  // Each thread shares the core: a thread abandoned at the deadline never runs on
+  // freed state.
   for (auto& sink : sinks_)
-    threads_.emplace_back([this, s = sink.get()] {
-      run(*s);
-      std::lock_guard lock(mutex_);
-      --running_;
-      finished_.notify_all();
+    threads_.emplace_back([self, s = sink.get()] {
+      self->run(*s);
+      std::lock_guard lock(self->mutex_);
+      --self->running_;
+      self->finished_.notify_all();
     });
 }
 
-void BatchWriter::submit(pipeline::Record record, Message message) {
-  enqueue(Item{std::move(record), std::move(message)});
-}
-
-void BatchWriter::submit_reject(RejectRow row, Message message) {
-  enqueue(Item{std::move(row), std::move(message)});
-}
-
-void BatchWriter::enqueue(Item item) {
-  std::vector<Item> one;
-  one.push_back(std::move(item));
-  submit_all(std::move(one));
-}
-
-void BatchWriter::submit_all(std::vector<Item> items) {
+void BatchWriter::Core::submit_all(std::vector<Item> items) {
   if (items.empty()) return;
   bool wake = false;
   {
@@ -77,16 +136,12 @@ void BatchWriter::submit_all(std::vector<Item> items) {
   if (wake) ready_.notify_one();
 }
 
-std::size_t BatchWriter::queued() const {
+std::size_t BatchWriter::Core::queued() const {
   std::lock_guard lock(mutex_);
   return queue_.size();
 }
 
-void BatchWriter::stop() {
-  stop(Clock::time_point::max());
-}
-
-bool BatchWriter::stop(Clock::time_point deadline) {
+bool BatchWriter::Core::stop(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   if (abandoned_) return false;
   stopping_ = true;
@@ -112,12 +167,12 @@ bool BatchWriter::stop(Clock::time_point deadline) {
   return true;
 }
 
-bool BatchWriter::sleep_unless_stopping(std::chrono::milliseconds d) {
+bool BatchWriter::Core::sleep_unless_stopping(std::chrono::milliseconds d) {
   std::unique_lock lock(mutex_);
   return !ready_.wait_for(lock, d, [&] { return stopping_; });
 }
 
-void BatchWriter::run(Sink& sink) {
+void BatchWriter::Core::run(Sink& sink) {
   for (;;) {
     std::vector<Item> batch;
     {
@@ -180,7 +235,7 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds backoff) {
 
 }  // namespace
 
-void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
+void BatchWriter::Core::write_records(Sink& sink, std::vector<Item>& items) {
   std::vector<pipeline::Record> records;
   records.reserve(items.size());
   for (auto& item : items) records.push_back(std::move(std::get<pipeline::Record>(item.payload)));
@@ -189,8 +244,8 @@ void BatchWriter::write_records(Sink& sink, std::vector<Item>& items) {
   if (!refused.empty()) write_rejects(sink, refused);
 }
 
-void BatchWriter::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
-                         std::string detail, std::vector<Item>& refused) {
+void BatchWriter::Core::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
+                               std::string detail, std::vector<Item>& refused) {
   if (events_.outcome) events_.outcome(WriteOutcome::refused, item.message);
   spdlog::warn("event=record_refused sink={} message_id={} {} reason=sink_refused detail=\"{}\"",
                sink.describe(), record.message_id, record.log_context, detail);
@@ -199,8 +254,9 @@ void BatchWriter::refuse(const Sink& sink, Item& item, const pipeline::Record& r
                          item.message});
 }
 
-void BatchWriter::write_range(Sink& sink, std::span<Item> items,
-                              std::span<pipeline::Record> records, std::vector<Item>& refused) {
+void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
+                                    std::span<pipeline::Record> records,
+                                    std::vector<Item>& refused) {
   std::chrono::milliseconds backoff = options_.retry_base;
   for (int attempt = 1;; ++attempt) {
     const auto started = Clock::now();
@@ -272,7 +328,7 @@ void BatchWriter::write_range(Sink& sink, std::span<Item> items,
   }
 }
 
-void BatchWriter::write_rejects(Sink& sink, std::vector<Item>& items) {
+void BatchWriter::Core::write_rejects(Sink& sink, std::vector<Item>& items) {
   if (options_.rejects_table) {
     std::vector<RejectRow> rows;
     for (auto& item : items) rows.push_back(std::get<RejectRow>(item.payload));

@@ -15,12 +15,8 @@
 // would only add latency; records that arrive while a write runs still batch up.
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <variant>
 #include <vector>
 
@@ -47,10 +43,6 @@ struct WriterEvents {
   std::function<void(const std::string& error)> batch_failed;
 };
 
-struct RejectItem {
-  RejectRow row;
-};
-
 class BatchWriter {
  public:
   using SinkFactory = std::function<std::unique_ptr<Sink>()>;
@@ -70,41 +62,18 @@ class BatchWriter {
   // Writes everything queued, then joins the writers.
   void stop();
   // The same, bounded: at the deadline every sink is interrupted (a call blocked in
-  // the database returns); false when a writer still did not finish soon after (its
-  // thread is then left running, detached: the caller should end the process).
+  // the database returns); false when a writer still did not finish soon after. Its
+  // thread is then left running on state it shares (never freed under it), but it
+  // still calls the events' callbacks if its call ever returns: the caller should end
+  // the process, as `sluice run` does.
   bool stop(std::chrono::steady_clock::time_point deadline);
-  bool healthy() const { return healthy_.load(); }
+  bool healthy() const;
   std::size_t queued() const;
 
- private:
-  void enqueue(Item item);
-  void run(Sink& sink);
-  void write_records(Sink& sink, std::vector<Item>& items);
-  void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
-                   std::vector<Item>& refused);
-  void refuse(const Sink& sink, Item& item, const pipeline::Record& record, std::string detail,
-              std::vector<Item>& refused);
-  void write_rejects(Sink& sink, std::vector<Item>& items);
-  bool sleep_unless_stopping(std::chrono::milliseconds d);
+  struct Core;  // the queue, the sinks and the writer threads' loop (writer.cpp)
 
-  SinkFactory factory_;
-  WriterOptions options_;
-  WriterEvents events_;
-  mutable std::mutex mutex_;
-  std::condition_variable ready_;
-  struct Queued {
-    Item item;
-    bool ordered;  // its message waits in an ordered group
-  };
-  std::deque<Queued> queue_;
-  std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
-  bool stopping_ = false;
-  std::atomic<bool> healthy_{true};
-  std::vector<std::unique_ptr<Sink>> sinks_;
-  std::vector<std::thread> threads_;
-  int running_ = 0;  // writer threads not yet finished (under mutex_)
-  bool abandoned_ = false;
-  std::condition_variable finished_;
+ private:
+  std::shared_ptr<Core> core_;
 };
 
 }  // namespace sluice::sinks
