@@ -240,9 +240,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (outcome == Outcome::ack && capabilities.confirms_acks) {
-      // Its permit comes back once the queue confirms the ack; if intake is short of
-      // permits meanwhile, the acks go now instead of at the next interval.
-      if (permits.available() < capabilities.max_batch) source->expedite_acks();
+      // Its permit comes back once the queue confirms the ack. When pending acks hold
+      // half the permits and intake is short of them (a small max_in_flight), they go
+      // now instead of at the next interval; otherwise full batches go out by
+      // themselves and a partial one never holds up intake (each expedite is a request).
+      if (pending_acks.load(std::memory_order_relaxed) * 2 >= options.max_in_flight &&
+          permits.available() < capabilities.max_batch)
+        source->expedite_acks();
     } else {
       permits.release(1);
     }
