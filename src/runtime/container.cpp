@@ -215,15 +215,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       if (co_await source->reject(state, reason))
         dead_lettered.fetch_add(1, std::memory_order_relaxed);
     } catch (...) {
-      std::string what = "not a std::exception";
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
       spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"",
-                    options.name, state->id, what);
+                    options.name, state->id, runtime::describe_current_exception());
       source->retry(state, backoff_for(state->receive_count));
       outcome = Outcome::retry;
     }
@@ -370,13 +363,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         if (intake_closed) co_return;
         receive_failed = true;
         receive_errors.fetch_add(1, std::memory_order_relaxed);
-        std::string what = "not a std::exception";
-        try {
-          throw;
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
+        const std::string what = runtime::describe_current_exception();
         if (observer) observer->on_receive_error(what);
         spdlog::warn("container={} event=receive_failed receiver={} retry_in_ms={} error=\"{}\"",
                      options.name, id, error_backoff.count(), what);

@@ -1,6 +1,6 @@
 #pragma once
-// A completion for co_spawn that logs what a detached coroutine threw, instead of
-// asio::detached, which drops it silently. Cancellation is not an error.
+// What a throw was, in words; and a completion for co_spawn that logs what a detached coroutine
+// threw, instead of asio::detached, which drops it silently. Cancellation is not an error.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/error.hpp>
@@ -9,6 +9,17 @@
 #include <string>
 
 namespace sluice::runtime {
+
+// Inside a catch block: what was thrown, in words (any type).
+inline std::string describe_current_exception() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "not a std::exception";
+  }
+}
 
 inline auto log_if_thrown(std::string task) {
   return [task = std::move(task)](std::exception_ptr error, auto&&...) {

@@ -9,6 +9,7 @@
 
 #include "common/crypto.hpp"
 #include "runtime/batcher.hpp"
+#include "runtime/log_exceptions.hpp"
 #include "runtime/source.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/source.hpp"
@@ -58,16 +59,6 @@ std::string random_attempt_id() {
 int visibility_seconds(std::chrono::milliseconds d) {
   const auto ms = std::max<std::int64_t>(0, d.count());
   return static_cast<int>(std::min<std::int64_t>(kMaxVisibilitySeconds, (ms + 999) / 1000));
-}
-
-std::string describe_current_exception() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "not a std::exception";
-  }
 }
 
 // A batch answer's entry id, checked: ids are ours ("0".."9"), but an answer is input.
@@ -270,7 +261,7 @@ class SqsSource final : public runtime::Source {
       if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
       warn("visibility heartbeat failed: " + std::string(e.what()));
     } catch (...) {  // anything else: this round failed, the heartbeat goes on
-      warn("visibility heartbeat failed: " + describe_current_exception());
+      warn("visibility heartbeat failed: " + runtime::describe_current_exception());
     }
     co_return extended;
   }
@@ -324,7 +315,7 @@ class SqsSource final : public runtime::Source {
     } catch (...) {
       // The whole call failed after the client's own retries (or threw something
       // else): keep the deletes for later (the queue may be back), within a bound.
-      const std::string what = describe_current_exception();
+      const std::string what = runtime::describe_current_exception();
       for (auto& entry : entries) {
         if (++entry.attempts < kMaxSettleAttempts)
           deletes_->add(entry);

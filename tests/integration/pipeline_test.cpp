@@ -40,20 +40,9 @@ std::string pipeline_yaml(const std::string& queue_url, const std::string& sink_
 
 class PipelineTest : public test::PipelineFixture {
  protected:
-  std::string make_queue(const std::string& prefix) {
-    const std::string name = test::unique_queue_name(prefix);
-    test::run(io_, client_->create_queue(name));
-    return test::Emulator::shared().queue_url(name);
-  }
   app::GeneratedEvents publish(const std::string& url, int count, double duplicates,
                                double malformed) {
-    auto events = app::generate_events(count, duplicates, malformed, 7);
-    std::vector<sqs::SendMessageEntry> entries;
-    for (const auto& body : events.bodies) entries.push_back({"", body, {}, {}, {}, {}});
-    sqs::Publisher publisher(client_, url);
-    for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries))))
-      EXPECT_TRUE(o.ok);
-    return events;
+    return PipelineFixture::publish(url, count, duplicates, malformed, 7);
   }
 };
 

@@ -7,8 +7,10 @@
 #include <memory>
 #include <string>
 
+#include "app/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/sqs/client.hpp"
+#include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
@@ -21,6 +23,22 @@ class PipelineFixture : public ::testing::Test {
     setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
     client_ = std::make_shared<sqs::SqsClient>(io_.get_executor(), emulator_client_options());
+  }
+  std::string make_queue(const std::string& prefix) {
+    const std::string name = unique_queue_name(prefix);
+    run(io_, client_->create_queue(name));
+    return Emulator::shared().queue_url(name);
+  }
+  // Generated inventory events (seed 001's), published in batches.
+  app::GeneratedEvents publish(const std::string& url, int count, double duplicates,
+                               double malformed, unsigned seed) {
+    auto events = app::generate_events(count, duplicates, malformed, seed);
+    std::vector<sqs::SendMessageEntry> entries;
+    for (const auto& body : events.bodies) entries.push_back({"", body, {}, {}, {}, {}});
+    sqs::Publisher publisher(client_, url);
+    for (const auto& o : run(io_, publisher.send_batch(std::move(entries))))
+      EXPECT_TRUE(o.ok) << o.error_message;
+    return events;
   }
   // Messages still in the queue, visible or not.
   int queue_total(const std::string& url) {
