@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "app/publish.hpp"
 #include "app/run.hpp"
 #include "sinks/sink.hpp"
+#include "sluice/aws/http.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sluice/sqs/source.hpp"
@@ -560,4 +562,54 @@ TEST_F(FaultTest, HeartbeatsAreNotStarvedByLongPollsHoldingEveryConnection) {
   EXPECT_GT(container.stats().visibility_extensions, 0u) << "the heartbeat ran";
   EXPECT_EQ(seen.size(), 10u);
   for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << id << " was delivered again";
+}
+
+// Before: /readyz stayed 200 while every receive failed. It follows the receives now
+// (and the writers), so an orchestrator stops routing work to a consumer that cannot
+// reach its queue.
+TEST_F(FaultTest, ReadinessFollowsFailingReceives) {
+  const std::string url = make_queue("fault-readyz");
+  test::HttpFaultProxy proxy("127.0.0.1", test::Emulator::shared().port(), {});
+  // A free port for the metrics server, so that the test can ask it.
+  boost::asio::io_context io;
+  int port = 0;
+  {
+    boost::asio::ip::tcp::acceptor probe(
+        io, {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(0)});
+    port = probe.local_endpoint().port();
+  }
+  std::string text = yaml(url, proxy.endpoint(),
+                          "sink:\n  sqlite:\n    path: " + ::testing::TempDir() + "/readyz-" +
+                              std::to_string(getpid()) + ".db\n");
+  text.replace(text.find("listen: 127.0.0.1:0"), 19, "listen: 127.0.0.1:" + std::to_string(port));
+  const auto config = app::parse_config(text);
+  app::RunSummary summary;
+  std::thread runner([&] {
+    app::RunOptions options;
+    options.quiet = true;
+    app::run_pipeline(config, options, summary);
+  });
+  aws::HttpClientOptions http_options;
+  http_options.use_env_proxy = false;
+  aws::HttpClient http(io.get_executor(), http_options);
+  auto readyz = [&] {
+    aws::HttpRequest r;
+    r.url = aws::Url::parse("http://127.0.0.1:" + std::to_string(port) + "/readyz");
+    try {
+      return test::run(io, http.send(r)).status;
+    } catch (const std::exception&) {
+      return 0;  // not listening yet
+    }
+  };
+  EXPECT_TRUE(test::wait_until([&] { return readyz() == 200; }, 20s)) << "ready once receiving";
+  test::HttpFaults failing;
+  failing.server_error = 1.0;
+  failing.only_targets = {"ReceiveMessage"};
+  proxy.set_faults(failing);
+  EXPECT_TRUE(test::wait_until([&] { return readyz() == 503; }, 30s)) << "not ready while failing";
+  EXPECT_GT(proxy.count("fault:InternalError"), 0u);
+  proxy.set_faults({});
+  EXPECT_TRUE(test::wait_until([&] { return readyz() == 200; }, 60s)) << "ready again";
+  raise(SIGTERM);  // run_pipeline's own handler: a graceful stop
+  runner.join();
 }
