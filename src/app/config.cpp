@@ -113,16 +113,16 @@ std::chrono::seconds as_whole_seconds(const YAML::Node& n, const std::string& ke
 std::string as_queue_url(const YAML::Node& n, const std::string& key) {
   const std::string text = as_string(n, key);
   if (text.empty()) return text;
-  aws::Url url;
-  try {
-    url = aws::Url::parse(text);
-  } catch (const std::exception& e) {
-    bad(key, n, "an SQS queue URL such as https://sqs.us-east-1.amazonaws.com/123456789012/orders");
-  }
   if (text.find('@') != std::string::npos)
     throw ConfigError(key + ": got '" + common::redact_password(text) +
                       "', expected a queue URL without credentials in it (they come from the AWS "
                       "settings)");
+  aws::Url url;
+  try {
+    url = aws::Url::parse(text);
+  } catch (const std::exception&) {
+    bad(key, n, "an SQS queue URL such as https://sqs.us-east-1.amazonaws.com/123456789012/orders");
+  }
   const auto account_end = url.target.find('/', 1);
   if (url.target.size() < 4 || account_end == std::string::npos || account_end == 1 ||
       account_end + 1 >= url.target.size() ||
@@ -136,6 +136,9 @@ std::string as_queue_url(const YAML::Node& n, const std::string& key) {
 std::string as_endpoint_url(const YAML::Node& n, const std::string& key) {
   const std::string text = as_string(n, key);
   if (text.empty()) return text;
+  if (text.find('@') != std::string::npos)
+    throw ConfigError(key + ": got '" + common::redact_password(text) +
+                      "', expected an endpoint URL without credentials in it");
   try {
     aws::Url::parse(text);
   } catch (const std::exception&) {
@@ -378,6 +381,13 @@ const std::vector<Option>& options() {
        "later).",
        [](auto& c, auto& n, auto& k) {
          c.writer.max_attempts = static_cast<int>(as_int(n, k, 1, 1000));
+       }},
+      {"sink.max_record_failures", "integer", "5",
+       "A record the database fails on its own (a MongoDB write error whose code is not known "
+       "to be permanent, a write concern not met) this many deliveries in a row is rejected "
+       "(sink_refused) instead of coming back again.",
+       [](auto& c, auto& n, auto& k) {
+         c.writer.max_record_failures = static_cast<int>(as_int(n, k, 1, 1000));
        }},
       {"sink.table", "string", "records",
        "Table (SQLite, PostgreSQL) or collection (MongoDB) for records.",
@@ -779,8 +789,10 @@ std::string configuration_markdown() {
       << "| `schema_drift` | a field does not convert to its type, or the body is not an object "
          "|\n"
       << "| `sink_refused` | the database refuses the record for good (PostgreSQL SQLSTATE "
-         "classes 22 and 23, SQLite constraint/too big/mismatch, a MongoDB write error that is "
-         "not transient); the detail is the database's message. Its batch-mates are written. |\n";
+         "classes 22 and 23, SQLite constraint/too big/mismatch, a MongoDB write error whose "
+         "code is known to be permanent), or the record failed on its own "
+         "`sink.max_record_failures` deliveries in a row; the detail is the database's message. "
+         "Its batch-mates are written. |\n";
   return out.str();
 }
 

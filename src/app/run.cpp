@@ -109,6 +109,13 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       unresolved.erase(message.id());
   };
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
+  // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
+  // does not answer) stops it too, with exit code 0.
+  g_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
   sinks::BatchWriter writer(sink_factory(config), config.writer, events);
   try {
     writer.start();
@@ -116,6 +123,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     spdlog::error("event=sink_unavailable error=\"{}\"", e.what());
     std::cerr << "sluice: cannot open the sink: " << e.what() << "\n";
     return 3;
+  }
+  if (g_signal != 0) {  // stopped while the sink was opening
+    writer.stop();
+    return 0;
   }
   summary.sink = config.sink == SinkType::sqlite ? "sqlite " + config.sqlite.path
                  : config.sink == SinkType::postgres
@@ -184,12 +195,6 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   // The queue must exist (unless configured to wait for it): a typo in the URL is an
   // error now, not a stream of QueueDoesNotExist warnings forever.
-  // Signals count from here: a SIGTERM during a slow start stops it too.
-  g_signal = 0;
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
   try {
     auto check = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.sqs.queue_url),
                                 asio::use_future);

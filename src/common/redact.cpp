@@ -1,6 +1,7 @@
 #include "common/redact.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 #include <vector>
 
@@ -13,9 +14,10 @@ std::pair<std::size_t, std::size_t> password_span(std::string_view text) {
   if (const auto scheme = text.find("://"); scheme != std::string_view::npos) {
     // URI form: userinfo runs to the last '@' before the query (a password with an
     // unencoded '/', '@' or '#' in it is still the password).
+    // The last '@' of the whole string: a password may hold '?', '/', '#' or '@'
+    // unencoded; hiding too much is harmless, too little is not.
     const auto authority = scheme + 3;
-    const auto query = text.find('?', authority);
-    const auto at = text.rfind('@', query == std::string_view::npos ? text.size() : query);
+    const auto at = text.rfind('@');
     if (at == std::string_view::npos || at < authority) return {0, 0};
     const auto colon = text.find(':', authority);
     if (colon == std::string_view::npos || colon > at) return {0, 0};
@@ -36,17 +38,46 @@ std::pair<std::size_t, std::size_t> password_span(std::string_view text) {
         if (text[end] == '\\') ++end;
       end = std::min(end, text.size());
     } else {
-      while (end < text.size() && text[end] != ' ') ++end;
+      // Up to the next " key=" (a bare password written with a space in it is still
+      // the password, though libpq would read its tail as a key).
+      while (end < text.size()) {
+        if (text[end] == ' ') {
+          std::size_t k = end;
+          while (k < text.size() && text[k] == ' ') ++k;
+          std::size_t word = k;
+          while (word < text.size() &&
+                 (std::isalnum(static_cast<unsigned char>(text[word])) || text[word] == '_'))
+            ++word;
+          std::size_t eq = word;
+          while (eq < text.size() && text[eq] == ' ') ++eq;
+          if (word > k && eq < text.size() && text[eq] == '=') break;
+        }
+        ++end;
+      }
+      while (end > i && text[end - 1] == ' ') --end;
     }
     return {i, end - i};
   }
   return {0, 0};
 }
 
+// Case-insensitive: drivers lowercase host names, and a split password can be one.
 void replace_all(std::string& text, const std::string& what) {
   if (what.empty()) return;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 3))
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  for (std::size_t at = 0; at + what.size() <= text.size();) {
+    bool same = true;
+    for (std::size_t i = 0; i < what.size() && same; ++i)
+      same = lower(text[at + i]) == lower(what[i]);
+    if (!same) {
+      ++at;
+      continue;
+    }
     text.replace(at, what.size(), "***");
+    at += 3;
+  }
 }
 
 }  // namespace
@@ -67,7 +98,7 @@ std::string redact_secret(std::string message, std::string_view connection_strin
   std::string piece;
   std::vector<std::string> pieces;
   for (char c : password) {
-    if (c == '@' || c == '/' || c == ':' || c == '#' || c == '?') {
+    if (c == '@' || c == '/' || c == ':' || c == '#' || c == '?' || c == ' ') {
       pieces.push_back(piece);
       piece.clear();
     } else {

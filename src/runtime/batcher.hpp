@@ -157,7 +157,12 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
         kick = !pending_.empty() && flushes_ < max_flushes_;
         if (kick) ++flushes_;
       }
-      if (kick) co_await flush_loop(true);
+      if (!kick) continue;
+      try {
+        co_await flush_loop(true);
+      } catch (...) {  // the send's failure is its own; the timer goes on
+        spdlog::error("event=batcher_send_failed error=\"{}\"", describe_current_exception());
+      }
     }
   }
 
@@ -169,7 +174,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   mutable std::mutex mutex_;
   std::vector<Entry> pending_;
   int flushes_ = 0;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
   std::atomic<bool> eager_{false};
   bool urgent_ = false;  // flush_now() asked: partial batches until nothing is pending (mutex_)
   boost::asio::steady_timer timer_{executor_};

@@ -233,12 +233,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (outcome == Outcome::ack && capabilities.confirms_acks) {
-      // Its permit comes back once the queue confirms the ack. When pending acks hold
-      // half the permits and intake is short of them (a small max_in_flight), they go
-      // now instead of at the next interval; otherwise full batches go out by
+      // Its permit comes back once the queue confirms the ack. When no permit is free,
+      // or pending acks hold half of them and intake is short (a small max_in_flight),
+      // they go now instead of at the next interval; otherwise full batches go out by
       // themselves and a partial one never holds up intake (each expedite is a request).
-      if (pending_acks.load(std::memory_order_relaxed) * 2 >= options.max_in_flight &&
-          permits.available() < capabilities.max_batch)
+      const int free = permits.available();
+      if (free == 0 || (pending_acks.load(std::memory_order_relaxed) * 2 >= options.max_in_flight &&
+                        free < capabilities.max_batch))
         source->expedite_acks();
     } else {
       permits.release(1);

@@ -277,6 +277,13 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
             items[i].message.ack();  // written now, or already there: durable either way
             break;
           case WriteOutcome::failed:
+            if (items[i].message.receive_count() >= options_.max_record_failures) {
+              refuse(sink, items[i], records[i],
+                     "failed on " + std::to_string(items[i].message.receive_count()) +
+                         " deliveries: " + reason(i),
+                     refused);
+              break;
+            }
             if (events_.outcome) events_.outcome(WriteOutcome::failed, items[i].message);
             spdlog::warn(
                 "event=record_write_failed sink={} message_id={} {} action=nack error=\"{}\"",

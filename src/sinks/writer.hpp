@@ -7,7 +7,8 @@
 //   a batch refused as a whole -> split in halves until the refused records are found,
 //     the others written;
 //   database unreachable -> waited for; other batch failures -> retried with jittered
-//     backoff, then nacked.
+//     backoff, then nacked; a record failing on its own max_record_failures deliveries
+//     in a row -> refused.
 // Rejected messages go to the rejects table (when enabled) before they are settled.
 // A message is never acked before the database has its record.
 // A record whose message belongs to an ordered group (SQS FIFO) is written without
@@ -30,6 +31,9 @@ struct WriterOptions {
   std::chrono::milliseconds batch_timeout{20};
   int writers = 1;
   int max_attempts = 5;  // per batch, before its messages are nacked
+  // A record the database fails on its own (a write error with a code not known to be
+  // permanent) this many deliveries in a row is refused: it cannot come back forever.
+  int max_record_failures = 5;
   std::chrono::milliseconds retry_base{200};
   std::chrono::milliseconds retry_max{5000};
   bool rejects_table = true;

@@ -85,7 +85,8 @@ class SqsSource final : public runtime::Source {
       : options_(std::move(options)),
         context_(std::move(context)),
         client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)),
-        settle_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
+        settle_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)),
+        heartbeat_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
     fifo_ = options_.fifo == FifoMode::on;
     deletes_ = std::make_shared<runtime::Batcher<DeleteEntry>>(
         context_.executor, static_cast<std::size_t>(options_.delete_batch_size),
@@ -213,7 +214,7 @@ class SqsSource final : public runtime::Source {
     co_return true;
   }
 
-  // Chunks of 10 go out concurrently, on the settlement client.
+  // Chunks of 10 go out concurrently, on the heartbeat's own client.
   asio::awaitable<std::size_t> extend(std::vector<StatePtr> states) override {
     const int seconds = static_cast<int>(options_.visibility_timeout.count());
     auto shared = std::make_shared<std::vector<StatePtr>>(std::move(states));
@@ -250,7 +251,7 @@ class SqsSource final : public runtime::Source {
     std::size_t extended = 0;
     try {
       const auto result =
-          co_await settle_client_->change_message_visibility_batch(options_.queue_url, entries);
+          co_await heartbeat_client_->change_message_visibility_batch(options_.queue_url, entries);
       const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
       for (const auto& ok : result.successful)
         if (auto i = entry_index(ok.id, end); i && *i >= start) {
@@ -343,12 +344,13 @@ class SqsSource final : public runtime::Source {
 
   SqsSourceOptions options_;
   runtime::SourceContext context_;
-  // Long polls hold a connection for up to poll_wait: they get a client (and so a
-  // connection pool) of their own, and deletes, visibility changes, heartbeats and
-  // dead letters another, so that short calls never wait behind long polls (a
-  // heartbeat or a delete that waits past the visibility timeout means a redelivery).
+  // Three clients, so three connection pools: long polls hold a connection for up to
+  // poll_wait; deletes, visibility changes and dead letters come in bursts; the
+  // heartbeat must never wait behind either (a heartbeat or a delete that waits past
+  // the visibility timeout means a redelivery).
   std::shared_ptr<sqs::SqsClient> client_;
   std::shared_ptr<sqs::SqsClient> settle_client_;
+  std::shared_ptr<sqs::SqsClient> heartbeat_client_;
   bool fifo_ = false;
   std::shared_ptr<runtime::Batcher<DeleteEntry>> deletes_;
   std::shared_ptr<runtime::Batcher<VisibilityEntry>> visibility_changes_;

@@ -63,6 +63,16 @@ TEST(Redact, PasswordsOfUrisAndKeyValueStringsNeverShow) {
   EXPECT_EQ(redact_password("host=h password = 'a b\\' c' user=u"),
             "host=h password = '***' user=u");
   EXPECT_EQ(redact_password("mongodb://h/db"), "mongodb://h/db");
+  EXPECT_EQ(redact_password("mongodb://user:Zq9?SECRET@127.0.0.1:99/db"),
+            "mongodb://user:***@127.0.0.1:99/db")
+      << "a '?' in the password is not the query";
+  EXPECT_EQ(redact_secret("missing \"=\" after \"SECRET\"", "host=h password=Zq9 SECRET"),
+            "missing \"=\" after \"***\"")
+      << "a piece split at a space";
+  // A driver that lowercased a host name holding a piece of the password.
+  EXPECT_EQ(redact_secret("Failed to resolve 'mysecretpw@127.0.0.1'",
+                          "mongodb://user:pw@MySecretPw@127.0.0.1:1/db"),
+            "Failed to resolve '***@127.0.0.1'");
   // A driver that split an unencoded '@' and quoted the rest.
   EXPECT_EQ(redact_secret("Failed to resolve 'ter2secret@127.0.0.1'",
                           "mongodb://u:hun@ter2secret@127.0.0.1:1/"),
