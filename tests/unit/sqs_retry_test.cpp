@@ -7,9 +7,12 @@
 #include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/sigv4.hpp"
+#include "sluice/container.hpp"
 #include "sluice/sqs/client.hpp"
+#include "sluice/sqs/source.hpp"
 #include "support/http_server.hpp"
 #include "support/run.hpp"
+#include "support/wait.hpp"
 
 namespace asio = boost::asio;
 using namespace sluice;
@@ -158,4 +161,55 @@ TEST(SqsRetry, CorruptedBodiesAreRejected) {
   } catch (const aws::AwsError& e) {
     EXPECT_EQ(e.kind(), aws::ErrorKind::integrity);
   }
+}
+
+// Issue 9, finding 8: entry ids of a batch answer used to index arrays unchecked
+// (std::stoul). An SQS that answers DeleteMessageBatch with ids it was never sent,
+// and leaves entries out: the container neither crashes nor loses permits; what the
+// answer confirms is acked, what it leaves out is abandoned (delivered again).
+TEST(SqsSourceAnswers, DeleteBatchAnswersWithStrangeIdsAreCheckedNotTrusted) {
+  std::atomic<int> receives{0};
+  test::HttpServer server([&](const test::ServerRequest& r) -> test::ServerResponse {
+    const std::string target = r.headers.at("x-amz-target");
+    if (target == "AmazonSQS.ReceiveMessage") {
+      if (receives++ > 0) return {200, {}, kEmptyReceive, std::chrono::milliseconds(50)};
+      std::string messages;
+      for (int i = 0; i < 3; ++i)
+        messages += std::string(i ? "," : "") + R"({"MessageId":"m)" + std::to_string(i) +
+                    R"(","ReceiptHandle":"r)" + std::to_string(i) + R"(","Body":"b)" +
+                    std::to_string(i) + R"(","MD5OfBody":")" +
+                    crypto::md5_hex("b" + std::to_string(i)) + R"("})";
+      return {200, {}, R"({"Messages":[)" + messages + "]}"};
+    }
+    if (target == "AmazonSQS.DeleteMessageBatch")
+      return {200,
+              {},
+              R"({"Successful":[{"Id":"99"},{"Id":"x"},{"Id":"0"},{"Id":"0"}],)"
+              R"("Failed":[{"Id":"-1","Code":"X","SenderFault":true,"Message":"m"}]})"};
+    return {200, {}, "{}"};
+  });
+  SqsSourceOptions source;
+  source.queue_url = server.url("/000000000000/q");
+  source.fifo = FifoMode::off;
+  source.poll_wait = std::chrono::seconds(0);
+  source.delete_flush_interval = 5ms;
+  source.client.endpoint_url = server.url();
+  source.client.region = "us-east-1";
+  source.client.credentials = aws::make_static_credentials({"AKIDTEST", "secret", "", {}, "test"});
+  source.client.http.use_env_proxy = false;
+  ContainerOptions options;
+  options.name = "strange-ids";
+  options.max_in_flight = 3;
+  options.min_concurrent_receives = options.max_concurrent_receives = 1;
+  Container container(options, make_sqs_source(source), MessageHandler([](Message&) {}));
+  container.start();
+  EXPECT_TRUE(test::wait_until(
+      [&] { return container.stats().acked + container.stats().failed_acks == 3; }, 10s));
+  EXPECT_EQ(container.stats().acked, 1u) << "only entry 0 was confirmed (once)";
+  EXPECT_EQ(container.stats().failed_acks, 2u) << "entries 1 and 2 were not in the answer";
+  EXPECT_EQ(container.stats().pending_acks, 0) << "every permit came back";
+  const int before = receives.load();
+  EXPECT_TRUE(test::wait_until([&] { return receives.load() > before + 2; }, 5s))
+      << "and the container goes on receiving";
+  container.stop();
 }
