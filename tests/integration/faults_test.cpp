@@ -613,3 +613,37 @@ TEST_F(FaultTest, ReadinessFollowsFailingReceives) {
   raise(SIGTERM);  // run_pipeline's own handler: a graceful stop
   runner.join();
 }
+
+// The same promise with MongoDB frozen: its driver has no interrupt, so the writer is
+// abandoned 1 s after the deadline (exit 5) or the watchdog ends the process; either
+// way within the margin, and nothing is lost.
+TEST_F(FaultTest, FrozenMongoDbStillExitsWithinTheDeadline) {
+  const std::string mongo_uri = test::MongoWire::shared().uri();
+  const auto port_at = mongo_uri.find("127.0.0.1:") + 10;
+  const int mongo_port =
+      std::stoi(mongo_uri.substr(port_at, mongo_uri.find('/', port_at) - port_at));
+  test::TcpFaultProxy proxy("127.0.0.1", mongo_port);
+  const std::string url = make_queue("fault-frozen-mongo");
+  const auto events = publish(url, 3000, 0.0);
+  const std::string collection = "frozen_" + std::to_string(getpid());
+  auto sink = [&](int port) {
+    return "sink:\n  type: mongodb\n  table: " + collection +
+           "\n  batch_size: 50\n  mongodb:\n    uri: mongodb://127.0.0.1:" + std::to_string(port) +
+           "/?directConnection=true\n    database: sluice_frozen\n    id_from_hash: true\n"
+           "    write_concern: \"1\"\n";
+  };
+  const std::string config_path = write_config(
+      "frozen-mongo", yaml(url, test::Emulator::shared().endpoint(), sink(proxy.port())));
+  const pid_t pid = spawn_run(config_path);
+  ASSERT_TRUE(test::wait_until([&] { return queue_total(url) < 2900; }, 30s))
+      << "work started: records written and their messages deleted";
+  proxy.stall(true);
+  ASSERT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s));
+  terminate_within_deadline(pid);
+  proxy.stall(false);
+  const auto summary = run_until_drained(
+      app::parse_config(yaml(url, test::Emulator::shared().endpoint(), sink(mongo_port))));
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records) << "nothing lost, nothing twice";
+  EXPECT_EQ(queue_total(url), 0);
+  std::filesystem::remove(config_path);
+}
