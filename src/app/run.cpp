@@ -193,41 +193,58 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     writer.stop();
     return 2;
   }
-  // The queue must exist (unless configured to wait for it): a typo in the URL is an
-  // error now, not a stream of QueueDoesNotExist warnings forever.
-  try {
-    auto check = asio::co_spawn(stats_io, stats_client->get_queue_attributes(config.sqs.queue_url),
-                                asio::use_future);
-    const auto check_until = Clock::now() + std::chrono::seconds(15);
-    while (check.wait_for(std::chrono::seconds(0)) != std::future_status::ready && g_signal == 0 &&
-           Clock::now() < check_until) {
+  // The queues must exist (the source's, unless configured to wait for it, and the
+  // dead-letter queue): a typo in a URL is an error now, not a stream of
+  // QueueDoesNotExist warnings (or of failed dead letters) forever.
+  enum class Check { exists, missing, unknown, interrupted };
+  auto check_queue = [&](const std::string& url) -> Check {
+    try {
+      auto check =
+          asio::co_spawn(stats_io, stats_client->get_queue_attributes(url), asio::use_future);
+      const auto check_until = Clock::now() + std::chrono::seconds(15);
+      while (check.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
+             g_signal == 0 && Clock::now() < check_until) {
+        stats_io.restart();
+        stats_io.run_for(std::chrono::milliseconds(100));
+      }
       stats_io.restart();
-      stats_io.run_for(std::chrono::milliseconds(100));
-    }
-    stats_io.restart();
-    if (g_signal != 0) {
-      spdlog::info("event=signal_during_start signal={}", g_signal.load());
-      writer.stop();
-      return 0;
-    }
-    if (check.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      if (g_signal != 0) return Check::interrupted;
+      if (check.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        spdlog::warn("event=queue_check_timeout queue={} waited_s=15 action=continue", url);
+        return Check::unknown;
+      }
       check.get();
-    else
-      spdlog::warn("event=queue_check_timeout queue={} waited_s=15 action=continue",
-                   config.sqs.queue_url);
-  } catch (const aws::AwsError& e) {
-    const bool missing = e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue");
-    if (missing && !config.wait_for_queue) {
-      std::cerr << "sluice: source.queue_url (SLUICE_QUEUE_URL): the queue " << config.sqs.queue_url
-                << " does not exist (set source.wait_for_queue: true to wait for it)\n";
-      writer.stop();
-      return 2;
+      return Check::exists;
+    } catch (const aws::AwsError& e) {
+      if (e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue"))
+        return Check::missing;
+      spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue", url, e.what());
+    } catch (const std::exception& e) {
+      spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue", url, e.what());
     }
-    spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue",
-                 config.sqs.queue_url, e.what());
-  } catch (const std::exception& e) {
-    spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue",
-                 config.sqs.queue_url, e.what());
+    return Check::unknown;
+  };
+  const Check source_queue = check_queue(config.sqs.queue_url);
+  const Check dead_letters =
+      source_queue == Check::interrupted || config.sqs.dead_letter_queue_url.empty()
+          ? Check::unknown
+          : check_queue(config.sqs.dead_letter_queue_url);
+  if (source_queue == Check::interrupted || dead_letters == Check::interrupted) {
+    spdlog::info("event=signal_during_start signal={}", g_signal.load());
+    writer.stop();
+    return 0;
+  }
+  if (source_queue == Check::missing && !config.wait_for_queue) {
+    std::cerr << "sluice: source.queue_url (SLUICE_QUEUE_URL): the queue " << config.sqs.queue_url
+              << " does not exist (set source.wait_for_queue: true to wait for it)\n";
+    writer.stop();
+    return 2;
+  }
+  if (dead_letters == Check::missing) {
+    std::cerr << "sluice: dead_letter.queue_url (SLUICE_DEAD_LETTER_QUEUE_URL): the queue "
+              << config.sqs.dead_letter_queue_url << " does not exist\n";
+    writer.stop();
+    return 2;
   }
   struct QueueCounts {
     std::atomic<long> visible{-1}, not_visible{-1};

@@ -62,6 +62,25 @@ class FaultTest : public test::PipelineFixture {
     std::ofstream(path) << text;
     return path;
   }
+  // `sluice run` to its end: the exit code and what it wrote on stderr.
+  static std::pair<int, std::string> run_to_exit(const std::string& config_path) {
+    const std::string err =
+        ::testing::TempDir() + "/sluice-stderr-" + std::to_string(getpid()) + ".txt";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
+    EXPECT_EQ(
+        posix_spawn(&pid, SLUICE_BINARY, &actions, nullptr, const_cast<char**>(argv), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::stringstream text;
+    text << std::ifstream(err).rdbuf();
+    std::filesystem::remove(err);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+  }
   static pid_t spawn_run(const std::string& config_path) {
     pid_t pid = 0;
     const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
@@ -165,26 +184,30 @@ TEST_F(FaultTest, AMissingQueueIsAnErrorAtStartWithExitCode2) {
       write_config("missing-queue",
                    yaml(url, test::Emulator::shared().endpoint(),
                         "sink:\n  sqlite:\n    path: " + ::testing::TempDir() + "/missing.db\n"));
-  const std::string err = ::testing::TempDir() + "/sluice-missing-" + std::to_string(getpid());
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
-  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, &actions, nullptr, const_cast<char**>(argv), environ),
-            0);
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 2);
-  std::stringstream text;
-  text << std::ifstream(err).rdbuf();
-  EXPECT_NE(text.str().find("source.queue_url (SLUICE_QUEUE_URL)"), std::string::npos)
-      << text.str();
-  EXPECT_NE(text.str().find("does not exist"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("wait_for_queue"), std::string::npos) << text.str();
-  std::filesystem::remove(err);
+  const auto [code, stderr_text] = run_to_exit(config_path);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(stderr_text.find("source.queue_url (SLUICE_QUEUE_URL)"), std::string::npos)
+      << stderr_text;
+  EXPECT_NE(stderr_text.find("does not exist"), std::string::npos) << stderr_text;
+  EXPECT_NE(stderr_text.find("wait_for_queue"), std::string::npos) << stderr_text;
+  std::filesystem::remove(config_path);
+}
+
+// A dead-letter queue that does not exist would make every reject fail and come back:
+// an error at start too.
+TEST_F(FaultTest, AMissingDeadLetterQueueIsAnErrorAtStartWithExitCode2) {
+  const std::string url = make_queue("fault-dlq-missing");
+  const std::string missing =
+      test::Emulator::shared().queue_url(test::unique_queue_name("never-created-dlq"));
+  const std::string config_path = write_config(
+      "missing-dlq", yaml(url, test::Emulator::shared().endpoint(),
+                          "sink:\n  sqlite:\n    path: " + ::testing::TempDir() +
+                              "/missing-dlq.db\ndead_letter:\n  queue_url: " + missing + "\n"));
+  const auto [code, stderr_text] = run_to_exit(config_path);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(stderr_text.find("dead_letter.queue_url (SLUICE_DEAD_LETTER_QUEUE_URL)"),
+            std::string::npos)
+      << stderr_text;
   std::filesystem::remove(config_path);
 }
 
