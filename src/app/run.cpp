@@ -98,15 +98,20 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   };
   // Messages whose latest write failed: a drained queue with some left (the queue's own
   // redrive policy took them away) is not a success.
+  // The common case, nothing unresolved and a record written, takes no lock.
   std::mutex unresolved_mutex;
   std::unordered_set<std::string> unresolved;
+  std::atomic<bool> any_unresolved{false};
   events.outcome = [&](sinks::WriteOutcome o, const Message& message) {
     metrics->record_outcome(o);
+    const bool failed = o == sinks::WriteOutcome::failed;
+    if (!failed && !any_unresolved.load(std::memory_order_acquire)) return;
     std::lock_guard lock(unresolved_mutex);
-    if (o == sinks::WriteOutcome::failed)
+    if (failed)
       unresolved.insert(message.id());
-    else if (!unresolved.empty())
+    else
       unresolved.erase(message.id());
+    any_unresolved.store(!unresolved.empty(), std::memory_order_release);
   };
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
   // Signals count from here: a SIGTERM during a slow start (a sink or a queue that

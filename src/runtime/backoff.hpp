@@ -9,6 +9,15 @@
 
 namespace sluice::runtime {
 
+// Equal jitter: half of `full` fixed, plus a random share of the other half.
+inline std::chrono::milliseconds equal_jitter(std::chrono::milliseconds full,
+                                              std::uint64_t random) {
+  const std::int64_t half = full.count() / 2;
+  return std::chrono::milliseconds(
+      half +
+      static_cast<std::int64_t>(random % static_cast<std::uint64_t>(full.count() - half + 1)));
+}
+
 inline std::chrono::milliseconds failure_backoff(std::chrono::milliseconds base,
                                                  std::chrono::milliseconds max, int receive_count,
                                                  std::uint64_t random) {
@@ -16,10 +25,7 @@ inline std::chrono::milliseconds failure_backoff(std::chrono::milliseconds base,
   const double ms =
       std::min(static_cast<double>(base.count()) * static_cast<double>(1LL << exponent),
                static_cast<double>(max.count()));
-  const auto full = static_cast<std::int64_t>(ms);
-  const std::int64_t half = full / 2;
-  return std::chrono::milliseconds(
-      half + static_cast<std::int64_t>(random % static_cast<std::uint64_t>(full - half + 1)));
+  return equal_jitter(std::chrono::milliseconds(static_cast<std::int64_t>(ms)), random);
 }
 
 inline std::uint64_t backoff_random() {

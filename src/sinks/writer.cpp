@@ -5,8 +5,9 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <random>
 #include <thread>
+
+#include "runtime/backoff.hpp"
 
 namespace sluice::sinks {
 using Clock = std::chrono::steady_clock;
@@ -221,18 +222,6 @@ std::string escaped(const std::string& body) {
   return out;
 }
 
-// Retries of a batch start apart, so that writers that failed together do not come
-// back together: half the backoff, plus a random share of the other half.
-std::chrono::milliseconds jittered(std::chrono::milliseconds backoff) {
-  thread_local std::minstd_rand random(std::random_device{}());
-  const auto half = backoff.count() / 2;
-  return std::chrono::milliseconds(
-      half + (backoff.count() > half
-                  ? static_cast<std::int64_t>(
-                        random() % static_cast<std::uint64_t>(backoff.count() - half + 1))
-                  : 0));
-}
-
 }  // namespace
 
 void BatchWriter::Core::write_records(Sink& sink, std::vector<Item>& items) {
@@ -319,7 +308,8 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
       // An unreachable database is waited for (the held messages hold the intake back,
       // their visibility extended meanwhile); a transient failure has bounded attempts.
       const bool give_up = kind != SinkFailure::unavailable && attempt >= options_.max_attempts;
-      const auto wait = jittered(backoff);
+      // Retries start apart: writers that failed together do not come back together.
+      const auto wait = runtime::equal_jitter(backoff, runtime::backoff_random());
       spdlog::warn("event=sink_write_failed sink={} records={} attempt={} kind={} {} error=\"{}\"",
                    sink.describe(), records.size(), attempt, to_string(kind),
                    give_up ? "action=nack" : "retry_in_ms=" + std::to_string(wait.count()),

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -348,6 +349,14 @@ ServiceError decode_error(std::string_view body, std::string_view query_error_he
   if (error.code.empty() && !query_error_header.empty())
     error.code = std::string(query_error_header.substr(0, query_error_header.find(';')));
   return error;
+}
+
+std::optional<std::size_t> entry_index(std::string_view id, std::size_t size) {
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(id.data(), id.data() + id.size(), value);
+  if (id.empty() || error != std::errc{} || end != id.data() + id.size() || value >= size)
+    return std::nullopt;
+  return value;
 }
 
 }  // namespace sluice::sqs::codec

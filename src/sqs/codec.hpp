@@ -1,6 +1,7 @@
 #pragma once
 // JSON 1.0 encoding of SQS requests and decoding of responses; internal.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,5 +43,9 @@ ServiceError decode_error(std::string_view body, std::string_view query_error_he
 
 // The size SQS counts against the 1 MiB limit: body plus attribute names, types, values.
 std::size_t message_size(const SendMessageEntry& entry);
+
+// A batch answer's entry id, checked: ours are decimal indexes below `size`, but an
+// answer is input (an id never sent, or not a number, is nullopt).
+std::optional<std::size_t> entry_index(std::string_view id, std::size_t size);
 
 }  // namespace sluice::sqs::codec

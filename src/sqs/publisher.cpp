@@ -4,7 +4,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -75,7 +74,7 @@ asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
   std::vector<std::size_t> pending;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     outcomes[i].index = i;
-    entries[i].id = "m" + std::to_string(i);
+    entries[i].id = std::to_string(i);
     try {
       codec::validate_send(entries[i], true);
       pending.push_back(i);
@@ -95,16 +94,13 @@ asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
       }
       try {
         const BatchResult result = co_await client_->send_message_batch(queue_url_, request);
-        // Ids are ours ("m<index>", of this batch), but the answer is input: checked.
+        // Ids are ours (indexes of this batch's entries), but the answer is input:
+        // each id is checked, and counts once.
         std::set<std::size_t> unanswered(batch.begin(), batch.end());
         auto index_of = [&](const std::string& id) -> std::optional<std::size_t> {
-          std::size_t value = 0;
-          if (id.size() < 2 || id[0] != 'm') return std::nullopt;
-          const auto [end, error] = std::from_chars(id.data() + 1, id.data() + id.size(), value);
-          if (error != std::errc{} || end != id.data() + id.size() || !unanswered.count(value))
-            return std::nullopt;
-          unanswered.erase(value);
-          return value;
+          const auto index = codec::entry_index(id, entries.size());
+          if (!index || !unanswered.erase(*index)) return std::nullopt;
+          return index;
         };
         for (const auto& ok : result.successful) {
           const auto index = index_of(ok.id);

@@ -3,8 +3,6 @@
 // DeleteMessageBatch calls, retries and releases as batched visibility changes, the
 // heartbeat as immediate ChangeMessageVisibilityBatch calls, rejects as a send to the
 // dead-letter queue followed by a delete.
-#include <charconv>
-#include <optional>
 #include <random>
 
 #include "common/crypto.hpp"
@@ -13,6 +11,7 @@
 #include "runtime/source.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/source.hpp"
+#include "sqs/codec.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
@@ -59,14 +58,6 @@ std::string random_attempt_id() {
 int visibility_seconds(std::chrono::milliseconds d) {
   const auto ms = std::max<std::int64_t>(0, d.count());
   return static_cast<int>(std::min<std::int64_t>(kMaxVisibilitySeconds, (ms + 999) / 1000));
-}
-
-// A batch answer's entry id, checked: ids are ours ("0".."9"), but an answer is input.
-std::optional<std::size_t> entry_index(const std::string& id, std::size_t size) {
-  std::size_t value = 0;
-  const auto [end, error] = std::from_chars(id.data(), id.data() + id.size(), value);
-  if (error != std::errc{} || end != id.data() + id.size() || value >= size) return std::nullopt;
-  return value;
 }
 
 struct DeleteEntry {
@@ -254,7 +245,7 @@ class SqsSource final : public runtime::Source {
           co_await heartbeat_client_->change_message_visibility_batch(options_.queue_url, entries);
       const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
       for (const auto& ok : result.successful)
-        if (auto i = entry_index(ok.id, end); i && *i >= start) {
+        if (auto i = sqs::codec::entry_index(ok.id, end); i && *i >= start) {
           (*states)[*i]->visible_until_ms = until;
           ++extended;
         }
@@ -295,13 +286,13 @@ class SqsSource final : public runtime::Source {
           co_await settle_client_->delete_message_batch(options_.queue_url, request);
       std::vector<bool> answered(entries.size(), false);
       for (const auto& ok : result.successful)
-        if (auto i = entry_index(ok.id, entries.size()); i && !answered[*i]) {
+        if (auto i = sqs::codec::entry_index(ok.id, entries.size()); i && !answered[*i]) {
           answered[*i] = true;
           ++confirmed;
           from_ack += entries[*i].holds_permit;
         }
       for (const auto& f : result.failed) {
-        auto i = entry_index(f.id, entries.size());
+        auto i = sqs::codec::entry_index(f.id, entries.size());
         if (!i || answered[*i]) continue;
         answered[*i] = true;
         auto& entry = entries[*i];

@@ -88,6 +88,24 @@ class FaultTest : public test::PipelineFixture {
               0);
     return pid;
   }
+  // The frozen-server tests: `sluice run` works until `started` (work is under way),
+  // then the proxy freezes, and once it holds a chunk (the fault happened) SIGTERM.
+  static void freeze_then_terminate(const std::string& config_path, test::TcpFaultProxy& proxy,
+                                    const std::function<bool()>& started) {
+    const pid_t pid = spawn_run(config_path);
+    const bool working = test::wait_until(started, 30s);
+    if (working) proxy.stall(true);
+    const bool frozen =
+        working && test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s);
+    if (!frozen) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      proxy.stall(false);
+      FAIL() << (working ? "the proxy held nothing: no fault" : "work never started");
+    }
+    terminate_within_deadline(pid);
+    proxy.stall(false);
+  }
   // SIGTERM; the process must be gone within its 3 s deadline and the margin, with
   // exit code 0 (a clean stop) or 5 (the watchdog).
   static void terminate_within_deadline(pid_t pid) {
@@ -120,22 +138,13 @@ TEST_F(FaultTest, FrozenDatabaseStillExitsWithinTheDeadline) {
       "frozen-db", yaml(url, test::Emulator::shared().endpoint(),
                         "sink:\n  type: postgres\n  table: " + table +
                             "\n  batch_size: 50\n  postgres:\n    dsn: " + dsn + "\n"));
-  const pid_t pid = spawn_run(config_path);
   // Work has started: rows are in the table (read past the proxy).
-  ASSERT_TRUE(test::wait_until(
-      [&] {
-        return pg.query("SELECT count(*) FROM pg_tables WHERE tablename = '" + table + "'") ==
-                   "1\n" &&
-               pg.query("SELECT count(*) > 0 FROM " + table) == "t\n";
-      },
-      30s));
-  proxy.stall(true);
-  // The fault happened: a writer's statement is held by the frozen "server".
-  ASSERT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s));
-  terminate_within_deadline(pid);
+  ASSERT_NO_FATAL_FAILURE(freeze_then_terminate(config_path, proxy, [&] {
+    return pg.query("SELECT count(*) FROM pg_tables WHERE tablename = '" + table + "'") == "1\n" &&
+           pg.query("SELECT count(*) > 0 FROM " + table) == "t\n";
+  }));
   // Nothing lost: what was not written is delivered again, and a run on a healthy
   // database stores exactly the distinct records.
-  proxy.stall(false);
   auto config = app::parse_config(yaml(
       url, test::Emulator::shared().endpoint(),
       "sink:\n  type: postgres\n  table: " + table + "\n  postgres:\n    dsn: " + pg.dsn() + "\n"));
@@ -160,13 +169,9 @@ TEST_F(FaultTest, FrozenSqsEndpointStillExitsWithinTheDeadline) {
   const std::string config_path =
       write_config("frozen-sqs", yaml(url, "http://127.0.0.1:" + std::to_string(proxy.port()),
                                       "sink:\n  sqlite:\n    path: " + db + "\n"));
-  const pid_t pid = spawn_run(config_path);
-  ASSERT_TRUE(test::wait_until([&] { return queue_total(url) < 2900; }, 30s))
-      << "work started: messages were deleted";
-  proxy.stall(true);
-  ASSERT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s));
-  terminate_within_deadline(pid);
-  proxy.stall(false);
+  // Work has started: messages were deleted.
+  ASSERT_NO_FATAL_FAILURE(
+      freeze_then_terminate(config_path, proxy, [&] { return queue_total(url) < 2900; }));
   auto config = app::parse_config(
       yaml(url, test::Emulator::shared().endpoint(), "sink:\n  sqlite:\n    path: " + db + "\n"));
   const auto summary = run_until_drained(config);
@@ -657,13 +662,8 @@ TEST_F(FaultTest, FrozenMongoDbStillExitsWithinTheDeadline) {
   };
   const std::string config_path = write_config(
       "frozen-mongo", yaml(url, test::Emulator::shared().endpoint(), sink(proxy.port())));
-  const pid_t pid = spawn_run(config_path);
-  ASSERT_TRUE(test::wait_until([&] { return queue_total(url) < 2900; }, 30s))
-      << "work started: records written and their messages deleted";
-  proxy.stall(true);
-  ASSERT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s));
-  terminate_within_deadline(pid);
-  proxy.stall(false);
+  ASSERT_NO_FATAL_FAILURE(
+      freeze_then_terminate(config_path, proxy, [&] { return queue_total(url) < 2900; }));
   const auto summary = run_until_drained(
       app::parse_config(yaml(url, test::Emulator::shared().endpoint(), sink(mongo_port))));
   EXPECT_EQ(summary.records_in_sink, events.distinct_records) << "nothing lost, nothing twice";

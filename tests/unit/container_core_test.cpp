@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -285,4 +286,29 @@ TEST(ContainerCore, AReceiveThrowingANonStdExceptionGivesItsPermitsBack) {
       << queue->count(queue->acked);
   EXPECT_EQ(container.stats().receive_errors, 3u) << "the throws happened";
   container.stop();
+}
+
+// Issue 9, finding 2: ~Container used to join every worker, so a handler stuck in a
+// call hung destruction forever. Past the stop deadline it is abandoned instead.
+TEST(ContainerCore, DestructionDoesNotWaitForAHandlerStuckPastTheDeadline) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->push("stuck");
+  auto options = core_options("stuck-handler");
+  options.shutdown_deadline = 100ms;
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto entered = std::make_shared<std::atomic<bool>>(false);
+  auto container = std::make_unique<Container>(options, test::fake_source(queue),
+                                               MessageHandler([released, entered](Message&) {
+                                                 *entered = true;
+                                                 while (!*released)
+                                                   std::this_thread::sleep_for(1ms);
+                                               }));
+  container->start();
+  ASSERT_TRUE(wait_until([&] { return entered->load(); })) << "the handler is running";
+  auto destroyed = std::async(std::launch::async, [&] { container.reset(); });
+  const bool returned = destroyed.wait_for(5s) == std::future_status::ready;
+  *released = true;  // let the abandoned thread end (and the future, if it hung)
+  destroyed.wait();
+  EXPECT_TRUE(returned) << "destruction waited for the stuck handler";
+  EXPECT_EQ(queue->count(queue->acked), 0u) << "nothing acked for the abandoned message";
 }
