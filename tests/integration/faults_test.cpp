@@ -62,17 +62,23 @@ class FaultTest : public test::PipelineFixture {
     std::ofstream(path) << text;
     return path;
   }
-  // `sluice run` to its end: the exit code and what it wrote on stderr.
+  // `sluice run` (or other arguments) to its end: the exit code and its stderr.
   static std::pair<int, std::string> run_to_exit(const std::string& config_path) {
+    return run_to_exit(std::vector<std::string>{"run", "--config", config_path});
+  }
+  static std::pair<int, std::string> run_to_exit(const std::vector<std::string>& args) {
     const std::string err =
         ::testing::TempDir() + "/sluice-stderr-" + std::to_string(getpid()) + ".txt";
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid = 0;
-    const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
-    EXPECT_EQ(
-        posix_spawn(&pid, SLUICE_BINARY, &actions, nullptr, const_cast<char**>(argv), environ), 0);
+    std::vector<const char*> argv{SLUICE_BINARY};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid, SLUICE_BINARY, &actions, nullptr, const_cast<char**>(argv.data()),
+                          environ),
+              0);
     posix_spawn_file_actions_destroy(&actions);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -196,6 +202,16 @@ TEST_F(FaultTest, AMissingQueueIsAnErrorAtStartWithExitCode2) {
   EXPECT_NE(stderr_text.find("does not exist"), std::string::npos) << stderr_text;
   EXPECT_NE(stderr_text.find("wait_for_queue"), std::string::npos) << stderr_text;
   std::filesystem::remove(config_path);
+}
+
+// The README: bad usage is exit code 2 (CLI11's own codes, such as 106 for a missing
+// option, used to leak out).
+TEST_F(FaultTest, BadUsageExitsWithCode2) {
+  const auto [missing_option, text] = run_to_exit(std::vector<std::string>{"run"});
+  EXPECT_EQ(missing_option, 2) << text;
+  EXPECT_NE(text.find("--config"), std::string::npos) << text;
+  EXPECT_EQ(run_to_exit(std::vector<std::string>{"run", "--no-such-flag"}).first, 2);
+  EXPECT_EQ(run_to_exit(std::vector<std::string>{"--help"}).first, 0);
 }
 
 // A dead-letter queue that does not exist would make every reject fail and come back:

@@ -356,3 +356,57 @@ TEST(MongoSink, UnacknowledgedWritesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("at least 1"), std::string::npos) << e.what();
   }
 }
+
+// A record the database fails on its own, with an error not known to be permanent
+// (a MongoDB code outside the list, say), is retried; once its message has come back
+// sink.max_record_failures times it is refused instead of coming back forever.
+TEST(BatchWriter, ARecordFailingOnItsOwnIsRefusedAfterMaxRecordFailuresDeliveries) {
+  // A stand-in database for the writer's logic: it fails every record of "poison".
+  class FailingSink final : public sinks::Sink {
+   public:
+    void open() override {}
+    sinks::WriteResult write(std::span<const pipeline::Record> records) override {
+      sinks::WriteResult result;
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        const bool poison = records[i].message_id == "poison";
+        result.outcomes.push_back(poison ? WriteOutcome::failed : WriteOutcome::inserted);
+        if (poison) result.reasons.emplace_back(i, "error 9999: unknown to us");
+      }
+      return result;
+    }
+    void write_rejects(std::span<const sinks::RejectRow> rows) override {
+      for (const auto& r : rows) rejects.push_back(r);
+    }
+    std::uint64_t count_records() override { return 0; }
+    std::string describe() const override { return "failing"; }
+    std::vector<sinks::RejectRow> rejects;
+  };
+  FailingSink* sink = nullptr;
+  sinks::WriterOptions options;
+  options.max_record_failures = 3;
+  options.batch_timeout = std::chrono::milliseconds(1);
+  sinks::BatchWriter writer(
+      [&] {
+        auto s = std::make_unique<FailingSink>();
+        sink = s.get();
+        return s;
+      },
+      options, {});
+  writer.start();
+  auto deliver = [&](int receive_count) {
+    auto state = std::make_shared<detail::MessageState>();
+    state->id = "poison";
+    state->receive_count = receive_count;
+    writer.submit(record("P", 1, "poison"), detail::MessageAccess::wrap(state));
+    EXPECT_TRUE(test::wait_until([&] { return state->settled(); }, std::chrono::seconds(5)));
+    return state->outcome.load();
+  };
+  EXPECT_EQ(deliver(1), detail::Outcome::retry) << "first deliveries: nacked, to come back";
+  EXPECT_EQ(deliver(2), detail::Outcome::retry);
+  EXPECT_EQ(deliver(3), detail::Outcome::ack) << "the third: kept as a reject, acked";
+  writer.stop();
+  ASSERT_EQ(sink->rejects.size(), 1u);
+  EXPECT_EQ(sink->rejects[0].reason, "sink_refused");
+  EXPECT_NE(sink->rejects[0].detail.find("failed on 3 deliveries: error 9999"), std::string::npos)
+      << sink->rejects[0].detail;
+}
