@@ -112,6 +112,8 @@ class ContainerObserver {
   virtual void on_handler(std::chrono::nanoseconds /*latency*/, bool /*ok*/) {}
   virtual void on_settled(const char* /*outcome: ack|retry|release|reject|lost*/) {}
   virtual void on_concurrency(int /*receives*/) {}
+  // A source's own figure (e.g. "amqp_consumers", "amqp_connection_blocked").
+  virtual void on_source_gauge(const std::string& /*name*/, double /*value*/) {}
 };
 
 class Container {

@@ -590,6 +590,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     context.lease_lost = [weak](std::uint64_t lease) {
       if (auto self = weak.lock()) self->on_lease_lost(lease);
     };
+    context.max_in_flight = options.max_in_flight;
+    context.gauge = [weak](const std::string& name, double value) {
+      if (auto self = weak.lock(); self && self->observer)
+        self->observer->on_source_gauge(name, value);
+    };
     source = source_factory(context);  // throws SourceError (configuration)
     workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
     for (int i = 0; i < options.worker_threads; ++i)
@@ -659,7 +664,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       asio::co_spawn(io, heartbeat_loop(std::max(interval, std::chrono::milliseconds(1))),
                      runtime::log_if_thrown(options.name + " heartbeat"));
     }
-    for (int i = 0; i < options.min_concurrent_receives; ++i) spawn_receiver();
+    // A push source's receive only takes what has arrived: one loop does it.
+    if (capabilities.push) scaler.reconfigure(1, 1);
+    for (int i = 0; i < scaler.config().min_receives; ++i) spawn_receiver();
     spdlog::info(
         "container={} event=started source={} ordered_groups={} max_in_flight={} receives={}-{} "
         "workers={}",
@@ -899,6 +906,7 @@ void Container::set_concurrent_receives(int min, int max) {
                                 std::to_string(max) + ": expected 1 <= min <= max");
   auto impl = impl_;
   asio::post(impl->io, [impl, min, max] {
+    if (impl->dispatch && impl->capabilities.push) return;  // the source scales itself
     impl->scaler.reconfigure(min, max);
     impl->options.min_concurrent_receives = min;
     impl->options.max_concurrent_receives = max;

@@ -42,6 +42,10 @@ struct SourceCapabilities {
   // waiting to be sent count against max_in_flight (memory stays bounded when the
   // queue is slow to take deletes).
   bool confirms_acks = false;
+  // Messages are pushed to the source (AMQP consumers with prefetch): receive() only
+  // takes what has arrived, so one receive loop is enough and the core's elastic
+  // receives are off; the source scales its own consumers.
+  bool push = false;
 };
 
 enum class SourceErrorKind {
@@ -77,6 +81,11 @@ struct SourceContext {
   // Every message held under `lease` is gone (the queue will deliver it again): the
   // core drops them without acknowledging and frees their permits. Any thread.
   std::function<void(std::uint64_t lease)> lease_lost;
+  // The container's max_in_flight: a push source keeps the queue from sending more
+  // than this many unacknowledged messages (prefetch).
+  int max_in_flight = 0;
+  // A figure of the source's own for metrics ("amqp_consumers", ...). Any thread.
+  std::function<void(const std::string& name, double value)> gauge;
 };
 
 class Source {

@@ -1,0 +1,87 @@
+#pragma once
+// The settled deliveries of one channel, turned into as few basic.ack frames as
+// the protocol allows. Delivery tags are per channel and consecutive (one consumer
+// per channel); handlers finish out of order. basic.ack with multiple=true over
+// tag T acknowledges every outstanding delivery up to T, so it may only cover the
+// contiguous prefix of settled tags: one slow message must not be acked by its
+// neighbours' frame. Acks beyond a gap go one by one, when asked (after a short
+// wait, or when permits are short). Pure logic, one thread.
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace sluice::amqp {
+
+class AckTracker {
+ public:
+  enum class State : std::uint8_t { open, ack_pending, done };
+
+  // A new delivery (tags increase; a skipped tag is taken as settled elsewhere).
+  void delivered(std::uint64_t tag) {
+    if (tag <= floor_ + entries_.size()) return;  // not newer than what we know
+    while (floor_ + entries_.size() + 1 < tag) entries_.push_back(State::done);
+    entries_.push_back(State::open);
+  }
+  // Acked by its handler: to be acknowledged by the next frame that may cover it.
+  void acked(std::uint64_t tag) { set(tag, State::ack_pending); }
+  // Nacked or rejected by a frame of its own (already sent): never covered again.
+  void finished(std::uint64_t tag) { set(tag, State::done); }
+
+  struct Frames {
+    std::uint64_t multiple_up_to = 0;    // basic.ack(tag, multiple=true); 0: none
+    std::vector<std::uint64_t> singles;  // basic.ack(tag, multiple=false)
+    std::size_t acks = 0;                // deliveries acknowledged by these frames
+  };
+  // The frames to send now; `singles` also for acks waiting behind an open delivery.
+  Frames take(bool singles) {
+    Frames frames;
+    while (!entries_.empty() && entries_.front() != State::open) {
+      ++floor_;
+      if (entries_.front() == State::ack_pending) {
+        frames.multiple_up_to = floor_;
+        ++frames.acks;
+      }
+      entries_.pop_front();
+    }
+    waiting_ = 0;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i] != State::ack_pending) continue;
+      if (singles) {
+        frames.singles.push_back(floor_ + i + 1);
+        entries_[i] = State::done;
+        ++frames.acks;
+      } else {
+        ++waiting_;
+      }
+    }
+    return frames;
+  }
+  // Acks held back behind an open delivery after the latest take().
+  std::size_t waiting() const { return waiting_; }
+  // Deliveries not yet acknowledged to the broker (open or pending).
+  std::size_t outstanding() const {
+    std::size_t n = 0;
+    for (auto s : entries_) n += s != State::done;
+    return n;
+  }
+  bool empty() const { return outstanding() == 0; }
+  // Acked by handlers, not yet sent.
+  std::size_t ack_pending() const {
+    std::size_t n = 0;
+    for (auto s : entries_) n += s == State::ack_pending;
+    return n;
+  }
+
+ private:
+  void set(std::uint64_t tag, State state) {
+    if (tag <= floor_ || tag > floor_ + entries_.size()) return;  // unknown or long settled
+    auto& entry = entries_[tag - floor_ - 1];
+    if (entry == State::open) entry = state;
+  }
+  std::uint64_t floor_ = 0;    // every tag up to here is acknowledged or finished
+  std::deque<State> entries_;  // tags floor_+1, floor_+2, ...
+  std::size_t waiting_ = 0;
+};
+
+}  // namespace sluice::amqp

@@ -1,0 +1,226 @@
+#include "sluice/amqp/publisher.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "amqp/connection.hpp"
+#include "common/crypto.hpp"
+
+namespace sluice::amqp {
+namespace {
+
+constexpr std::uint16_t kChannel = 1;
+using Clock = std::chrono::steady_clock;
+
+std::string text(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+amqp_bytes_t view(const std::string& s) {
+  return {s.size(), const_cast<char*>(s.data())};
+}
+
+}  // namespace
+
+Publisher::Publisher(PublisherOptions options) : options_(std::move(options)) {
+  std::random_device rd;
+  const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  id_prefix_ = "sluice-" + crypto::hex(reinterpret_cast<const std::uint8_t*>(&r), 8) + "-";
+  connect();
+}
+
+Publisher::~Publisher() = default;
+
+void Publisher::connect() {
+  connection_.reset();
+  ConnectionOptions o;
+  o.uri = parse_uri(options_.uri);
+  o.connection_name = options_.connection_name;
+  o.ca_file = options_.ca_file;
+  o.verify_hostname = options_.verify_hostname;
+  auto connection = std::make_unique<Connection>(o);
+  connection->open_channel(kChannel);
+  connection->confirm_select(kChannel);
+  connection_ = std::move(connection);
+  next_seq_ = 1;  // confirm sequence numbers are per channel
+}
+
+PublishReport Publisher::publish(const std::string& exchange, std::vector<OutgoingMessage> messages,
+                                 const std::function<void(std::size_t)>& progress) {
+  PublishReport report;
+  std::set<std::string> causes;
+  for (auto& m : messages)
+    if (m.message_id.empty()) m.message_id = id_prefix_ + std::to_string(++id_counter_);
+  std::vector<int> attempts(messages.size(), 0);
+  std::vector<std::size_t> todo(messages.size());
+  for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
+  std::size_t settled = 0;
+  std::chrono::milliseconds delay = options_.base_delay;
+
+  while (!todo.empty()) {
+    std::vector<std::size_t> again;
+    for (std::size_t start = 0; start < todo.size();
+         start += static_cast<std::size_t>(options_.window)) {
+      const std::size_t end =
+          std::min(todo.size(), start + static_cast<std::size_t>(options_.window));
+      std::unordered_map<std::uint64_t, std::size_t> by_seq;
+      std::unordered_map<std::string, std::size_t> by_id;
+      std::set<std::size_t> returned;
+      std::string failure;
+      try {
+        if (!connection_) connect();
+        for (std::size_t k = start; k < end; ++k) {
+          const std::size_t i = todo[k];
+          const auto& m = messages[i];
+          ++attempts[i];
+          amqp_basic_properties_t p{};
+          p._flags = AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+          p.message_id = view(m.message_id);
+          p.delivery_mode = m.persistent ? 2 : 1;
+          if (!m.content_type.empty()) {
+            p._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+            p.content_type = view(m.content_type);
+          }
+          std::vector<amqp_table_entry_t> headers;
+          for (const auto& [k2, v] : m.headers) {
+            amqp_table_entry_t e{};
+            e.key = view(k2);
+            e.value.kind = AMQP_FIELD_KIND_UTF8;
+            e.value.value.bytes = view(v);
+            headers.push_back(e);
+          }
+          if (!headers.empty()) {
+            p._flags |= AMQP_BASIC_HEADERS_FLAG;
+            p.headers = {static_cast<int>(headers.size()), headers.data()};
+          }
+          const int status =
+              amqp_basic_publish(connection_->raw(), kChannel, view(exchange), view(m.routing_key),
+                                 options_.mandatory ? 1 : 0, 0, &p, view(m.body));
+          if (status != AMQP_STATUS_OK)
+            throw AmqpError(AmqpError::Kind::connection, 0,
+                            std::string("publishing: ") + amqp_error_string2(status));
+          by_seq[next_seq_++] = i;
+          by_id[m.message_id] = i;
+        }
+        // The confirms of this window (acks, nacks, returns before their ack).
+        const auto give_up = Clock::now() + options_.confirm_timeout;
+        while (!by_seq.empty()) {
+          amqp_frame_t frame;
+          timeval tv{1, 0};
+          const int status = amqp_simple_wait_frame_noblock(connection_->raw(), &frame, &tv);
+          if (status == AMQP_STATUS_TIMEOUT) {
+            if (Clock::now() > give_up)
+              throw AmqpError(AmqpError::Kind::timeout, 0, "no confirm from the broker in time");
+            continue;
+          }
+          if (status != AMQP_STATUS_OK)
+            throw AmqpError(AmqpError::Kind::connection, 0,
+                            std::string("waiting for confirms: ") + amqp_error_string2(status));
+          if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+          const auto& method = frame.payload.method;
+          auto settle = [&](std::uint64_t tag, bool multiple, bool ok) {
+            for (auto it = by_seq.begin(); it != by_seq.end();) {
+              if (it->first == tag || (multiple && it->first < tag)) {
+                const std::size_t i = it->second;
+                if (returned.count(i)) {
+                  ++report.returned;
+                } else if (ok) {
+                  ++report.confirmed;
+                } else {
+                  again.push_back(i);
+                  failure = "nacked by the broker";
+                }
+                it = by_seq.erase(it);
+              } else {
+                ++it;
+              }
+            }
+          };
+          switch (method.id) {
+            case AMQP_BASIC_ACK_METHOD: {
+              auto* ack = static_cast<amqp_basic_ack_t*>(method.decoded);
+              settle(ack->delivery_tag, ack->multiple, true);
+              break;
+            }
+            case AMQP_BASIC_NACK_METHOD: {
+              auto* nack = static_cast<amqp_basic_nack_t*>(method.decoded);
+              settle(nack->delivery_tag, nack->multiple, false);
+              break;
+            }
+            case AMQP_BASIC_RETURN_METHOD: {
+              auto* ret = static_cast<amqp_basic_return_t*>(method.decoded);
+              const std::string why = std::to_string(ret->reply_code) + " " + text(ret->reply_text);
+              const std::string key = text(ret->routing_key);
+              amqp_message_t message;
+              const auto reply = amqp_read_message(connection_->raw(), frame.channel, &message, 0);
+              if (reply.reply_type != AMQP_RESPONSE_NORMAL)
+                throw AmqpError(AmqpError::Kind::connection, 0, "reading a returned message");
+              if (message.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
+                auto it = by_id.find(text(message.properties.message_id));
+                if (it != by_id.end()) returned.insert(it->second);
+              }
+              amqp_destroy_message(&message);
+              causes.insert("returned by the broker (" + why + ", exchange '" + exchange +
+                            "', routing key '" + key + "')");
+              break;
+            }
+            case AMQP_CHANNEL_CLOSE_METHOD:
+            case AMQP_CONNECTION_CLOSE_METHOD: {
+              const std::string why = describe_close(method);
+              const int code =
+                  method.id == AMQP_CHANNEL_CLOSE_METHOD
+                      ? static_cast<amqp_channel_close_t*>(method.decoded)->reply_code
+                      : static_cast<amqp_connection_close_t*>(method.decoded)->reply_code;
+              if (method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+                amqp_channel_close_ok_t ok{};
+                connection_->send_method(kChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+              }
+              // A missing exchange (404) will not appear by publishing again.
+              throw AmqpError(code == 404 ? AmqpError::Kind::channel : AmqpError::Kind::connection,
+                              code, why);
+            }
+            default:
+              break;
+          }
+        }
+        amqp_maybe_release_buffers(connection_->raw());
+      } catch (const AmqpError& e) {
+        // Whatever this window has not had confirmed is published again.
+        for (auto& [seq, i] : by_seq) again.push_back(i);
+        failure = e.what();
+        connection_.reset();
+        if (e.reply_code() == 404 || e.reply_code() == 403 || e.kind() == AmqpError::Kind::auth) {
+          report.failed += again.size();
+          causes.insert(failure);
+          report.errors.assign(causes.begin(), causes.end());
+          return report;
+        }
+        spdlog::warn("event=amqp_publish_failed error=\"{}\" action=retry", failure);
+      }
+      if (!failure.empty()) causes.insert(failure);
+      settled = report.confirmed + report.returned;
+      if (progress) progress(settled);
+    }
+    // What failed goes again, after a backoff, while it has attempts left.
+    todo.clear();
+    for (auto i : again) {
+      if (attempts[i] >= options_.max_attempts)
+        ++report.failed;
+      else
+        todo.push_back(i);
+    }
+    report.republished += todo.size();
+    if (!todo.empty()) {
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, options_.max_delay);
+    }
+  }
+  report.errors.assign(causes.begin(), causes.end());
+  return report;
+}
+
+}  // namespace sluice::amqp
