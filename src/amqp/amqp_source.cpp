@@ -802,14 +802,14 @@ class AmqpSource final : public runtime::Source {
 
   void tick() {
     const auto now = Clock::now();
-    std::vector<std::pair<Consumer*, amqp::ConsumerScaler::Decision>> decisions;
-    const int active = active_consumers();
-    for (auto& [ch, c] : consumers_) {
+    // One consumer at a time, each seeing the count its predecessors left.
+    std::vector<Consumer*> running;
+    for (auto& [ch, c] : consumers_)
+      if (!c->cancelling) running.push_back(c.get());
+    for (Consumer* c : running) {
       if (c->cancelling) continue;
-      const bool holding = !c->acks.empty();
-      decisions.emplace_back(c.get(), scaler_.on_tick(c->cycle, active, holding, now));
+      act(*c, scaler_.on_tick(c->cycle, active_consumers(), !c->acks.empty(), now));
     }
-    for (auto& [consumer, decision] : decisions) act(*consumer, decision);
     // Lost consumers come back after the recovery backoff.
     if (recovery_due_ && now >= *recovery_due_ && !stopping_intake_) {
       recovery_due_.reset();

@@ -169,3 +169,250 @@ TEST_F(AmqpTest, UnacknowledgedNeverExceedsMaxInFlight) {
   EXPECT_GT(peak, 0) << "never saw the consumers at work";
   EXPECT_LE(peak, 20) << "the broker held more unacknowledged deliveries than max_in_flight";
 }
+
+TEST_F(AmqpTest, ConsumersScaleUpUnderLoadAndDownWhenIdle) {
+  publish(queue_, 4000);
+  auto gauges = std::make_shared<Gauges>();
+  auto options = source_options();
+  options.min_consumers = 1;
+  options.max_consumers = 3;
+  options.consecutive_active_trigger = 3;
+  options.consecutive_idle_trigger = 3;
+  options.start_consumer_min_interval = 0ms;
+  options.stop_consumer_min_interval = 0ms;
+  options.receive_timeout = 100ms;
+  Container container(container_options(60), make_amqp_source(options),
+                      [&](Message&) { std::this_thread::sleep_for(10ms); });
+  container.set_observer(gauges);
+  container.start();
+  long broker_peak = 0;
+  while (container.stats().acked < 3500)
+    broker_peak = std::max(broker_peak, broker_->queue(queue_).consumers);
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 4000; }, 60s));
+  EXPECT_EQ(broker_peak, 3) << "the broker never saw the consumers added";
+  EXPECT_EQ(gauges->peak_consumers(), 3);
+  // Idle: back to the minimum, as the broker counts them.
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).consumers == 1; }, 20s))
+      << broker_->queue(queue_).consumers << " consumers";
+  EXPECT_EQ(gauges->get("amqp_consumers"), 1);
+  container.stop();
+}
+
+TEST_F(AmqpTest, FailedMessagesComeBackAfterABackoffNotAtFullSpeed) {
+  publish(queue_, 20);
+  std::mutex m;
+  std::vector<std::pair<int, std::chrono::steady_clock::time_point>> attempts;  // of m-3
+  std::atomic<int> done{0};
+  Container container(container_options(), make_amqp_source(source_options()), [&](Message& msg) {
+    if (msg.id() == "m-3") {
+      std::lock_guard lock(m);
+      attempts.emplace_back(msg.receive_count(), std::chrono::steady_clock::now());
+      if (attempts.size() < 3) throw std::runtime_error("not yet");
+    }
+    ++done;
+  });
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 20; }, 30s));
+  container.stop();
+  std::lock_guard lock(m);
+  ASSERT_EQ(attempts.size(), 3u) << "the failing message was delivered a wrong number of times";
+  // A classic queue counts no deliveries: the source counted them.
+  EXPECT_EQ(attempts[0].first, 1);
+  EXPECT_EQ(attempts[1].first, 2);
+  EXPECT_EQ(attempts[2].first, 3);
+  // failure_backoff_base 200 ms: b/2..b, doubling (100 ms, then 200 ms at least).
+  EXPECT_GE(attempts[1].second - attempts[0].second, 95ms);
+  EXPECT_GE(attempts[2].second - attempts[1].second, 195ms);
+  EXPECT_EQ(container.stats().failed, 2u);
+  const auto q = broker_->queue(queue_);
+  EXPECT_EQ(q.ready + q.unacked, 0);
+}
+
+TEST_F(AmqpTest, RejectsGoToTheQueuesDeadLetterExchange) {
+  const std::string queue = test::unique_queue_name("amqp-dlx");
+  const std::string dlx = queue + "-dlx", dlq = queue + "-dlq";
+  admin_->queue(dlq);
+  admin_->fanout_to(dlx, dlq);
+  admin_->queue(queue, false, dlx);
+  publish(queue, 10);
+  auto options = source_options();
+  options.queue = queue;
+  Container container(container_options(), make_amqp_source(options), [&](Message& msg) {
+    if (msg.id() == "m-4" || msg.id() == "m-7")
+      msg.reject("not an inventory event");
+    else
+      msg.ack();
+  });
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return broker_->queue(dlq).ready == 2; }, 30s))
+      << broker_->queue(dlq).ready << " in the dead-letter queue";
+  container.stop();
+  EXPECT_EQ(container.stats().rejected, 2u);
+  EXPECT_EQ(container.stats().acked, 8u);
+  const auto q = broker_->queue(queue);
+  EXPECT_EQ(q.ready + q.unacked, 0);
+}
+
+TEST_F(AmqpTest, QuorumQueueDeliveryCountIsTheReceiveCount) {
+  const std::string queue = test::unique_queue_name("amqp-quorum");
+  admin_->queue(queue, /*quorum=*/true);
+  publish(queue, 5);
+  std::mutex m;
+  std::map<std::string, std::vector<int>> counts;
+  std::map<std::string, std::string> header;
+  auto options = source_options();
+  options.queue = queue;
+  Container container(container_options(), make_amqp_source(options), [&](Message& msg) {
+    std::lock_guard lock(m);
+    auto& c = counts[msg.id()];
+    c.push_back(msg.receive_count());
+    if (auto it = msg.headers().find("x-delivery-count"); it != msg.headers().end())
+      header[msg.id()] = it->second;
+    if (c.size() == 1) throw std::runtime_error("first time fails");
+  });
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 5; }, 30s));
+  container.stop();
+  std::lock_guard lock(m);
+  ASSERT_EQ(counts.size(), 5u);
+  for (auto& [id, c] : counts) {
+    EXPECT_EQ(c, (std::vector<int>{1, 2})) << id;
+    EXPECT_EQ(header[id], "1") << id << ": the broker's own count of earlier deliveries";
+  }
+}
+
+// A lease lost with its channel: what was held is never acked on a new channel, the
+// broker delivers it again, and every message ends acked.
+TEST_F(AmqpTest, ConnectionClosedByTheBrokerLosesNothing) {
+  publish(queue_, 3000);
+  std::mutex m;
+  std::set<std::string> seen;
+  auto gauges = std::make_shared<Gauges>();
+  auto options = source_options();
+  options.min_consumers = options.max_consumers = 2;
+  auto slow = container_options(200);
+  slow.worker_threads = 4;  // about 400 a second: the fault comes mid-run
+  Container container(slow, make_amqp_source(options), [&](Message& msg) {
+    std::this_thread::sleep_for(10ms);
+    std::lock_guard lock(m);
+    seen.insert(msg.id());
+  });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 300; }, 30s));
+  const auto before = container.stats().acked;
+  broker_->ctl("close_all_connections 'sluice fault test'");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto q = broker_->queue(queue_);
+        return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
+      },
+      90s));
+  container.stop();
+  EXPECT_LT(before, 3000u) << "the fault came after the work";
+  EXPECT_GE(gauges->get("amqp_recoveries"), 1) << "the connection was never lost";
+  EXPECT_GT(container.stats().lost, 0u) << "no delivery was held when the connection closed";
+  std::lock_guard lock(m);
+  EXPECT_EQ(seen.size(), 3000u);
+}
+
+TEST_F(AmqpTest, BrokerRestartedMidRunLosesNothing) {
+  publish(queue_, 2000);
+  std::mutex m;
+  std::set<std::string> seen;
+  auto slow = container_options(200);
+  slow.worker_threads = 4;
+  Container container(slow, make_amqp_source(source_options()), [&](Message& msg) {
+    std::this_thread::sleep_for(10ms);
+    std::lock_guard lock(m);
+    seen.insert(msg.id());
+  });
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 200; }, 30s));
+  broker_->stop();
+  const auto acked_while_down = container.stats().acked;
+  broker_->start();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto q = broker_->queue(queue_);
+        return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
+      },
+      120s));
+  container.stop();
+  EXPECT_LT(acked_while_down, 2000u) << "the restart came after the work";
+  std::lock_guard lock(m);
+  EXPECT_EQ(seen.size(), 2000u);
+  admin_ = std::make_unique<Admin>(broker_->uri());  // its connection died with the broker
+}
+
+TEST_F(AmqpTest, QueueDeletedAndRecreatedIsConsumedAgain) {
+  publish(queue_, 10);
+  std::atomic<int> handled{0};
+  auto gauges = std::make_shared<Gauges>();
+  Container container(container_options(), make_amqp_source(source_options()),
+                      [&](Message&) { ++handled; });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return handled == 10; }, 30s));
+  admin_->remove(queue_);  // the broker cancels our consumer
+  ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_consumers") == 0; }, 10s));
+  admin_->queue(queue_);
+  publish(queue_, 5, 100);
+  ASSERT_TRUE(wait_until([&] { return handled == 15; }, 30s)) << handled;
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).consumers == 1; }, 10s));
+  container.stop();
+}
+
+TEST_F(AmqpTest, GracefulStopLeavesNothingUnacknowledged) {
+  publish(queue_, 2000);
+  std::atomic<int> handled{0};
+  Container container(container_options(300), make_amqp_source(source_options()), [&](Message&) {
+    std::this_thread::sleep_for(2ms);
+    ++handled;
+  });
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return handled >= 200; }, 30s));
+  const auto started = std::chrono::steady_clock::now();
+  container.stop(5s);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 6s);
+  const auto stats = container.stats();
+  ASSERT_GT(stats.received, stats.acked) << "nothing was held at the stop";
+  const auto q = broker_->queue(queue_);
+  EXPECT_EQ(q.unacked, 0);
+  EXPECT_EQ(q.consumers, 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(q.ready) + stats.acked, 2000u)
+      << "ready " << q.ready << " + acked " << stats.acked;
+  EXPECT_EQ(stats.acked, static_cast<std::uint64_t>(handled.load()));
+}
+
+TEST_F(AmqpTest, TlsWithTheTestsOwnCa) {
+  publish(queue_, 10);
+  auto options = source_options();
+  options.uri = "amqps://guest:guest@localhost:" + std::to_string(broker_->tls_port()) + "/%2f";
+  options.ca_file = broker_->ca_file();
+  std::atomic<int> handled{0};
+  Container container(container_options(), make_amqp_source(options), [&](Message&) { ++handled; });
+  container.start();
+  EXPECT_TRUE(wait_until([&] { return handled == 10; }, 30s));
+  container.stop();
+  // Without the CA the broker's certificate is refused.
+  amqp::ConnectionOptions o;
+  o.uri = amqp::parse_uri(options.uri);
+  EXPECT_THROW(amqp::Connection connection(o), amqp::AmqpError);
+  // With the CA but another name than the certificate's, too.
+  o.uri = amqp::parse_uri("amqps://guest:guest@127.0.0.1:" + std::to_string(broker_->tls_port()));
+  o.ca_file = broker_->ca_file();
+  EXPECT_THROW(amqp::Connection connection(o), amqp::AmqpError);
+}
+
+TEST_F(AmqpTest, WrongCredentialsAreRefusedWithoutShowingThePassword) {
+  amqp::ConnectionOptions o;
+  o.uri = amqp::parse_uri(broker_->uri("guest", "s3cret-Pa55"));
+  try {
+    amqp::Connection connection(o);
+    FAIL() << "logged in with a wrong password";
+  } catch (const amqp::AmqpError& e) {
+    EXPECT_EQ(e.kind(), amqp::AmqpError::Kind::auth) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("s3cret"), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,162 @@
+// The pure parts of the RabbitMQ source: the ack frames a channel's settlements
+// become, the consumer scaling rule, and the URI parser.
+#include <gtest/gtest.h>
+
+#include "amqp/ack_tracker.hpp"
+#include "amqp/connection.hpp"
+#include "amqp/consumer_scaler.hpp"
+
+using namespace sluice::amqp;
+using namespace std::chrono_literals;
+
+TEST(AckTracker, MultipleCoversOnlyTheContiguousSettledPrefix) {
+  AckTracker t;
+  for (std::uint64_t tag = 1; tag <= 6; ++tag) t.delivered(tag);
+  t.acked(1);
+  t.acked(2);
+  t.acked(4);  // 3 still open
+  auto f = t.take(false);
+  EXPECT_EQ(f.multiple_up_to, 2u);
+  EXPECT_TRUE(f.singles.empty());
+  EXPECT_EQ(f.acks, 2u);
+  EXPECT_EQ(t.waiting(), 1u) << "4 waits behind 3";
+  t.finished(3);  // nacked by a frame of its own
+  f = t.take(false);
+  EXPECT_EQ(f.multiple_up_to, 4u) << "3 is no longer outstanding: one frame covers 4";
+  EXPECT_EQ(f.acks, 1u);
+  EXPECT_EQ(t.outstanding(), 2u);
+}
+
+TEST(AckTracker, SinglesWhenAskedForAcksBehindAGap) {
+  AckTracker t;
+  for (std::uint64_t tag = 1; tag <= 5; ++tag) t.delivered(tag);
+  t.acked(3);
+  t.acked(5);
+  auto f = t.take(true);
+  EXPECT_EQ(f.multiple_up_to, 0u);
+  EXPECT_EQ(f.singles, (std::vector<std::uint64_t>{3, 5}));
+  EXPECT_EQ(f.acks, 2u);
+  t.acked(1);
+  t.acked(2);
+  f = t.take(false);
+  EXPECT_EQ(f.multiple_up_to, 2u) << "3 was acked alone: the prefix ends at the first open (4)";
+  EXPECT_EQ(f.acks, 2u);
+  t.acked(4);
+  f = t.take(false);
+  EXPECT_EQ(f.multiple_up_to, 4u);
+  EXPECT_EQ(f.acks, 1u) << "5 was acked alone already";
+  EXPECT_TRUE(t.empty());
+}
+
+TEST(AckTracker, UnknownAndRepeatedSettlementsAreIgnored) {
+  AckTracker t;
+  t.delivered(1);
+  t.acked(7);
+  t.acked(1);
+  t.finished(1);  // too late: already acked
+  auto f = t.take(false);
+  EXPECT_EQ(f.multiple_up_to, 1u);
+  EXPECT_EQ(f.acks, 1u);
+  t.acked(1);
+  EXPECT_EQ(t.take(true).acks, 0u);
+}
+
+namespace {
+ConsumerScaler::Config config() {
+  ConsumerScaler::Config c;
+  c.min_consumers = 1;
+  c.max_consumers = 3;
+  c.start_interval = 0ms;
+  c.stop_interval = 0ms;
+  return c;  // triggers 10 and 10, batch_size 1, receive_timeout 1 s
+}
+using Decision = ConsumerScaler::Decision;
+}  // namespace
+
+TEST(ConsumerScaler, StartsAnotherOnTheTenthActiveCycleExactly) {
+  ConsumerScaler s(config());
+  ConsumerScaler::Cycle cycle;
+  auto now = ConsumerScaler::Clock::now();
+  s.begin(cycle, now);
+  for (int i = 1; i <= 9; ++i) EXPECT_EQ(s.on_delivery(cycle, 1, now), Decision::keep) << i;
+  EXPECT_EQ(s.on_delivery(cycle, 1, now), Decision::start_another);
+  // The counter starts again.
+  for (int i = 1; i <= 9; ++i) EXPECT_EQ(s.on_delivery(cycle, 2, now), Decision::keep) << i;
+  EXPECT_EQ(s.on_delivery(cycle, 2, now), Decision::start_another);
+  for (int i = 1; i <= 10; ++i) EXPECT_EQ(s.on_delivery(cycle, 3, now), Decision::keep) << "at max";
+}
+
+TEST(ConsumerScaler, AnIdleCycleIsAReceiveTimeoutWithNothingHeld) {
+  ConsumerScaler s(config());
+  ConsumerScaler::Cycle cycle;
+  auto now = ConsumerScaler::Clock::now();
+  s.begin(cycle, now);
+  EXPECT_EQ(s.on_tick(cycle, 2, false, now + 999ms), Decision::keep) << "not timed out yet";
+  for (int i = 1; i <= 9; ++i) {
+    now += 1s;
+    EXPECT_EQ(s.on_tick(cycle, 2, false, now), Decision::keep) << i;
+  }
+  now += 1s;
+  EXPECT_EQ(s.on_tick(cycle, 2, false, now), Decision::stop_this);
+  // Holding unsettled deliveries: neither idle nor active, never stopped.
+  for (int i = 1; i <= 30; ++i) {
+    now += 1s;
+    EXPECT_EQ(s.on_tick(cycle, 2, true, now), Decision::keep) << i;
+  }
+  // At the minimum, idle cycles stop nothing.
+  for (int i = 1; i <= 30; ++i) {
+    now += 1s;
+    EXPECT_EQ(s.on_tick(cycle, 1, false, now), Decision::keep) << i;
+  }
+}
+
+TEST(ConsumerScaler, BatchSizeDeliveriesEndACycleAndIntervalsAreKept) {
+  auto c = config();
+  c.batch_size = 4;
+  c.active_trigger = 2;
+  c.start_interval = 10s;
+  ConsumerScaler s(c);
+  ConsumerScaler::Cycle cycle;
+  auto now = ConsumerScaler::Clock::now() + 1h;
+  s.begin(cycle, now);
+  for (int i = 1; i <= 7; ++i) EXPECT_EQ(s.on_delivery(cycle, 1, now), Decision::keep) << i;
+  EXPECT_EQ(s.on_delivery(cycle, 1, now), Decision::start_another) << "2 cycles of 4";
+  for (int i = 1; i <= 8; ++i)
+    EXPECT_EQ(s.on_delivery(cycle, 2, now + 5s), Decision::keep) << "within start_interval";
+  for (int i = 1; i <= 7; ++i) EXPECT_EQ(s.on_delivery(cycle, 2, now + 11s), Decision::keep);
+  EXPECT_EQ(s.on_delivery(cycle, 2, now + 11s), Decision::start_another);
+  // A lowered maximum stops consumers at their next cycle's end.
+  s.reconfigure(1, 1);
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(s.on_delivery(cycle, 3, now + 12s), Decision::keep);
+  EXPECT_EQ(s.on_delivery(cycle, 3, now + 12s), Decision::stop_this);
+}
+
+TEST(AmqpUri, PartsAreDecodedAndThePasswordNeverShown) {
+  auto u = parse_uri("amqps://us%40er:p%2Fss@broker.example:5999/prod%2fa");
+  EXPECT_TRUE(u.tls);
+  EXPECT_EQ(u.user, "us@er");
+  EXPECT_EQ(u.password, "p/ss");
+  EXPECT_EQ(u.host, "broker.example");
+  EXPECT_EQ(u.port, 5999);
+  EXPECT_EQ(u.vhost, "prod/a");
+  EXPECT_EQ(u.redacted.find("p%2Fss"), std::string::npos);
+  auto d = parse_uri("amqp://h");
+  EXPECT_EQ(d.port, 5672);
+  EXPECT_EQ(d.vhost, "/");
+  EXPECT_EQ(d.user, "guest");
+  EXPECT_EQ(parse_uri("amqp://[::1]:5673/%2f").host, "::1");
+  EXPECT_EQ(parse_uri("amqp://u:p@:5673").host, "localhost")
+      << "RabbitMQ's spec: no host is localhost";
+  for (const char* bad :
+       {"http://u:topsecret@h/", "amqp://u:topsecret@h:0/", "amqp://u:topsecret@h:99999/",
+        "amqp://u:topsecret@h/a/b", "amqp://u:topsecret@h/?heartbeat=5", "amqp://u:topsecret@h:5x/",
+        "amqp://u:top%zzsecret@h/"}) {
+    try {
+      parse_uri(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find("topsecret"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("top%zz"), std::string::npos) << e.what();
+    }
+  }
+}
