@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "amqp/connection.hpp"
 #include "app/metrics.hpp"
 #include "common/redact.hpp"
 #include "sluice/aws/http.hpp"
@@ -21,6 +22,12 @@ namespace sluice::app {
 namespace {
 
 // ------------------------------------------------------------------ value parsing
+
+// An error about a secret that is safe to show: it repeats the value redacted (a URI
+// with its password as ***), which says more than "not shown".
+struct RedactedConfigError : ConfigError {
+  using ConfigError::ConfigError;
+};
 
 std::string shown(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "(empty)";
@@ -147,6 +154,16 @@ std::string as_endpoint_url(const YAML::Node& n, const std::string& key) {
   return text;
 }
 
+// A file that must exist and be readable when given (certificates, keys).
+std::string as_file_path_or_empty(const YAML::Node& n, const std::string& key) {
+  const std::string path = as_string(n, key);
+  if (path.empty()) return path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path))
+    bad(key, n, "a readable file");
+  return path;
+}
+
 std::string as_enum(const YAML::Node& n, const std::string& key,
                     const std::vector<std::string>& values) {
   std::string list;
@@ -200,8 +217,106 @@ struct Option {
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       // --- source
-      {"source.queue_url", "string", "", "SQS queue URL to drain (required).",
+      {"source.type", "enum: sqs | rabbitmq", "sqs",
+       "The queue service: Amazon SQS (and SQS-compatible emulators) or RabbitMQ (AMQP 0-9-1).",
+       [](auto& c, auto& n, auto& k) {
+         c.source = as_enum(n, k, {"sqs", "rabbitmq"}) == "rabbitmq" ? SourceType::rabbitmq
+                                                                     : SourceType::sqs;
+       },
+       "SLUICE_SOURCE_TYPE"},
+      {"source.queue_url", "string", "", "SQS queue URL to drain (required for sqs).",
        [](auto& c, auto& n, auto& k) { c.sqs.queue_url = as_queue_url(n, k); }, "SLUICE_QUEUE_URL"},
+      {"source.amqp_url", "string", "amqp://guest:guest@127.0.0.1:5672/%2f",
+       "RabbitMQ: amqp://user:password@host:port/vhost (amqps:// for TLS; %2f is the vhost /).",
+       [](auto& c, auto& n, auto& k) {
+         const std::string text = as_string(n, k);
+         try {
+           amqp::parse_uri(text);
+         } catch (const std::invalid_argument& e) {
+           throw RedactedConfigError(k + ": " + e.what());  // shows the URI redacted
+         }
+         c.amqp.uri = text;
+       },
+       "SLUICE_AMQP_URL", true},
+      {"source.queue", "string", "", "RabbitMQ: the queue to consume (required for rabbitmq).",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.queue = as_string(n, k);
+         if (c.amqp.queue.size() > 255) bad(k, n, "a queue name of at most 255 bytes");
+       },
+       "SLUICE_AMQP_QUEUE"},
+      {"source.prefetch", "integer", "250",
+       "RabbitMQ: unacknowledged deliveries per consumer (basic.qos); raised to batch_size, "
+       "lowered to max_in_flight / MAX consumers so the broker never has more than "
+       "max_in_flight out.",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.prefetch = static_cast<int>(as_int(n, k, 1, 65535));
+       }},
+      {"source.batch_size", "integer", "1",
+       "RabbitMQ: deliveries that end a consumer's cycle (Spring's batchSize; see "
+       "docs/rabbitmq.md).",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.batch_size = static_cast<int>(as_int(n, k, 1, 65535));
+       }},
+      {"source.receive_timeout", "duration", "1s",
+       "RabbitMQ: a consumer's cycle ends after this long without a delivery.",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.receive_timeout = as_duration(n, k, milliseconds(10), seconds(3600));
+       }},
+      {"source.consecutive_active_trigger", "integer", "10",
+       "RabbitMQ: a consumer active this many cycles in a row starts another (up to MAX).",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.consecutive_active_trigger = static_cast<int>(as_int(n, k, 1, 100000));
+       }},
+      {"source.consecutive_idle_trigger", "integer", "10",
+       "RabbitMQ: a consumer idle this many cycles in a row stops (down to MIN).",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.consecutive_idle_trigger = static_cast<int>(as_int(n, k, 1, 100000));
+       }},
+      {"source.start_consumer_min_interval", "duration", "10s",
+       "RabbitMQ: at least this long between two consumers started.",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.start_consumer_min_interval = as_duration(n, k, milliseconds(0), seconds(86400));
+       }},
+      {"source.stop_consumer_min_interval", "duration", "60s",
+       "RabbitMQ: at least this long between two consumers stopped.",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.stop_consumer_min_interval = as_duration(n, k, milliseconds(0), seconds(86400));
+       }},
+      {"source.recovery_interval", "duration", "5s",
+       "RabbitMQ: a lost connection or consumer is recovered after 500ms, doubling up to this.",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.recovery_interval = as_duration(n, k, milliseconds(100), seconds(3600));
+       }},
+      {"source.retry_hold_max", "duration", "5m",
+       "RabbitMQ: a failed message is held (unacknowledged) for its backoff, at most this long, "
+       "then nacked with requeue; keep it under the broker's consumer_timeout (30m).",
+       [](auto& c, auto& n, auto& k) {
+         c.amqp.retry_hold_max = as_duration(n, k, milliseconds(0), seconds(86400));
+       }},
+      {"source.amqp_heartbeat", "duration", "60s",
+       "RabbitMQ: the connection heartbeat asked for (whole seconds; 0s: none); a broker silent "
+       "for two of them is taken for lost.",
+       [](auto& c, auto& n, auto& k) {
+         const auto d = as_duration(n, k, milliseconds(0), seconds(65535));
+         if (d.count() % 1000 != 0)
+           bad(k, n, "whole seconds from 0s to 65535s (AMQP counts seconds)");
+         c.amqp.heartbeat = std::chrono::duration_cast<seconds>(d);
+       }},
+      {"source.connection_name", "string", "sluice",
+       "RabbitMQ: the connection's name as the broker shows it.",
+       [](auto& c, auto& n, auto& k) { c.amqp.connection_name = as_string(n, k); }},
+      {"source.ca_file", "string", "",
+       "RabbitMQ over amqps://: the CA certificates (PEM) that signed the broker's; empty: the "
+       "system's.",
+       [](auto& c, auto& n, auto& k) { c.amqp.ca_file = as_file_path_or_empty(n, k); }},
+      {"source.verify_hostname", "boolean", "true",
+       "RabbitMQ over amqps://: the broker's certificate must name the URL's host.",
+       [](auto& c, auto& n, auto& k) { c.amqp.verify_hostname = as_bool(n, k); }},
+      {"source.dead_letter_exchange", "boolean", "false",
+       "RabbitMQ: the queue has an x-dead-letter-exchange: rejected messages go there "
+       "(basic.reject without requeue) as well as to the rejects table. false: they are kept in "
+       "the rejects table and acked.",
+       [](auto& c, auto& n, auto& k) { c.amqp_dead_letter_exchange = as_bool(n, k); }},
       {"source.wait_for_queue", "boolean", "false",
        "A queue that does not exist at start: wait for it to be created (logging) instead of "
        "exiting with code 2 (Spring's missingQueuesFatal, inverted).",
@@ -238,7 +353,8 @@ const std::vector<Option>& options() {
          c.sqs.poll_wait = as_whole_seconds(n, k, seconds(0), seconds(20));
        }},
       {"source.concurrency", "string", "1-4",
-       "Concurrent receives, N or MIN-MAX (Spring's syntax); elastic between MIN and MAX.",
+       "N or MIN-MAX (Spring's syntax), elastic between MIN and MAX: concurrent receives (SQS), "
+       "consumers (RabbitMQ).",
        [](auto& c, auto& n, auto& k) {
          try {
            parse_concurrency(as_string(n, k), c.container);
@@ -563,8 +679,9 @@ void apply_option(const Option& o, PipelineConfig& config, const YAML::Node& nod
   try {
     o.apply(config, node, key);
   } catch (const ConfigError& e) {
-    std::string what =
-        o.secret ? key + ": expected " + o.type + " (the value is secret: not shown)" : e.what();
+    std::string what = o.secret && !dynamic_cast<const RedactedConfigError*>(&e)
+                           ? key + ": expected " + o.type + " (the value is secret: not shown)"
+                           : e.what();
     if (!o.env.empty() && what.find(o.env) == std::string::npos)
       what += " [key " + o.key + ", environment variable " + o.env + "]";
     throw ConfigError(what);
@@ -637,18 +754,38 @@ void walk(PipelineConfig& config, const YAML::Node& node, const std::string& pre
 }
 
 void finalize(PipelineConfig& c) {
-  if (c.sqs.queue_url.empty())
+  if (c.source == SourceType::sqs && c.sqs.queue_url.empty())
     throw ConfigError("source.queue_url: missing, expected an SQS queue URL");
+  if (c.source == SourceType::rabbitmq) {
+    if (c.amqp.queue.empty())
+      throw ConfigError(
+          "source.queue: missing, expected the RabbitMQ queue's name (source.type is rabbitmq)");
+    // Spring's concurrency: consumers. The container's own receive loop is single:
+    // a push source's receive only takes what has arrived.
+    c.amqp.min_consumers = c.container.min_concurrent_receives;
+    c.amqp.max_consumers = c.container.max_concurrent_receives;
+    if (c.amqp.max_consumers > c.container.max_in_flight)
+      throw ConfigError("source.concurrency: got " + std::to_string(c.amqp.max_consumers) +
+                        " consumers at most, expected at most source.max_in_flight (" +
+                        std::to_string(c.container.max_in_flight) +
+                        "): each consumer holds at least one delivery");
+    if (c.amqp.retry_hold_max < c.container.failure_backoff_base)
+      c.container.failure_backoff_base = c.amqp.retry_hold_max;
+  }
   c.container.name = "pipeline";
   c.container.ack_mode = AckMode::manual;  // the sink writer settles each message
   // The stages are quick and never block (the writers do the I/O), so a received
   // batch is handled in one worker call: one thread hand-off per poll, not per message.
   c.container.listener_mode = ListenerMode::batch;
-  c.writer.dead_letter_queue = !c.sqs.dead_letter_queue_url.empty();
+  c.writer.dead_letter_queue = c.source == SourceType::sqs ? !c.sqs.dead_letter_queue_url.empty()
+                                                           : c.amqp_dead_letter_exchange;
   // The library's checks speak of its own option names: say the YAML keys instead.
   try {
     validate(c.container);
-    validate(c.sqs);
+    if (c.source == SourceType::sqs)
+      validate(c.sqs);
+    else
+      validate(c.amqp);
   } catch (const std::invalid_argument& e) {
     std::string what = e.what();
     static const std::pair<const char*, const char*> keys[] = {
@@ -658,7 +795,9 @@ void finalize(PipelineConfig& c) {
         {"container option min_concurrent_receives", "source.concurrency (MIN)"},
         {"container option max_concurrent_receives", "source.concurrency (MAX)"},
         {"container option ", "source."},
-        {"SQS source option ", "source."}};
+        {"SQS source option ", "source."},
+        {"AMQP source option uri", "source.amqp_url"},
+        {"AMQP source option ", "source."}};
     for (const auto& [from, to] : keys)
       if (auto at = what.find(from); at != std::string::npos)
         what.replace(at, std::string_view(from).size(), to);
@@ -666,7 +805,8 @@ void finalize(PipelineConfig& c) {
   }
   // A heartbeat that comes less often than half the visibility can let a held message
   // reappear: refused here rather than corrected at run time.
-  if (c.container.heartbeat && c.container.heartbeat_interval.count() > 0 &&
+  if (c.source == SourceType::sqs && c.container.heartbeat &&
+      c.container.heartbeat_interval.count() > 0 &&
       c.container.heartbeat_interval * 2 > c.sqs.visibility_timeout)
     throw ConfigError("source.heartbeat_interval: got " +
                       std::to_string(c.container.heartbeat_interval.count()) +
@@ -798,9 +938,14 @@ std::string configuration_markdown() {
 
 std::string describe(const PipelineConfig& c) {
   std::ostringstream out;
-  out << "source: " << c.sqs.queue_url << " (receives " << c.container.min_concurrent_receives
-      << "-" << c.container.max_concurrent_receives << ", max_in_flight "
-      << c.container.max_in_flight << ")\n";
+  if (c.source == SourceType::rabbitmq)
+    out << "source: rabbitmq " << common::redact_password(c.amqp.uri) << " queue " << c.amqp.queue
+        << " (consumers " << c.amqp.min_consumers << "-" << c.amqp.max_consumers << ", prefetch "
+        << c.amqp.prefetch << ", max_in_flight " << c.container.max_in_flight << ")\n";
+  else
+    out << "source: " << c.sqs.queue_url << " (receives " << c.container.min_concurrent_receives
+        << "-" << c.container.max_concurrent_receives << ", max_in_flight "
+        << c.container.max_in_flight << ")\n";
   out << "sink: "
       << (c.sink == SinkType::sqlite ? "sqlite " + c.sqlite.path
           : c.sink == SinkType::postgres

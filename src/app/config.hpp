@@ -13,6 +13,7 @@
 #include "pipeline/transform.hpp"
 #include "sinks/sink.hpp"
 #include "sinks/writer.hpp"
+#include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/source.hpp"
 
@@ -26,12 +27,18 @@ class ConfigError : public std::runtime_error {
 
 enum class SinkType { sqlite, postgres, mongodb };
 
+enum class SourceType { sqs, rabbitmq };
+
 struct PipelineConfig {
-  // source: the queue (queue URL, region, endpoint, dead-letter queue, FIFO, polls)
-  // and the container core that drains it
+  // source: the queue (queue URL, region, endpoint, dead-letter queue, FIFO, polls;
+  // or a RabbitMQ queue) and the container core that drains it
+  SourceType source = SourceType::sqs;
   SqsSourceOptions sqs;
+  AmqpSourceOptions amqp;
   ContainerOptions container;
-  bool wait_for_queue = false;  // a missing queue at start: wait for it instead of exit 2
+  bool wait_for_queue = false;
+  bool amqp_dead_letter_exchange = false;  // rejects also go to the RabbitMQ queue's DLX  // a
+                                           // missing queue at start: wait for it instead of exit 2
   // stages
   pipeline::TransformSpec transform;
   // sink

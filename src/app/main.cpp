@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "amqp/connection.hpp"
 #include "app/config.hpp"
 #include "app/demo.hpp"
 #include "app/publish.hpp"
@@ -72,6 +73,40 @@ int queue_create(const std::string& name, bool fifo, const std::string& endpoint
       [](const std::string& url) { std::cout << url << "\n"; });
 }
 
+// RabbitMQ: declare a durable queue (create) or look one up (stats). AMQP reports
+// ready messages and consumers; unacknowledged counts are the management API's.
+int amqp_queue_command(const std::string& url, const std::string& queue, bool create, bool quorum,
+                       const std::string& dead_letter_exchange) {
+  const char* name = create ? "queue create" : "queue stats";
+  if (queue.empty()) {
+    std::cerr << "sluice " << name << ": " << (create ? "--name" : "--queue")
+              << ": missing, expected a RabbitMQ queue name\n";
+    return 2;
+  }
+  try {
+    sluice::amqp::ConnectionOptions o;
+    o.uri = sluice::amqp::parse_uri(url);
+    o.connection_name = "sluice-cli";
+    sluice::amqp::Connection connection(o);
+    connection.open_channel(1);
+    const auto info = create ? connection.declare_queue(1, queue, quorum, dead_letter_exchange)
+                             : connection.inspect_queue(1, queue);
+    if (create)
+      std::cout << queue << "\n";
+    else
+      std::cout << "ready " << info.messages << "\nconsumers " << info.consumers << "\n";
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "sluice " << name << ": --amqp-url: " << e.what() << "\n";
+    return 2;
+  } catch (const sluice::amqp::AmqpError& e) {
+    std::cerr << "sluice " << name << ": " << e.what() << "\n";
+    return e.kind() == sluice::amqp::AmqpError::Kind::auth || e.not_found() || e.reply_code() == 406
+               ? 2
+               : 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,7 +131,12 @@ int main(int argc, char** argv) {
   sluice::app::PublishOptions publish;
   auto* pub = app.add_subcommand(
       "publish", "Send a JSON-lines file, or generated inventory events, with retries");
-  pub->add_option("--queue-url", publish.queue_url, "target queue")->required();
+  pub->add_option("--queue-url", publish.queue_url, "target SQS queue");
+  pub->add_option("--amqp-url", publish.amqp_url,
+                  "RabbitMQ instead: amqp://user:password@host:port/vhost");
+  pub->add_option("--exchange", publish.exchange, "RabbitMQ exchange (default: the default one)");
+  pub->add_option("--routing-key", publish.routing_key,
+                  "RabbitMQ routing key (with the default exchange: the queue's name)");
   pub->add_option("--endpoint-url", publish.endpoint_url,
                   "SQS endpoint (default: as the AWS CLI finds it)");
   pub->add_option("--region", publish.region, "AWS region");
@@ -121,17 +161,25 @@ int main(int argc, char** argv) {
   // queue stats
   auto* queue = app.add_subcommand("queue", "Queue operations");
   queue->require_subcommand(1);
-  std::string stats_url, stats_endpoint, stats_region;
+  std::string stats_url, stats_endpoint, stats_region, amqp_url, amqp_queue;
   auto* stats =
       queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
-  stats->add_option("--queue-url", stats_url, "queue")->required();
+  stats->add_option("--queue-url", stats_url, "SQS queue");
+  stats->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost");
+  stats->add_option("--queue", amqp_queue, "RabbitMQ queue name");
   stats->add_option("--endpoint-url", stats_endpoint, "SQS endpoint");
   stats->add_option("--region", stats_region, "AWS region");
 
   std::string create_name, create_endpoint, create_region;
   bool create_fifo = false;
+  bool create_quorum = false;
+  std::string create_dlx;
   auto* create = queue->add_subcommand("create", "Create a queue (idempotent) and print its URL");
   create->add_option("--name", create_name, "queue name (.fifo for FIFO)")->required();
+  create->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost");
+  create->add_flag("--quorum", create_quorum, "RabbitMQ: a quorum queue");
+  create->add_option("--dead-letter-exchange", create_dlx,
+                     "RabbitMQ: the queue's x-dead-letter-exchange");
   create->add_option("--endpoint-url", create_endpoint, "SQS endpoint");
   create->add_option("--region", create_region, "AWS region");
   create->add_flag("--fifo", create_fifo, "FIFO queue (the name must end in .fifo)");
@@ -180,10 +228,17 @@ int main(int argc, char** argv) {
       code = sluice::app::run_pipeline(cfg, run_options, summary);
     } else if (*pub) {
       code = sluice::app::run_publish(publish);
+    } else if (*stats && stats_url.empty() == amqp_url.empty()) {
+      std::cerr << "sluice queue stats: give --queue-url (SQS) or --amqp-url with --queue "
+                   "(RabbitMQ), one of them\n";
+      code = 2;
     } else if (*stats) {
-      code = queue_stats(stats_url, stats_endpoint, stats_region);
+      code = amqp_url.empty() ? queue_stats(stats_url, stats_endpoint, stats_region)
+                              : amqp_queue_command(amqp_url, amqp_queue, false, false, "");
     } else if (*create) {
-      code = queue_create(create_name, create_fifo, create_endpoint, create_region);
+      code = amqp_url.empty()
+                 ? queue_create(create_name, create_fifo, create_endpoint, create_region)
+                 : amqp_queue_command(amqp_url, create_name, true, create_quorum, create_dlx);
     } else if (*docs) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;

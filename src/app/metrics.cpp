@@ -102,6 +102,28 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                               "round (towards 0: the heartbeat lags; -1: nothing was due)")
                           .Register(r)
                           .Add({});
+  amqp_consumers_ = &BuildGauge()
+                         .Name("sluice_amqp_consumers")
+                         .Help("RabbitMQ consumers running (each on its own channel)")
+                         .Register(r)
+                         .Add({});
+  amqp_blocked_ = &BuildGauge()
+                       .Name("sluice_amqp_connection_blocked")
+                       .Help(
+                           "1 while the broker blocks the connection (connection.blocked: "
+                           "memory or disk alarm)")
+                       .Register(r)
+                       .Add({});
+  amqp_recoveries_ = &BuildGauge()
+                          .Name("sluice_amqp_connection_recoveries_total")
+                          .Help("RabbitMQ connections lost and opened again")
+                          .Register(r)
+                          .Add({});
+  amqp_ack_frames_ = &BuildGauge()
+                          .Name("sluice_amqp_ack_frames_total")
+                          .Help("basic.ack frames sent (multiple=true covers many messages)")
+                          .Register(r)
+                          .Add({});
   receives_ = &BuildGauge()
                    .Name("sluice_concurrent_receives")
                    .Help("Receive loops running")
@@ -205,6 +227,16 @@ void PipelineMetrics::on_settled(const char* outcome) {
 }
 void PipelineMetrics::on_concurrency(int receives) {
   receives_->Set(receives);
+}
+void PipelineMetrics::on_source_gauge(const std::string& name, double value) {
+  if (name == "amqp_consumers")
+    amqp_consumers_->Set(value);
+  else if (name == "amqp_connection_blocked")
+    amqp_blocked_->Set(value);
+  else if (name == "amqp_recoveries")
+    amqp_recoveries_->Set(value);
+  else if (name == "amqp_ack_frames")
+    amqp_ack_frames_->Set(value);
 }
 
 void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {

@@ -31,6 +31,7 @@ class PipelineMetrics : public ContainerObserver {
   void on_handler(std::chrono::nanoseconds latency, bool ok) override;
   void on_settled(const char* outcome) override;
   void on_concurrency(int receives) override;
+  void on_source_gauge(const std::string& name, double value) override;
   // False while the latest receive failed (queue gone, credentials refused, endpoint down).
   bool receiving() const { return receiving_.load(); }
 
@@ -75,6 +76,10 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Family<prometheus::Counter>* settled_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* receives_;
+  prometheus::Gauge* amqp_consumers_;
+  prometheus::Gauge* amqp_blocked_;
+  prometheus::Gauge* amqp_recoveries_;
+  prometheus::Gauge* amqp_ack_frames_;
   prometheus::Gauge* acks_pending_;
   prometheus::Counter* acks_abandoned_;
   prometheus::Counter* visibility_extensions_;

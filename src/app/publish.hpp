@@ -5,7 +5,10 @@
 namespace sluice::app {
 
 struct PublishOptions {
-  std::string queue_url;
+  std::string queue_url;  // SQS ...
+  std::string amqp_url;   // ... or RabbitMQ: to `exchange` with `routing_key`
+  std::string exchange;
+  std::string routing_key;
   std::string endpoint_url;
   std::string region;
   std::string file;              // JSON lines; empty: generate events

@@ -17,10 +17,10 @@
 #include <unordered_set>
 
 #include "app/metrics.hpp"
+#include "app/queue_watch.hpp"
 #include "sinks/writer.hpp"
-#include "sluice/aws/error.hpp"
+#include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
-#include "sluice/sqs/client.hpp"
 #include "sluice/sqs/source.hpp"
 
 namespace sluice::app {
@@ -172,7 +172,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   // committed: each group's rows reach the database in queue order.
   std::unique_ptr<Container> container;
   try {
-    container = std::make_unique<Container>(config.container, make_sqs_source(config.sqs),
+    container = std::make_unique<Container>(config.container,
+                                            config.source == SourceType::rabbitmq
+                                                ? make_amqp_source(config.amqp)
+                                                : make_sqs_source(config.sqs),
                                             BatchHandler([&](std::span<Message> batch) {
                                               std::vector<sinks::BatchWriter::Item> items;
                                               items.reserve(batch.size());
@@ -187,97 +190,26 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   container->set_observer(metrics);
 
-  // Queue statistics for the backlog gauge and the drained check, read on a thread of
-  // their own: a frozen endpoint must never hold the main loop (nor the signal path).
-  asio::io_context stats_io;
-  std::optional<sqs::SqsClient> stats_client;
+  // The queue: checked at start, its counts read on a thread of their own (the
+  // backlog gauge and the drained check).
+  std::unique_ptr<QueueWatch> watch;
   try {
-    stats_client.emplace(stats_io.get_executor(), config.sqs.client);
-  } catch (const aws::AwsError& e) {
-    std::cerr << "sluice: source: " << e.what() << "\n";
+    watch = make_queue_watch(config);
+  } catch (const ConfigError& e) {
+    std::cerr << "sluice: " << e.what() << "\n";
     writer.stop();
     return 2;
   }
-  // The queues must exist (the source's, unless configured to wait for it, and the
-  // dead-letter queue): a typo in a URL is an error now, not a stream of
-  // QueueDoesNotExist warnings (or of failed dead letters) forever.
-  enum class Check { exists, missing, unknown, interrupted };
-  auto check_queue = [&](const std::string& url) -> Check {
-    try {
-      auto check =
-          asio::co_spawn(stats_io, stats_client->get_queue_attributes(url), asio::use_future);
-      const auto check_until = Clock::now() + std::chrono::seconds(15);
-      while (check.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
-             g_signal == 0 && Clock::now() < check_until) {
-        stats_io.restart();
-        stats_io.run_for(std::chrono::milliseconds(100));
-      }
-      stats_io.restart();
-      if (g_signal != 0) return Check::interrupted;
-      if (check.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        spdlog::warn("event=queue_check_timeout queue={} waited_s=15 action=continue", url);
-        return Check::unknown;
-      }
-      check.get();
-      return Check::exists;
-    } catch (const aws::AwsError& e) {
-      if (e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue"))
-        return Check::missing;
-      spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue", url, e.what());
-    } catch (const std::exception& e) {
-      spdlog::warn("event=queue_check_failed queue={} error=\"{}\" action=continue", url, e.what());
-    }
-    return Check::unknown;
-  };
-  const Check source_queue = check_queue(config.sqs.queue_url);
-  const Check dead_letters =
-      source_queue == Check::interrupted || config.sqs.dead_letter_queue_url.empty()
-          ? Check::unknown
-          : check_queue(config.sqs.dead_letter_queue_url);
-  if (source_queue == Check::interrupted || dead_letters == Check::interrupted) {
-    spdlog::info("event=signal_during_start signal={}", g_signal.load());
+  if (const int code = watch->check_at_start(config.wait_for_queue, [] { return g_signal != 0; });
+      code != 0) {
     writer.stop();
+    if (code == 2) return 2;
+    spdlog::info("event=signal_during_start signal={}", g_signal.load());
     return 0;
   }
-  if (source_queue == Check::missing && !config.wait_for_queue) {
-    std::cerr << "sluice: source.queue_url (SLUICE_QUEUE_URL): the queue " << config.sqs.queue_url
-              << " does not exist (set source.wait_for_queue: true to wait for it)\n";
-    writer.stop();
-    return 2;
-  }
-  if (dead_letters == Check::missing) {
-    std::cerr << "sluice: dead_letter.queue_url (SLUICE_DEAD_LETTER_QUEUE_URL): the queue "
-              << config.sqs.dead_letter_queue_url << " does not exist\n";
-    writer.stop();
-    return 2;
-  }
-  struct QueueCounts {
-    std::atomic<long> visible{-1}, not_visible{-1};
-    std::atomic<std::int64_t> read_at_ns{0};  // steady clock; 0: never read
-  } counts;
-  asio::co_spawn(
-      stats_io,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer timer(stats_io);
-        for (;;) {
-          try {
-            const auto attrs = co_await stats_client->get_queue_attributes(config.sqs.queue_url);
-            counts.visible = std::stol(attrs.at("ApproximateNumberOfMessages"));
-            counts.not_visible = std::stol(attrs.at("ApproximateNumberOfMessagesNotVisible"));
-            counts.read_at_ns = Clock::now().time_since_epoch().count();
-          } catch (const std::exception& e) {
-            spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
-          }
-          timer.expires_after(std::chrono::milliseconds(500));
-          co_await timer.async_wait(asio::use_awaitable);
-        }
-      },
-      asio::detached);
-  std::thread stats_thread([&] { stats_io.run(); });
-  auto stop_stats = [&] {
-    stats_io.stop();
-    if (stats_thread.joinable()) stats_thread.join();
-  };
+  QueueCounts counts;
+  watch->start(counts);
+  auto stop_stats = [&] { watch->stop(); };
 
   std::unique_ptr<MetricsServer> server;
   std::atomic<bool> ready{false};
@@ -305,7 +237,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     return 2;
   }
   ready = true;
-  spdlog::info("event=pipeline_started queue={} sink={} identity={}", config.sqs.queue_url,
+  spdlog::info("event=pipeline_started queue={} sink={} identity={}",
+               config.source == SourceType::rabbitmq ? config.amqp.queue : config.sqs.queue_url,
                summary.sink, config.transform.hash_version);
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};
@@ -320,8 +253,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     const long visible = counts.visible.load(), not_visible = counts.not_visible.load();
     metrics->set_backlog(static_cast<double>(visible), static_cast<double>(not_visible));
     if (!options.until_drained) continue;
-    const bool idle =
-        visible == 0 && not_visible == 0 && stats.in_flight == 0 && writer.queued() == 0;
+    const bool idle = visible == 0 && not_visible == 0 && stats.in_flight == 0 &&
+                      stats.pending_acks == 0 && writer.queued() == 0;
     if (!idle) {
       drained_since = {};
     } else if (drained_since == Clock::time_point{}) {

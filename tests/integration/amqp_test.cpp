@@ -2,18 +2,26 @@
 // started by the test process on private loopback ports). Counts come from the
 // broker itself (rabbitmqctl list_queues) wherever the claim is about the broker.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "amqp/connection.hpp"
+#include "app/config.hpp"
+#include "app/publish.hpp"
+#include "app/run.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
 #include "support/emulator.hpp"
+#include "support/pipeline.hpp"
 #include "support/rabbitmq.hpp"
 #include "support/wait.hpp"
 
@@ -414,5 +422,139 @@ TEST_F(AmqpTest, WrongCredentialsAreRefusedWithoutShowingThePassword) {
   } catch (const amqp::AmqpError& e) {
     EXPECT_EQ(e.kind(), amqp::AmqpError::Kind::auth) << e.what();
     EXPECT_EQ(std::string(e.what()).find("s3cret"), std::string::npos) << e.what();
+  }
+}
+
+// ------------------------------------------------------------------ sluice run
+
+namespace {
+
+std::string rabbit_yaml(const std::string& queue, const std::string& sink_section,
+                        const std::string& extra = "") {
+  return "source:\n  type: rabbitmq\n  amqp_url: " + RabbitMq::shared().uri() +
+         "\n  queue: " + queue +
+         "\n  concurrency: 2-4\n  prefetch: 100\n  max_in_flight: 400\n  failure_backoff: 200ms\n"
+         "  receive_timeout: 200ms\n" +
+         extra + test::inventory_stages_yaml() +
+         "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" + sink_section;
+}
+
+// Generated inventory events (seed 001's, with business duplicates and broken ones).
+app::GeneratedEvents publish_events(const std::string& queue, int count, double duplicates,
+                                    double malformed) {
+  auto generated = app::generate_events(count, duplicates, malformed, 11);
+  std::vector<amqp::OutgoingMessage> messages;
+  for (const auto& body : generated.bodies) {
+    amqp::OutgoingMessage m;
+    m.routing_key = queue;
+    m.body = body;
+    messages.push_back(std::move(m));
+  }
+  amqp::PublisherOptions o;
+  o.uri = RabbitMq::shared().uri();
+  amqp::Publisher publisher(o);
+  EXPECT_TRUE(publisher.publish("", std::move(messages)).ok());
+  return generated;
+}
+
+app::RunSummary drain(const app::PipelineConfig& config) {
+  app::RunOptions options;
+  options.until_drained = true;
+  options.drained_for = 1500ms;
+  options.quiet = true;
+  app::RunSummary summary;
+  EXPECT_EQ(app::run_pipeline(config, options, summary), 0);
+  return summary;
+}
+
+}  // namespace
+
+TEST_F(AmqpTest, PipelineIntoSqliteStoresExactlyTheDistinctRecords) {
+  const auto events = publish_events(queue_, 3000, 0.25, 0.02);
+  const std::string db = ::testing::TempDir() + "/sluice-amqp-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(db);
+  const auto config = app::parse_config(
+      rabbit_yaml(queue_, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
+  const auto summary = drain(config);
+  EXPECT_EQ(summary.received, 3000u);
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  EXPECT_EQ(summary.written, events.distinct_records);
+  EXPECT_EQ(summary.duplicates, 3000u - events.distinct_records - events.malformed);
+  EXPECT_EQ(
+      summary.rejected_malformed + summary.rejected_validation + summary.rejected_schema_drift,
+      events.malformed);
+  const auto q = broker_->queue(queue_);
+  EXPECT_EQ(q.ready, 0);
+  EXPECT_EQ(q.unacked, 0);
+  std::filesystem::remove(db);
+}
+
+TEST_F(AmqpTest, PipelineIntoPostgresWithRejectsToTheDeadLetterExchange) {
+  auto& pg = test::Postgres::shared();
+  const std::string queue = test::unique_queue_name("amqp-pg");
+  const std::string dlx = queue + "-dlx", dlq = queue + "-dlq";
+  admin_->queue(dlq);
+  admin_->fanout_to(dlx, dlq);
+  admin_->queue(queue, false, dlx);
+  const auto events = publish_events(queue, 2000, 0.3, 0.05);
+  const std::string table = "amqp_" + std::to_string(getpid());
+  const auto config = app::parse_config(rabbit_yaml(
+      queue,
+      "sink:\n  type: postgres\n  table: " + table + "\n  postgres:\n    dsn: " + pg.dsn() + "\n",
+      "  dead_letter_exchange: true\n"));
+  const auto summary = drain(config);
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  EXPECT_EQ(std::stoul(pg.query("SELECT count(*) FROM " + table)), events.distinct_records);
+  EXPECT_EQ(std::stoul(pg.query("SELECT count(*) FROM rejects")) > 0, true);
+  EXPECT_EQ(broker_->queue(dlq).ready, static_cast<long>(events.malformed))
+      << "rejected messages reach the queue's dead-letter exchange";
+  const auto q = broker_->queue(queue);
+  EXPECT_EQ(q.ready + q.unacked, 0);
+}
+
+namespace {
+std::pair<int, std::string> run_binary(const std::string& yaml) {
+  const std::string path =
+      ::testing::TempDir() + "/sluice-amqp-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(path) << yaml;
+  const std::string err = path + ".stderr";
+  const std::string command = std::string(SLUICE_BINARY) + " run --until-drained --config " + path +
+                              " > /dev/null 2> " + err;
+  const int status = std::system(command.c_str());
+  std::stringstream text;
+  text << std::ifstream(err).rdbuf();
+  std::filesystem::remove(path);
+  std::filesystem::remove(err);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+}
+}  // namespace
+
+TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
+  const std::string sink = "sink:\n  sqlite:\n    path: " + ::testing::TempDir() + "/x.db\n";
+  std::string yaml = rabbit_yaml(queue_, sink);
+  const std::string good = RabbitMq::shared().uri();
+  {
+    auto wrong = yaml;
+    wrong.replace(wrong.find(good), good.size(), RabbitMq::shared().uri("guest", "hunter2-X"));
+    const auto [code, text] = run_binary(wrong);
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("source.amqp_url (SLUICE_AMQP_URL)"), std::string::npos) << text;
+    EXPECT_NE(text.find("ACCESS_REFUSED"), std::string::npos) << text;
+    EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
+  }
+  {
+    auto bad = yaml;
+    bad.replace(bad.find(good), good.size(), "amqp://guest:hunter2-X@127.0.0.1:99999/%2f");
+    const auto [code, text] = run_binary(bad);
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("source.amqp_url"), std::string::npos) << text;
+    EXPECT_NE(text.find("port"), std::string::npos) << text;
+    EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
+  }
+  {
+    const auto [code, text] = run_binary(rabbit_yaml("no-such-queue-here", sink));
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("source.queue (SLUICE_AMQP_QUEUE)"), std::string::npos) << text;
+    EXPECT_NE(text.find("does not exist"), std::string::npos) << text;
   }
 }
