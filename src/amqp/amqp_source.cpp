@@ -138,6 +138,7 @@ struct Command {
 struct Consumer {
   std::uint16_t channel = 0;
   std::uint64_t lease = 0;
+  int prefetch = 0;
   std::string tag;
   amqp::AckTracker acks;
   amqp::ConsumerScaler::Cycle cycle;
@@ -175,10 +176,8 @@ class AmqpSource final : public runtime::Source {
                        std::to_string(max_in_flight));
       scaler_.reconfigure(std::min(options_.min_consumers, max_in_flight), max_in_flight);
     }
-    prefetch_ = std::clamp(std::min(std::max(options_.prefetch, options_.batch_size),
-                                    max_in_flight / scaler_.config().max_consumers),
-                           1, 65535);
-    ack_batch_ = static_cast<std::size_t>(std::max(1, prefetch_ / 2));
+    max_in_flight_ = max_in_flight;
+    ack_batch_ = static_cast<std::size_t>(std::max(1, prefetch_share() / 2));
     max_batch_ = std::clamp(std::max(options_.batch_size, 100), 1, max_in_flight);
     describe_ = std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
                 std::to_string(uri_.port) + " vhost " + uri_.vhost + " queue " + options_.queue;
@@ -269,7 +268,7 @@ class AmqpSource final : public runtime::Source {
 
   std::string describe() const override { return describe_; }
 
-  void set_consumers(int min, int max) {
+  void set_concurrency(int min, int max) override {
     Command c{Command::reconfigure};
     c.min = min;
     c.max = max;
@@ -315,13 +314,20 @@ class AmqpSource final : public runtime::Source {
     std::chrono::milliseconds backoff{500};
     bool first = true;
     while (!stop_) {
+      bool serving = false;
       try {
         connect_and_start();
         if (first) {
           opened_->set_value();
           first = false;
+        } else {
+          ++recoveries_;
+          gauge("amqp_recoveries", static_cast<double>(recoveries_));
+          spdlog::info("amqp event=connection_recovered source=\"{}\" consumers={}", describe_,
+                       active_consumers());
         }
         backoff = std::chrono::milliseconds(500);
+        serving = true;
         serve();  // until the connection is lost or we stop
         break;    // stopping: closing the connection requeues whatever is unacknowledged
       } catch (const amqp::AmqpError& e) {
@@ -332,16 +338,17 @@ class AmqpSource final : public runtime::Source {
           opened_->set_exception(std::current_exception());
           return;
         }
-        spdlog::warn("amqp event=connection_lost source=\"{}\" retry_in_ms={} error=\"{}\"",
-                     describe_, backoff.count(), e.what());
+        if (serving) {
+          ++losses_;
+          gauge("amqp_connections_lost", static_cast<double>(losses_));
+        }
+        spdlog::warn("amqp event={} source=\"{}\" retry_in_ms={} error=\"{}\"",
+                     serving ? "connection_lost" : "reconnect_failed", describe_, backoff.count(),
+                     e.what());
       }
       lose_connection();
       sleep_interruptibly(backoff);
       backoff = std::min(backoff * 2, options_.recovery_interval);
-      if (!stop_) {
-        ++recoveries_;
-        gauge("amqp_recoveries", static_cast<double>(recoveries_));
-      }
     }
     connection_.reset();
     if (first) {
@@ -370,9 +377,10 @@ class AmqpSource final : public runtime::Source {
     }
     connection_->close_channel(probe);
     spdlog::info("amqp event=connected source=\"{}\" prefetch={} consumers={}-{}", describe_,
-                 prefetch_, scaler_.config().min_consumers, scaler_.config().max_consumers);
+                 prefetch_share(), scaler_.config().min_consumers, scaler_.config().max_consumers);
     wanted_ = std::max(wanted_, scaler_.config().min_consumers);
-    for (int i = 0; i < wanted_; ++i) start_consumer();
+    for (int i = 0; i < wanted_; ++i)
+      if (!start_consumer()) break;
   }
 
   // After a channel error in a synchronous call the broker waits for close-ok.
@@ -392,12 +400,32 @@ class AmqpSource final : public runtime::Source {
     return n;
   }
 
-  void start_consumer() {
+  // The prefetch a new consumer may have: its share (max_in_flight / MAX consumers, at
+  // most `prefetch`), within what the consumers already running leave of max_in_flight.
+  // Per consumer (basic.qos global=false: quorum queues refuse a channel-wide one), so
+  // a consumer keeps the prefetch it started with; the sum never passes max_in_flight.
+  int next_prefetch() const {
+    int used = 0;
+    for (auto& [ch, c] : consumers_) used += c->prefetch;
+    return std::min(prefetch_share(), max_in_flight_ - used);
+  }
+  int prefetch_share() const {
+    return std::clamp(std::min(std::max(options_.prefetch, options_.batch_size),
+                               max_in_flight_ / std::max(1, scaler_.config().max_consumers)),
+                      1, 65535);
+  }
+
+  // False when max_in_flight has no room for another consumer yet (consumers being
+  // cancelled still hold theirs).
+  bool start_consumer() {
+    const int prefetch = next_prefetch();
+    if (prefetch < 1) return false;
     const std::uint16_t channel = free_channel();
     connection_->open_channel(channel);
     try {
-      connection_->qos(channel, static_cast<std::uint16_t>(prefetch_), false);
+      connection_->qos(channel, static_cast<std::uint16_t>(prefetch), false);
       auto consumer = std::make_unique<Consumer>();
+      consumer->prefetch = prefetch;
       consumer->channel = channel;
       consumer->lease = ++next_lease_;
       consumer->tag = connection_->consume(
@@ -411,6 +439,7 @@ class AmqpSource final : public runtime::Source {
       throw;
     }
     report_consumers();
+    return true;
   }
 
   int active_consumers() const {
@@ -608,7 +637,7 @@ class AmqpSource final : public runtime::Source {
       spdlog::info("amqp event=consumers_up source=\"{}\" consumers={}", describe_,
                    active_consumers() + 1);
       try {
-        start_consumer();
+        if (!start_consumer()) schedule_recovery();  // when cancelled consumers leave room
       } catch (const amqp::AmqpError& e) {
         if (e.kind() != amqp::AmqpError::Kind::channel) throw;
         spdlog::warn("amqp event=consumer_start_failed source=\"{}\" error=\"{}\"", describe_,
@@ -651,8 +680,9 @@ class AmqpSource final : public runtime::Source {
     report_consumers();
   }
 
-  void schedule_recovery() {
-    if (!recovery_due_) recovery_due_ = Clock::now() + recovery_backoff_;
+  void schedule_recovery(bool now = false) {
+    const auto due = Clock::now() + (now ? std::chrono::milliseconds(0) : recovery_backoff_);
+    if (!recovery_due_ || due < *recovery_due_) recovery_due_ = due;
   }
 
   void lose_connection() {
@@ -682,8 +712,19 @@ class AmqpSource final : public runtime::Source {
         continue;
       }
       if (c.kind == Command::reconfigure) {
-        scaler_.reconfigure(c.min, c.max);
-        wanted_ = std::clamp(wanted_, c.min, c.max);
+        const int cap = std::max(1, context_.max_in_flight);
+        scaler_.reconfigure(std::min(c.min, cap), std::min(c.max, cap));
+        wanted_ =
+            std::clamp(wanted_, scaler_.config().min_consumers, scaler_.config().max_consumers);
+        spdlog::info("amqp event=concurrency_changed source=\"{}\" consumers={}-{}", describe_,
+                     scaler_.config().min_consumers, scaler_.config().max_consumers);
+        // More: started now; a consumer whose prefetch is over the new share (MAX was
+        // raised) is replaced, once what it holds is settled, so that the sum stays
+        // within max_in_flight. Fewer: each extra consumer stops at its next cycle's end.
+        for (auto& [ch, consumer] : consumers_)
+          if (!consumer->cancelling && consumer->prefetch > prefetch_share())
+            cancel_consumer(*consumer);
+        if (active_consumers() < wanted_) schedule_recovery(/*now=*/true);
         continue;
       }
       auto it = by_lease_.find(c.lease);
@@ -802,6 +843,7 @@ class AmqpSource final : public runtime::Source {
 
   void tick() {
     const auto now = Clock::now();
+    close_finished_consumers();
     // One consumer at a time, each seeing the count its predecessors left.
     std::vector<Consumer*> running;
     for (auto& [ch, c] : consumers_)
@@ -815,9 +857,12 @@ class AmqpSource final : public runtime::Source {
       recovery_due_.reset();
       while (active_consumers() < wanted_) {
         try {
-          start_consumer();
+          if (!start_consumer()) {  // no room in max_in_flight yet
+            recovery_due_ = now + std::chrono::milliseconds(200);
+            break;
+          }
           recovery_backoff_ = std::chrono::milliseconds(500);
-          spdlog::info("amqp event=consumer_recovered source=\"{}\" consumers={}", describe_,
+          spdlog::info("amqp event=consumer_started source=\"{}\" consumers={}", describe_,
                        active_consumers());
         } catch (const amqp::AmqpError& e) {
           if (e.kind() != amqp::AmqpError::Kind::channel) throw;
@@ -888,7 +933,7 @@ class AmqpSource final : public runtime::Source {
   runtime::SourceContext context_;
   amqp::Uri uri_;
   amqp::ConsumerScaler scaler_;
-  int prefetch_ = 1;
+  int max_in_flight_ = 100;
   int max_batch_ = 100;
   std::string describe_;
   std::string source_;
@@ -924,6 +969,7 @@ class AmqpSource final : public runtime::Source {
   std::optional<Clock::time_point> recovery_due_;
   std::chrono::milliseconds recovery_backoff_{500};
   std::uint64_t recoveries_ = 0;
+  std::uint64_t losses_ = 0;
   std::uint64_t ack_frames_ = 0;
 };
 

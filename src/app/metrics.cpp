@@ -116,9 +116,16 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                        .Add({});
   amqp_recoveries_ = &BuildGauge()
                           .Name("sluice_amqp_connection_recoveries_total")
-                          .Help("RabbitMQ connections lost and opened again")
+                          .Help("RabbitMQ connections opened again after a loss")
                           .Register(r)
                           .Add({});
+  amqp_losses_ = &BuildGauge()
+                      .Name("sluice_amqp_connections_lost_total")
+                      .Help(
+                          "RabbitMQ connections lost (closed by the broker, network, missed "
+                          "heartbeats)")
+                      .Register(r)
+                      .Add({});
   amqp_ack_frames_ = &BuildGauge()
                           .Name("sluice_amqp_ack_frames_total")
                           .Help("basic.ack frames sent (multiple=true covers many messages)")
@@ -235,6 +242,8 @@ void PipelineMetrics::on_source_gauge(const std::string& name, double value) {
     amqp_blocked_->Set(value);
   else if (name == "amqp_recoveries")
     amqp_recoveries_->Set(value);
+  else if (name == "amqp_connections_lost")
+    amqp_losses_->Set(value);
   else if (name == "amqp_ack_frames")
     amqp_ack_frames_->Set(value);
 }

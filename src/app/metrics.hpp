@@ -79,6 +79,7 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Gauge* amqp_consumers_;
   prometheus::Gauge* amqp_blocked_;
   prometheus::Gauge* amqp_recoveries_;
+  prometheus::Gauge* amqp_losses_;
   prometheus::Gauge* amqp_ack_frames_;
   prometheus::Gauge* acks_pending_;
   prometheus::Counter* acks_abandoned_;

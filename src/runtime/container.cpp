@@ -906,7 +906,10 @@ void Container::set_concurrent_receives(int min, int max) {
                                 std::to_string(max) + ": expected 1 <= min <= max");
   auto impl = impl_;
   asio::post(impl->io, [impl, min, max] {
-    if (impl->dispatch && impl->capabilities.push) return;  // the source scales itself
+    if (impl->dispatch && impl->capabilities.push) {  // the source scales its consumers
+      impl->source->set_concurrency(min, max);
+      return;
+    }
     impl->scaler.reconfigure(min, max);
     impl->options.min_concurrent_receives = min;
     impl->options.max_concurrent_receives = max;

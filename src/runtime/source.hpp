@@ -117,6 +117,10 @@ class Source {
   // Extendable sources: extend these leases now; returns how many were extended.
   virtual boost::asio::awaitable<std::size_t> extend(std::vector<StatePtr> states);
 
+  // Push sources: the consumers to run, MIN-MAX (Container::set_concurrent_receives
+  // while running). Thread-safe.
+  virtual void set_concurrency(int /*min*/, int /*max*/) {}
+
   // Sends every pending ack and settlement and waits for them.
   virtual boost::asio::awaitable<void> flush() = 0;
   virtual std::string describe() const = 0;

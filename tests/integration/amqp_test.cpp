@@ -21,6 +21,7 @@
 #include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
 #include "support/emulator.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/pipeline.hpp"
 #include "support/rabbitmq.hpp"
 #include "support/wait.hpp"
@@ -204,6 +205,92 @@ TEST_F(AmqpTest, ConsumersScaleUpUnderLoadAndDownWhenIdle) {
       << broker_->queue(queue_).consumers << " consumers";
   EXPECT_EQ(gauges->get("amqp_consumers"), 1);
   container.stop();
+  EXPECT_EQ(container.stats().lost, 0u) << "a consumer was stopped in the middle of a message";
+}
+
+TEST_F(AmqpTest, ConsumersChangeWhileRunning) {
+  auto options = source_options();
+  options.min_consumers = options.max_consumers = 1;
+  Container container(container_options(90), make_amqp_source(options), [](Message&) {});
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return broker_->queue(queue_).consumers == 1; }, 20s));
+  container.set_concurrent_receives(3, 3);
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).consumers == 3; }, 20s))
+      << broker_->queue(queue_).consumers;
+  container.set_concurrent_receives(1, 1);
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).consumers == 1; }, 20s))
+      << broker_->queue(queue_).consumers;
+  publish(queue_, 100);
+  EXPECT_TRUE(wait_until([&] { return container.stats().acked == 100; }, 20s));
+  container.stop();
+}
+
+// The broker goes silent (a frozen network): the missing heartbeats are noticed, what
+// was held is dropped unacknowledged, and the work resumes once the network does.
+TEST_F(AmqpTest, AMissingHeartbeatIsDetected) {
+  test::TcpFaultProxy proxy("127.0.0.1", broker_->port());
+  publish(queue_, 1000);
+  auto gauges = std::make_shared<Gauges>();
+  auto options = source_options();
+  options.uri = "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy.port()) + "/%2f";
+  options.heartbeat = 1s;
+  auto slow = container_options(50);
+  slow.worker_threads = 2;
+  std::mutex m;
+  std::set<std::string> seen;
+  Container container(slow, make_amqp_source(options), [&](Message& msg) {
+    std::this_thread::sleep_for(5ms);
+    std::lock_guard lock(m);
+    seen.insert(msg.id());
+  });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 100; }, 30s));
+  proxy.stall(true);
+  const auto stalled = std::chrono::steady_clock::now();
+  // Two heartbeats (2 s) without a frame: the connection is taken for lost.
+  EXPECT_TRUE(wait_until([&] { return gauges->get("amqp_connections_lost") >= 1; }, 15s))
+      << "the silent broker was never noticed";
+  EXPECT_GE(std::chrono::steady_clock::now() - stalled, 1500ms);
+  EXPECT_GT(proxy.stalled_chunks(), 0u);
+  proxy.stall(false);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto q = broker_->queue(queue_);
+        return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
+      },
+      90s));
+  container.stop();
+  EXPECT_GE(gauges->get("amqp_recoveries"), 1);
+  std::lock_guard lock(m);
+  EXPECT_EQ(seen.size(), 1000u);
+}
+
+TEST_F(AmqpTest, PublisherCountsReturnsAndMissingExchangesAsFailures) {
+  amqp::PublisherOptions o;
+  o.uri = broker_->uri();
+  amqp::Publisher publisher(o);
+  // The default exchange with a routing key no queue has: returned (mandatory).
+  auto unroutable = events("no-queue-" + queue_, 3);
+  auto report = publisher.publish("", unroutable);
+  EXPECT_EQ(report.returned, 3u);
+  EXPECT_EQ(report.confirmed, 0u);
+  EXPECT_FALSE(report.ok());
+  ASSERT_FALSE(report.errors.empty());
+  EXPECT_NE(report.errors.front().find("NO_ROUTE"), std::string::npos) << report.errors.front();
+  // A missing exchange: the broker closes the channel (404); not retried.
+  report = publisher.publish("no-such-exchange", events(queue_, 2));
+  EXPECT_EQ(report.failed, 2u);
+  EXPECT_FALSE(report.ok());
+  // The publisher recovers for the next call; typed values are serialized as JSON.
+  struct Event {
+    int n;
+  };
+  std::vector<nlohmann::json> values{{{"n", 1}}, {{"n", 2}}};
+  report = publisher.publish("", queue_, values);
+  EXPECT_EQ(report.confirmed, 2u);
+  EXPECT_TRUE(report.ok());
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).ready == 2; }, 10s));
 }
 
 TEST_F(AmqpTest, FailedMessagesComeBackAfterABackoffNotAtFullSpeed) {
