@@ -4,35 +4,65 @@
 # business duplicates that are not byte-identical, and a few malformed ones), runs
 # the sluice pipeline into SQLite until the queue is drained, prints a summary and
 # checks that the database holds exactly the distinct business records.
-# Usage: scripts/main-job.sh [EVENTS]   (default 20000)
+# Usage: scripts/main-job.sh [--rabbitmq] [EVENTS]   (default 20000)
+#   --rabbitmq: the same demo through a private RabbitMQ broker instead of SQS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+broker=sqs
+if [[ "${1:-}" == "--rabbitmq" ]]; then
+  broker=rabbitmq
+  shift
+fi
 events="${1:-20000}"
 scripts/install-deps.sh
 dir="$(scripts/build.sh | tail -1)"
 sluice="$PWD/$dir/src/sluice"
-source scripts/lib/emulator.sh
-start_emulator
-endpoint="http://127.0.0.1:$EMULATOR_PORT"
-echo "main-job: SQS emulator on $endpoint"
-# The emulator accepts any signature; these are placeholders, not secrets.
-export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_EC2_METADATA_DISABLED=true  # local job: no instance metadata lookups
+if [[ "$broker" == sqs ]]; then
+  source scripts/lib/emulator.sh
+  start_emulator
+  endpoint="http://127.0.0.1:$EMULATOR_PORT"
+  echo "main-job: SQS emulator on $endpoint"
+  # The emulator accepts any signature; these are placeholders, not secrets.
+  export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
+  export AWS_REGION="${AWS_REGION:-us-east-1}"
+  export AWS_EC2_METADATA_DISABLED=true  # local job: no instance metadata lookups
+else
+  source scripts/lib/rabbitmq.sh
+  echo "main-job: starting a private RabbitMQ broker (5-10 s)"
+  start_rabbitmq
+  # The broker's default account, on loopback only: a placeholder, not a secret.
+  amqp_url="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+  echo "main-job: RabbitMQ on 127.0.0.1:$RABBITMQ_PORT"
+fi
 
 out="$PWD/out"
 mkdir -p "$out"
 rm -f "$out"/inventory.db*
-"$sluice" queue create --name inventory-events --endpoint-url "$endpoint" >/dev/null
-queue="$endpoint/000000000000/inventory-events"
-"$sluice" publish --queue-url "$queue" --endpoint-url "$endpoint" --generate "$events" \
-  --duplicates 0.2 --malformed 0.005 2>&1 | tee "$out/publish.log"
+if [[ "$broker" == sqs ]]; then
+  "$sluice" queue create --name inventory-events --endpoint-url "$endpoint" >/dev/null
+  queue="$endpoint/000000000000/inventory-events"
+  "$sluice" publish --queue-url "$queue" --endpoint-url "$endpoint" --generate "$events" \
+    --duplicates 0.2 --malformed 0.005 2>&1 | tee "$out/publish.log"
+else
+  "$sluice" queue create --amqp-url "$amqp_url" --name inventory-events >/dev/null
+  "$sluice" publish --amqp-url "$amqp_url" --routing-key inventory-events --generate "$events" \
+    --duplicates 0.2 --malformed 0.005 2>&1 | tee "$out/publish.log"
+fi
 distinct="$(sed -n 's/.* \([0-9]*\) distinct business records.*/\1/p' "$out/publish.log")"
 
-echo "main-job: running the pipeline (examples/inventory-pipeline.yaml) into $out/inventory.db"
-SLUICE_QUEUE_URL="$queue" SLUICE_SQS_ENDPOINT="$endpoint" SLUICE_SQLITE_PATH="$out/inventory.db" \
-SLUICE_METRICS_LISTEN=127.0.0.1:0 SLUICE_LOG_LEVEL=error \
-  "$sluice" run --config examples/inventory-pipeline.yaml --until-drained
+if [[ "$broker" == sqs ]]; then
+  echo "main-job: running the pipeline (examples/inventory-pipeline.yaml) into $out/inventory.db"
+  SLUICE_QUEUE_URL="$queue" SLUICE_SQS_ENDPOINT="$endpoint" SLUICE_SQLITE_PATH="$out/inventory.db" \
+  SLUICE_METRICS_LISTEN=127.0.0.1:0 SLUICE_LOG_LEVEL=error \
+    "$sluice" run --config examples/inventory-pipeline.yaml --until-drained
+else
+  echo "main-job: running the pipeline (examples/rabbitmq-pipeline.yaml) into $out/inventory.db"
+  SLUICE_AMQP_URL="$amqp_url" SLUICE_SQLITE_PATH="$out/inventory.db" \
+  SLUICE_METRICS_LISTEN=127.0.0.1:0 SLUICE_LOG_LEVEL=error \
+    "$sluice" run --config examples/rabbitmq-pipeline.yaml --until-drained
+  echo "main-job: the broker's own counts (queue, ready, unacknowledged, consumers):"
+  rabbitmq_queues | sed 's/^/  /'
+fi
 
 stored="$(sqlite3 "$out/inventory.db" 'select count(*) from records')"
 echo
