@@ -159,6 +159,41 @@ TEST_F(AmqpTest, DrainsEveryMessageOnceWithMultipleAcks) {
   EXPECT_LT(frames, 3000 / 4) << "acks were not batched";
 }
 
+// Interoperability: messages from another client (pika), properties and headers intact.
+TEST_F(AmqpTest, MessagesFromAnIndependentPublisherKeepTheirPropertiesAndHeaders) {
+  const std::string command = std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
+                              "/tests/tools/pika_publish.py '" + broker_->uri() + "' " + queue_ +
+                              " 5";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::mutex m;
+  std::vector<std::map<std::string, std::string>> headers, attributes;
+  std::vector<std::string> ids, bodies;
+  Container container(container_options(), make_amqp_source(source_options()), [&](Message& msg) {
+    std::lock_guard lock(m);
+    ids.push_back(msg.id());
+    bodies.push_back(msg.body());
+    headers.push_back(msg.headers());
+    attributes.push_back(msg.attributes());
+  });
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 5; }, 30s));
+  container.stop();
+  std::lock_guard lock(m);
+  ASSERT_EQ(ids.size(), 5u);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const int n = std::stoi(ids[i].substr(5));
+    EXPECT_EQ(ids[i], "pika-" + std::to_string(n));
+    EXPECT_NE(bodies[i].find("\"from\": \"pika\""), std::string::npos) << bodies[i];
+    EXPECT_EQ(headers[i]["origin"], "pika");
+    EXPECT_EQ(headers[i]["attempt"], std::to_string(n));
+    EXPECT_EQ(headers[i]["flag"], "true");
+    EXPECT_EQ(attributes[i]["ContentType"], "application/json");
+    EXPECT_EQ(attributes[i]["SentTimestamp"], std::to_string((1700000000LL + n) * 1000));
+    EXPECT_EQ(attributes[i]["RoutingKey"], queue_);
+    EXPECT_EQ(attributes[i]["Redelivered"], "false");
+  }
+}
+
 TEST_F(AmqpTest, UnacknowledgedNeverExceedsMaxInFlight) {
   publish(queue_, 1000);
   auto options = source_options();
