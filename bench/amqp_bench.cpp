@@ -17,10 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -40,8 +43,35 @@ namespace {
 
 struct Result {
   double seconds = 0, cpu_us_per_msg = 0, rss_mib = 0;
+  double broker_cpu = 0, database_cpu = 0;  // seconds, during the run
   long rows = -1;
 };
+
+// CPU seconds used so far by every live process whose name starts with `prefix`
+// (beam.smp: the broker; postgres: the server and its backends).
+double cpu_of(const std::string& prefix) {
+  double total = 0;
+  const long ticks = sysconf(_SC_CLK_TCK);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text;
+    std::getline(stat, text);
+    const auto open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    if (text.compare(open + 1, prefix.size(), prefix) != 0) continue;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    unsigned long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i == 14) utime = std::stoul(field);
+      if (i == 15) stime = std::stoul(field);
+    }
+    total += static_cast<double>(utime + stime) / static_cast<double>(ticks);
+  }
+  return total;
+}
 
 long table_rows(const std::string& dsn, const std::string& table) {
   PGconn* conn = PQconnectdb(dsn.c_str());
@@ -90,6 +120,7 @@ Result observe(const std::vector<std::string>& argv, const std::string& queue,
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
+  const double broker_before = cpu_of("beam.smp"), database_before = cpu_of("postgres");
   const auto started = Clock::now();
   if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0)
     throw std::runtime_error("cannot start " + argv[0]);
@@ -98,8 +129,18 @@ Result observe(const std::vector<std::string>& argv, const std::string& queue,
   rusage usage{};
   int status = 0;
   bool exited = false;
+  // Peak RSS from /proc (VmHWM): wait4's ru_maxrss would count the harness too, since
+  // posix_spawn's child shares our memory until it execs.
+  long peak_kib = 0;
+  auto sample_rss = [&] {
+    std::ifstream status_file("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status_file, line))
+      if (line.rfind("VmHWM:", 0) == 0) peak_kib = std::max(peak_kib, std::atol(line.c_str() + 6));
+  };
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!exited) sample_rss();
     if (wait4(pid, &status, WNOHANG, &usage) == pid) exited = true;
     const auto ready = watch.inspect_queue(1, queue).messages;
     if (ready == 0) {
@@ -109,14 +150,17 @@ Result observe(const std::vector<std::string>& argv, const std::string& queue,
     if (Clock::now() - started > std::chrono::minutes(10)) throw std::runtime_error("too slow");
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  result.broker_cpu = cpu_of("beam.smp") - broker_before;
+  result.database_cpu = cpu_of("postgres") - database_before;
   if (!exited) {
+    sample_rss();
     kill(pid, SIGTERM);
     wait4(pid, &status, 0, &usage);
   }
   const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   result.cpu_us_per_msg = cpu;  // divided by the count by the caller
-  result.rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  result.rss_mib = static_cast<double>(peak_kib) / 1024.0;
   if (!table.empty()) result.rows = table_rows(dsn, table);
   std::remove(log.c_str());
   return result;
@@ -129,8 +173,8 @@ std::string sluice_config(const std::string& queue, const std::string& dsn,
     return std::string(v ? v : fallback);
   };
   return "source:\n  type: rabbitmq\n  amqp_url: " + test::RabbitMq::shared().uri() +
-         "\n  queue: " + queue + "\n  concurrency: " + env("BENCH_CONSUMERS", "2") +
-         "\n  prefetch: 250\n  max_in_flight: " + env("BENCH_INFLIGHT", "2000") +
+         "\n  queue: " + queue + "\n  concurrency: " + env("BENCH_CONSUMERS", "4") +
+         "\n  prefetch: 250\n  max_in_flight: " + env("BENCH_INFLIGHT", "4000") +
          "\n  worker_threads: 2\nnormalize:\n  fields:\n"
          "    - {name: skuId, from: /skuId, required: true}\n"
          "    - {name: locationId, from: /locationId, required: true}\n"
@@ -160,15 +204,16 @@ int main(int argc, char** argv) {
       "RabbitMQ benchmark: %d inventory events (%ld distinct), RabbitMQ 3.10 + PostgreSQL 15 "
       "(fsync off) on loopback, timed from outside\n",
       count, distinct);
-  std::printf("%-4s %-46s %9s %8s %11s %9s %8s\n", "run", "contender", "seconds", "msg/s",
-              "CPU us/msg", "RSS MiB", "ceiling");
+  std::printf("%-4s %-46s %8s %8s %11s %8s %8s %11s\n", "run", "contender", "seconds", "msg/s",
+              "CPU us/msg", "RSS MiB", "ceiling", "broker/db s");
   for (int run = 1; run <= runs; ++run) {
     double ceiling_rate = 0;
     auto report = [&](const char* name, const Result& r) {
       const double rate = count / r.seconds;
       if (ceiling_rate == 0) ceiling_rate = rate;
-      std::printf("%-4d %-46s %9.2f %8.0f %11.1f %9.1f %8.2f%s\n", run, name, r.seconds, rate,
-                  r.cpu_us_per_msg / count * 1e6, r.rss_mib, rate / ceiling_rate,
+      std::printf("%-4d %-46s %8.2f %8.0f %11.1f %8.1f %8.2f %5.1f/%-5.1f%s\n", run, name,
+                  r.seconds, rate, r.cpu_us_per_msg / count * 1e6, r.rss_mib, rate / ceiling_rate,
+                  r.broker_cpu, r.database_cpu,
                   r.rows >= 0 && r.rows != distinct ? "  ROWS WRONG" : "");
       std::fflush(stdout);
     };
@@ -186,7 +231,7 @@ int main(int argc, char** argv) {
       fill(q, events.bodies);
       const std::string config = "/tmp/bench-amqp-" + tag + ".yaml";
       std::ofstream(config) << sluice_config(q, pg.dsn(), table);
-      report("sluice run -> PostgreSQL (batch 200, 4 writers)",
+      report("sluice run -> PostgreSQL (4 consumers, 4 writers)",
              observe({std::string(SLUICE_BINARY), "run", "--until-drained", "--config", config}, q,
                      pg.dsn(), table, distinct));
       std::remove(config.c_str());
