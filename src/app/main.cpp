@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "amqp/connection.hpp"
+#include "app/amqp_commands.hpp"
 #include "app/config.hpp"
 #include "app/demo.hpp"
 #include "app/publish.hpp"
@@ -73,40 +73,6 @@ int queue_create(const std::string& name, bool fifo, const std::string& endpoint
       [](const std::string& url) { std::cout << url << "\n"; });
 }
 
-// RabbitMQ: declare a durable queue (create) or look one up (stats). AMQP reports
-// ready messages and consumers; unacknowledged counts are the management API's.
-int amqp_queue_command(const std::string& url, const std::string& queue, bool create, bool quorum,
-                       const std::string& dead_letter_exchange) {
-  const char* name = create ? "queue create" : "queue stats";
-  if (queue.empty()) {
-    std::cerr << "sluice " << name << ": " << (create ? "--name" : "--queue")
-              << ": missing, expected a RabbitMQ queue name\n";
-    return 2;
-  }
-  try {
-    sluice::amqp::ConnectionOptions o;
-    o.uri = sluice::amqp::parse_uri(url);
-    o.connection_name = "sluice-cli";
-    sluice::amqp::Connection connection(o);
-    connection.open_channel(1);
-    const auto info = create ? connection.declare_queue(1, queue, quorum, dead_letter_exchange)
-                             : connection.inspect_queue(1, queue);
-    if (create)
-      std::cout << queue << "\n";
-    else
-      std::cout << "ready " << info.messages << "\nconsumers " << info.consumers << "\n";
-    return 0;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "sluice " << name << ": --amqp-url: " << e.what() << "\n";
-    return 2;
-  } catch (const sluice::amqp::AmqpError& e) {
-    std::cerr << "sluice " << name << ": " << e.what() << "\n";
-    return e.kind() == sluice::amqp::AmqpError::Kind::auth || e.not_found() || e.reply_code() == 406
-               ? 2
-               : 1;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,12 +127,15 @@ int main(int argc, char** argv) {
   // queue stats
   auto* queue = app.add_subcommand("queue", "Queue operations");
   queue->require_subcommand(1);
-  std::string stats_url, stats_endpoint, stats_region, amqp_url, amqp_queue;
+  std::string stats_url, stats_endpoint, stats_region, amqp_url, amqp_queue, management_url;
   auto* stats =
       queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
   stats->add_option("--queue-url", stats_url, "SQS queue");
   stats->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost");
   stats->add_option("--queue", amqp_queue, "RabbitMQ queue name");
+  stats->add_option("--management-url", management_url,
+                    "RabbitMQ: the management plugin (http://host:15672), for unacknowledged "
+                    "counts");
   stats->add_option("--endpoint-url", stats_endpoint, "SQS endpoint");
   stats->add_option("--region", stats_region, "AWS region");
 
@@ -234,11 +203,11 @@ int main(int argc, char** argv) {
       code = 2;
     } else if (*stats) {
       code = amqp_url.empty() ? queue_stats(stats_url, stats_endpoint, stats_region)
-                              : amqp_queue_command(amqp_url, amqp_queue, false, false, "");
+                              : sluice::app::amqp_queue_stats(amqp_url, amqp_queue, management_url);
     } else if (*create) {
       code = amqp_url.empty()
                  ? queue_create(create_name, create_fifo, create_endpoint, create_region)
-                 : amqp_queue_command(amqp_url, create_name, true, create_quorum, create_dlx);
+                 : sluice::app::amqp_queue_create(amqp_url, create_name, create_quorum, create_dlx);
     } else if (*docs) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;

@@ -19,6 +19,7 @@
 #include "sluice/sqs/source.hpp"
 #include "sluice/typed_handler.hpp"
 #include "support/emulator.hpp"
+#include "support/gate.hpp"
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
 #include "support/wait.hpp"
@@ -30,27 +31,7 @@ using test::Emulator;
 
 namespace {
 
-// Blocks handlers until opened.
-class Gate {
- public:
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void open() {
-    {
-      std::lock_guard lock(m_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
+using test::Gate;
 using test::wait_until;
 
 class ContainerTest : public ::testing::Test {

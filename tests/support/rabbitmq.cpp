@@ -73,9 +73,10 @@ RabbitMq::RabbitMq() {
   dist_port_ = free_port();
   epmd_port_ = free_port();
   tls_port_ = free_port();
+  management_port_ = free_port();
   std::filesystem::create_directories(dir_ + "/home");
   std::ofstream(dir_ + "/conf.env").flush();
-  std::ofstream(dir_ + "/plugins") << "[].\n";
+  std::ofstream(dir_ + "/plugins") << "[rabbitmq_management].\n";
   // A CA and a server certificate for "localhost", for the TLS listener.
   shell("cd " + dir_ +
         " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=sluice-test-ca"
@@ -91,7 +92,10 @@ RabbitMq::RabbitMq() {
                                          << "ssl_options.keyfile = " << dir_ << "/server.key\n"
                                          << "ssl_options.verify = verify_none\n"
                                          << "ssl_options.fail_if_no_peer_cert = false\n"
-                                         << "loopback_users = none\n";
+                                         << "loopback_users = none\n"
+                                         << "management.tcp.port = " << management_port_ << "\n"
+                                         << "management.tcp.ip = 127.0.0.1\n"
+                                         << "collect_statistics_interval = 500\n";
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   // Our own epmd, in the foreground: it dies with us instead of lingering as a daemon.
   epmd_pid_ =

@@ -1,7 +1,8 @@
 #pragma once
 // A private RabbitMQ 3.10 broker (Debian's rabbitmq-server) for the tests: its own
 // node name, data directory and loopback ports, and its own epmd, all children of
-// the test process (they die with it). Started once per process; 5-10 s.
+// the test process (they die with it), with TLS and the management plugin on their own
+// ports. Started once per process; 5-10 s.
 #include <map>
 #include <string>
 #include <vector>
@@ -27,12 +28,16 @@ class RabbitMq {
   // TLS: a listener on tls_port() with a certificate signed by ca_file() for "localhost".
   int tls_port() const { return tls_port_; }
   std::string ca_file() const { return dir_ + "/ca.pem"; }
+  // The management plugin's HTTP API (statistics every 500 ms).
+  std::string management_url() const {
+    return "http://127.0.0.1:" + std::to_string(management_port_);
+  }
 
  private:
   RabbitMq();
   std::vector<std::string> environment() const;
   std::string dir_;
-  int port_ = 0, dist_port_ = 0, epmd_port_ = 0, tls_port_ = 0;
+  int port_ = 0, dist_port_ = 0, epmd_port_ = 0, tls_port_ = 0, management_port_ = 0;
   int broker_pid_ = -1, epmd_pid_ = -1;
   bool running_ = false;
 };
