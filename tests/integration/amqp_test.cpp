@@ -104,6 +104,26 @@ class Gauges : public ContainerObserver {
   double peak_consumers_ = 0;
 };
 
+// The distinct ids a handler saw; each call takes `work`.
+class SeenIds {
+ public:
+  MessageHandler handler(std::chrono::milliseconds work) {
+    return [this, work](Message& message) {
+      std::this_thread::sleep_for(work);
+      std::lock_guard lock(m_);
+      ids_.insert(message.id());
+    };
+  }
+  std::size_t size() {
+    std::lock_guard lock(m_);
+    return ids_.size();
+  }
+
+ private:
+  std::mutex m_;
+  std::set<std::string> ids_;
+};
+
 class AmqpTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -126,6 +146,11 @@ class AmqpTest : public ::testing::Test {
     o.failure_backoff_base = 200ms;
     o.shutdown_deadline = 10s;
     return o;
+  }
+  // The broker has nothing ready or unacknowledged on the queue, the container holds nothing.
+  bool drained(const std::string& queue, const Container& container) const {
+    const auto q = broker_->queue(queue);
+    return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
   }
   RabbitMq* broker_ = nullptr;
   std::unique_ptr<Admin> admin_;
@@ -273,13 +298,8 @@ TEST_F(AmqpTest, AMissingHeartbeatIsDetected) {
   options.heartbeat = 1s;
   auto slow = container_options(50);
   slow.worker_threads = 2;
-  std::mutex m;
-  std::set<std::string> seen;
-  Container container(slow, make_amqp_source(options), [&](Message& msg) {
-    std::this_thread::sleep_for(5ms);
-    std::lock_guard lock(m);
-    seen.insert(msg.id());
-  });
+  SeenIds seen;
+  Container container(slow, make_amqp_source(options), seen.handler(5ms));
   container.set_observer(gauges);
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 100; }, 30s));
@@ -291,15 +311,9 @@ TEST_F(AmqpTest, AMissingHeartbeatIsDetected) {
   EXPECT_GE(std::chrono::steady_clock::now() - stalled, 1500ms);
   EXPECT_GT(proxy.stalled_chunks(), 0u);
   proxy.stall(false);
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const auto q = broker_->queue(queue_);
-        return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
-      },
-      90s));
+  ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 90s));
   container.stop();
   EXPECT_GE(gauges->get("amqp_recoveries"), 1);
-  std::lock_guard lock(m);
   EXPECT_EQ(seen.size(), 1000u);
 }
 
@@ -417,62 +431,40 @@ TEST_F(AmqpTest, QuorumQueueDeliveryCountIsTheReceiveCount) {
 // broker delivers it again, and every message ends acked.
 TEST_F(AmqpTest, ConnectionClosedByTheBrokerLosesNothing) {
   publish(queue_, 3000);
-  std::mutex m;
-  std::set<std::string> seen;
+  SeenIds seen;
   auto gauges = std::make_shared<Gauges>();
   auto options = source_options();
   options.min_consumers = options.max_consumers = 2;
   auto slow = container_options(200);
   slow.worker_threads = 4;  // about 400 a second: the fault comes mid-run
-  Container container(slow, make_amqp_source(options), [&](Message& msg) {
-    std::this_thread::sleep_for(10ms);
-    std::lock_guard lock(m);
-    seen.insert(msg.id());
-  });
+  Container container(slow, make_amqp_source(options), seen.handler(10ms));
   container.set_observer(gauges);
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 300; }, 30s));
   const auto before = container.stats().acked;
   broker_->ctl("close_all_connections 'sluice fault test'");
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const auto q = broker_->queue(queue_);
-        return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
-      },
-      90s));
+  ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 90s));
   container.stop();
   EXPECT_LT(before, 3000u) << "the fault came after the work";
   EXPECT_GE(gauges->get("amqp_recoveries"), 1) << "the connection was never lost";
   EXPECT_GT(container.stats().lost, 0u) << "no delivery was held when the connection closed";
-  std::lock_guard lock(m);
   EXPECT_EQ(seen.size(), 3000u);
 }
 
 TEST_F(AmqpTest, BrokerRestartedMidRunLosesNothing) {
   publish(queue_, 2000);
-  std::mutex m;
-  std::set<std::string> seen;
+  SeenIds seen;
   auto slow = container_options(200);
   slow.worker_threads = 4;
-  Container container(slow, make_amqp_source(source_options()), [&](Message& msg) {
-    std::this_thread::sleep_for(10ms);
-    std::lock_guard lock(m);
-    seen.insert(msg.id());
-  });
+  Container container(slow, make_amqp_source(source_options()), seen.handler(10ms));
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 200; }, 30s));
   broker_->stop();
   const auto acked_while_down = container.stats().acked;
   broker_->start();
-  ASSERT_TRUE(wait_until(
-      [&] {
-        const auto q = broker_->queue(queue_);
-        return q.ready == 0 && q.unacked == 0 && container.stats().in_flight == 0;
-      },
-      120s));
+  ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 120s));
   container.stop();
   EXPECT_LT(acked_while_down, 2000u) << "the restart came after the work";
-  std::lock_guard lock(m);
   EXPECT_EQ(seen.size(), 2000u);
   admin_ = std::make_unique<Admin>(broker_->uri());  // its connection died with the broker
 }

@@ -21,13 +21,14 @@
 #include <thread>
 #include <vector>
 
+#include "support/process.hpp"
+
 namespace sluice::test {
-namespace {
 
 std::string run_command(const std::string& command) {
   std::array<char, 4096> buffer{};
   std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + command);
   while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
   const int status = pclose(pipe);
@@ -47,13 +48,11 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-}  // namespace
-
 // Starts a child that dies with us (PR_SET_PDEATHSIG), whatever way we die, and
 // inherits none of our descriptors but the ones given: a crashed test must not leave
 // a server behind holding the test runner's output pipe open.
 pid_t spawn_child(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd,
-                  std::optional<std::pair<uid_t, gid_t>> as_user = std::nullopt) {
+                  std::optional<std::pair<uid_t, gid_t>> as_user) {
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");

@@ -17,35 +17,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/process.hpp"
+
 namespace sluice::test {
 
-pid_t spawn_child(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd,
-                  std::optional<std::pair<uid_t, gid_t>> as_user);
-
 namespace {
-
-std::string shell(const std::string& command, bool check = true) {
-  std::array<char, 4096> buffer{};
-  std::string out;
-  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run " + command);
-  while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
-  const int status = pclose(pipe);
-  if (check && status != 0) throw std::runtime_error(command + " failed: " + out);
-  return out;
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 bool port_open(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -78,14 +54,15 @@ RabbitMq::RabbitMq() {
   std::ofstream(dir_ + "/conf.env").flush();
   std::ofstream(dir_ + "/plugins") << "[rabbitmq_management].\n";
   // A CA and a server certificate for "localhost", for the TLS listener.
-  shell("cd " + dir_ +
-        " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=sluice-test-ca"
-        " -keyout ca.key -out ca.pem"
-        " && openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key"
-        " -out server.csr"
-        " && printf 'subjectAltName=DNS:localhost\\n' > san.ext"
-        " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
-        " -extfile san.ext -out server.pem && chmod 644 server.key");
+  run_command(
+      "cd " + dir_ +
+      " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=sluice-test-ca"
+      " -keyout ca.key -out ca.pem"
+      " && openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key"
+      " -out server.csr"
+      " && printf 'subjectAltName=DNS:localhost\\n' > san.ext"
+      " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+      " -extfile san.ext -out server.pem && chmod 644 server.key");
   std::ofstream(dir_ + "/rabbitmq.conf") << "listeners.ssl.default = " << tls_port_ << "\n"
                                          << "ssl_options.cacertfile = " << dir_ << "/ca.pem\n"
                                          << "ssl_options.certfile = " << dir_ << "/server.pem\n"
@@ -149,7 +126,7 @@ void RabbitMq::start() {
 std::string RabbitMq::ctl(const std::string& arguments) const {
   std::string command = "env";
   for (auto& e : environment()) command += " '" + e + "'";
-  return shell(command + " /usr/lib/rabbitmq/bin/rabbitmqctl " + arguments);
+  return run_command(command + " /usr/lib/rabbitmq/bin/rabbitmqctl " + arguments);
 }
 
 BrokerQueue RabbitMq::queue(const std::string& name) const {

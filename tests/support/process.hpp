@@ -1,0 +1,21 @@
+#pragma once
+// Child processes and ports for the test servers.
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::test {
+
+// Runs a shell command; returns its output (stdout and stderr); throws if it fails.
+std::string run_command(const std::string& command);
+// A loopback port free at the time of the call.
+int free_port();
+// Starts a child that dies with us (PR_SET_PDEATHSIG) and inherits none of our
+// descriptors but the three given; optionally as another user.
+pid_t spawn_child(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd,
+                  std::optional<std::pair<uid_t, gid_t>> as_user = std::nullopt);
+
+}  // namespace sluice::test
