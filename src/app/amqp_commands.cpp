@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "amqp/connection.hpp"
+#include "aws/text.hpp"
 #include "common/crypto.hpp"
 #include "common/redact.hpp"
 #include "sluice/aws/error.hpp"
@@ -14,22 +15,6 @@
 
 namespace sluice::app {
 namespace {
-
-// Percent-encodes a path segment (the vhost "/" is "%2F").
-std::string segment(const std::string& text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
 
 int declare_or_inspect(const char* name, const std::string& url, const std::string& queue,
                        bool create, bool quorum, const std::string& dead_letter_exchange) {
@@ -96,7 +81,9 @@ int amqp_queue_stats(const std::string& url, const std::string& queue,
   // The same user as the AMQP URL, by HTTP Basic authentication.
   aws::HttpRequest request;
   request.url = api;
-  request.url.target = "/api/queues/" + segment(uri.vhost) + "/" + segment(queue);
+  // Path segments percent-encoded: the vhost "/" is "%2F".
+  request.url.target =
+      "/api/queues/" + text::uri_encode(uri.vhost, false) + "/" + text::uri_encode(queue, false);
   request.set_header("Authorization",
                      "Basic " + crypto::base64_encode(uri.user + ":" + uri.password));
   boost::asio::io_context io;
