@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -188,7 +189,17 @@ class AmqpSource final : public runtime::Source {
   ~AmqpSource() override {
     stop_ = true;
     wake();
-    if (io_thread_.joinable()) io_thread_.join();
+    if (io_thread_.joinable()) {
+      // A broker that stopped answering holds a blocking rabbitmq-c call (a channel
+      // close, a delivery's body) until its timeout: after a grace period the socket is
+      // shut down under the I/O thread, whose call then fails at once.
+      auto exited = io_exited_.get_future();
+      if (exited.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+        std::lock_guard lock(socket_mutex_);
+        if (socket_fd_ >= 0) shutdown(socket_fd_, SHUT_RDWR);
+      }
+      io_thread_.join();
+    }
     close(wake_fd_);
   }
 
@@ -196,7 +207,11 @@ class AmqpSource final : public runtime::Source {
     if (!io_thread_.joinable()) {
       opened_ = std::make_shared<std::promise<void>>();
       open_result_ = opened_->get_future();
-      io_thread_ = std::thread([this] { io_main(); });
+      io_exited_ = std::promise<void>();
+      io_thread_ = std::thread([this] {
+        io_main();
+        io_exited_.set_value();
+      });
     }
     co_await wait_for(open_result_);
     try {
@@ -329,12 +344,15 @@ class AmqpSource final : public runtime::Source {
         backoff = std::chrono::milliseconds(500);
         serving = true;
         serve();  // until the connection is lost or we stop
-        break;    // stopping: closing the connection requeues whatever is unacknowledged
+        // Stopping: closing the connection requeues whatever is unacknowledged; a
+        // broker that does not answer the close gets a second.
+        connection_->set_call_timeout(std::chrono::seconds(1));
+        break;
       } catch (const amqp::AmqpError& e) {
         if (first) {
           // The first connection decides open(): the container retries it with its own
           // backoff, and a missing queue or refused login is reported there.
-          connection_.reset();
+          set_connection(nullptr);
           opened_->set_exception(std::current_exception());
           return;
         }
@@ -350,7 +368,7 @@ class AmqpSource final : public runtime::Source {
       sleep_interruptibly(backoff);
       backoff = std::min(backoff * 2, options_.recovery_interval);
     }
-    connection_.reset();
+    set_connection(nullptr);
     if (first) {
       opened_->set_exception(std::make_exception_ptr(
           amqp::AmqpError(amqp::AmqpError::Kind::connection, 0, "stopped before connecting")));
@@ -365,7 +383,7 @@ class AmqpSource final : public runtime::Source {
     o.connection_name = options_.connection_name;
     o.ca_file = options_.ca_file;
     o.verify_hostname = options_.verify_hostname;
-    connection_ = std::make_unique<amqp::Connection>(o);
+    set_connection(std::make_unique<amqp::Connection>(o));
     // The queue must be there (a missing one is NOT_FOUND, reported by open()).
     const std::uint16_t probe = free_channel();
     connection_->open_channel(probe);
@@ -381,6 +399,17 @@ class AmqpSource final : public runtime::Source {
     wanted_ = std::max(wanted_, scaler_.config().min_consumers);
     for (int i = 0; i < wanted_; ++i)
       if (!start_consumer()) break;
+  }
+
+  // The connection, and a duplicate of its socket for the destructor's last resort
+  // (shutting a duplicate down stops the socket, and it cannot be a descriptor that
+  // was closed and reused meanwhile).
+  void set_connection(std::unique_ptr<amqp::Connection> connection) {
+    connection_.reset();  // closes politely (bounded by the call timeout, or cut short)
+    std::lock_guard lock(socket_mutex_);
+    if (socket_fd_ >= 0) close(socket_fd_);
+    socket_fd_ = connection ? dup(connection->fd()) : -1;
+    connection_ = std::move(connection);
   }
 
   // After a channel error in a synchronous call the broker waits for close-ok.
@@ -689,7 +718,7 @@ class AmqpSource final : public runtime::Source {
     std::vector<std::uint16_t> channels;
     for (auto& [ch, c] : consumers_) channels.push_back(ch);
     for (auto ch : channels) drop_channel(ch, "connection lost");
-    connection_.reset();
+    set_connection(nullptr);
     while (!retries_.empty()) retries_.pop();
     // Commands for the lost leases are answered as they come (abandoned).
   }
@@ -941,6 +970,9 @@ class AmqpSource final : public runtime::Source {
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};
   std::thread io_thread_;
+  std::promise<void> io_exited_;
+  std::mutex socket_mutex_;
+  int socket_fd_ = -1;  // a duplicate of the connection's socket while there is one
   std::shared_ptr<std::promise<void>> opened_;
   std::future<void> open_result_;
 

@@ -346,6 +346,12 @@ void Connection::confirm_select(std::uint16_t channel) {
   check_reply("turning on publisher confirms");
 }
 
+void Connection::set_call_timeout(std::chrono::milliseconds timeout) {
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  amqp_set_rpc_timeout(state_, &tv);
+}
+
 void Connection::send_method(std::uint16_t channel, amqp_method_number_t id, void* decoded) {
   if (const int status = amqp_send_method(state_, channel, id, decoded); status != AMQP_STATUS_OK) {
     open_ = false;

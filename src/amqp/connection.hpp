@@ -93,6 +93,8 @@ class Connection {
   std::string consume(std::uint16_t channel, const std::string& queue, const std::string& tag);
   void cancel(std::uint16_t channel, const std::string& consumer_tag);  // no wait for cancel-ok
   void confirm_select(std::uint16_t channel);
+  // The longest a synchronous call (a close at shutdown, say) waits for its answer.
+  void set_call_timeout(std::chrono::milliseconds timeout);
 
   // Sends without waiting. Throw AmqpError{connection} when the socket fails.
   void ack(std::uint16_t channel, std::uint64_t tag, bool multiple);

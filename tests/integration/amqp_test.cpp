@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -315,6 +316,33 @@ TEST_F(AmqpTest, AMissingHeartbeatIsDetected) {
   container.stop();
   EXPECT_GE(gauges->get("amqp_recoveries"), 1);
   EXPECT_EQ(seen.size(), 1000u);
+}
+
+// A broker that stops answering (frozen, not down) does not hold the stop, nor the
+// destruction of the container, past its deadline and a short grace.
+TEST_F(AmqpTest, AFrozenBrokerDoesNotHoldTheStop) {
+  test::TcpFaultProxy proxy("127.0.0.1", broker_->port());
+  publish(queue_, 500);
+  auto options = source_options();
+  options.uri = "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy.port()) + "/%2f";
+  SeenIds seen;
+  std::chrono::steady_clock::time_point started;
+  {
+    auto slow = container_options(50);
+    slow.worker_threads = 2;
+    Container container(slow, make_amqp_source(options), seen.handler(5ms));
+    container.start();
+    ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 50; }, 30s));
+    proxy.stall(true);
+    ASSERT_TRUE(wait_until([&] { return proxy.stalled_chunks() > 0; }, 10s)) << "no fault";
+    started = std::chrono::steady_clock::now();
+    container.stop(1s);
+  }  // ... and the container's destruction, the source's I/O thread joined
+  const auto took = std::chrono::steady_clock::now() - started;
+  std::cout << "stop and destruction took " << std::chrono::duration<double>(took).count()
+            << " s\n";
+  EXPECT_LT(took, 4s);
+  proxy.stall(false);
 }
 
 TEST_F(AmqpTest, PublisherCountsReturnsAndMissingExchangesAsFailures) {
