@@ -22,11 +22,17 @@ class AckTracker {
     if (tag <= floor_ + entries_.size()) return;  // not newer than what we know
     while (floor_ + entries_.size() + 1 < tag) entries_.push_back(State::done);
     entries_.push_back(State::open);
+    ++outstanding_;
   }
   // Acked by its handler: to be acknowledged by the next frame that may cover it.
-  void acked(std::uint64_t tag) { set(tag, State::ack_pending); }
+  // False when the tag is not an open delivery of this channel (nothing to send).
+  bool acked(std::uint64_t tag) { return set(tag, State::ack_pending); }
   // Nacked or rejected by a frame of its own (already sent): never covered again.
-  void finished(std::uint64_t tag) { set(tag, State::done); }
+  bool finished(std::uint64_t tag) {
+    if (!set(tag, State::done)) return false;
+    --outstanding_;
+    return true;
+  }
 
   struct Frames {
     std::uint64_t multiple_up_to = 0;    // basic.ack(tag, multiple=true); 0: none
@@ -41,6 +47,7 @@ class AckTracker {
       if (entries_.front() == State::ack_pending) {
         frames.multiple_up_to = floor_;
         ++frames.acks;
+        --outstanding_;
       }
       entries_.pop_front();
     }
@@ -51,6 +58,7 @@ class AckTracker {
         frames.singles.push_back(floor_ + i + 1);
         entries_[i] = State::done;
         ++frames.acks;
+        --outstanding_;
       } else {
         ++waiting_;
       }
@@ -60,11 +68,7 @@ class AckTracker {
   // Acks held back behind an open delivery after the latest take().
   std::size_t waiting() const { return waiting_; }
   // Deliveries not yet acknowledged to the broker (open or pending).
-  std::size_t outstanding() const {
-    std::size_t n = 0;
-    for (auto s : entries_) n += s != State::done;
-    return n;
-  }
+  std::size_t outstanding() const { return outstanding_; }
   bool empty() const { return outstanding() == 0; }
   // Acked by handlers, not yet sent.
   std::size_t ack_pending() const {
@@ -74,14 +78,17 @@ class AckTracker {
   }
 
  private:
-  void set(std::uint64_t tag, State state) {
-    if (tag <= floor_ || tag > floor_ + entries_.size()) return;  // unknown or long settled
+  bool set(std::uint64_t tag, State state) {
+    if (tag <= floor_ || tag > floor_ + entries_.size()) return false;  // unknown or settled
     auto& entry = entries_[tag - floor_ - 1];
-    if (entry == State::open) entry = state;
+    if (entry != State::open) return false;
+    entry = state;
+    return true;
   }
   std::uint64_t floor_ = 0;    // every tag up to here is acknowledged or finished
   std::deque<State> entries_;  // tags floor_+1, floor_+2, ...
   std::size_t waiting_ = 0;
+  std::size_t outstanding_ = 0;  // open or ack_pending
 };
 
 }  // namespace sluice::amqp

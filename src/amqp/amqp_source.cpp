@@ -84,7 +84,7 @@ std::optional<std::string> field_text(const amqp_field_value_t& v) {
 
 SourceError source_error(const amqp::AmqpError& e) {
   using Kind = amqp::AmqpError::Kind;
-  const bool permanent = e.kind() == Kind::auth || e.reply_code() == 403;
+  const bool permanent = e.kind() == Kind::auth || e.kind() == Kind::tls || e.reply_code() == 403;
   std::string code = e.not_found()            ? "NOT_FOUND"
                      : e.reply_code() == 403  ? "ACCESS_REFUSED"
                      : e.reply_code() == 530  ? "NOT_ALLOWED"
@@ -354,6 +354,7 @@ class AmqpSource final : public runtime::Source {
           // backoff, and a missing queue or refused login is reported there.
           set_connection(nullptr);
           opened_->set_exception(std::current_exception());
+          finish_commands();  // a flush waiting on us (a stop during the first connect)
           return;
         }
         if (serving) {
@@ -397,6 +398,7 @@ class AmqpSource final : public runtime::Source {
     spdlog::info("amqp event=connected source=\"{}\" prefetch={} consumers={}-{}", describe_,
                  prefetch_share(), scaler_.config().min_consumers, scaler_.config().max_consumers);
     wanted_ = std::max(wanted_, scaler_.config().min_consumers);
+    if (stopping_intake_) return;  // reconnected after the stop's flush: no consumers
     for (int i = 0; i < wanted_; ++i)
       if (!start_consumer()) break;
   }
@@ -421,12 +423,17 @@ class AmqpSource final : public runtime::Source {
     }
   }
 
-  // The lowest channel number not in use (the broker allows 2047 by default; closed
-  // channels are reused, so recoveries never run out of them).
-  std::uint16_t free_channel() const {
-    std::uint16_t n = 1;
-    while (consumers_.count(n)) ++n;
-    return n;
+  // The next channel number not in use, round robin up to the negotiated maximum
+  // (2047 by default): a number just closed is not reused at once, so a frame still on
+  // its way for the old channel can never be taken for the new one's.
+  std::uint16_t free_channel() {
+    const int max = std::max(2, connection_ ? amqp_get_channel_max(connection_->raw()) : 2047);
+    for (int tries = 0; tries < max; ++tries) {
+      next_channel_ = next_channel_ >= max ? 1 : next_channel_ + 1;
+      if (!consumers_.count(static_cast<std::uint16_t>(next_channel_)))
+        return static_cast<std::uint16_t>(next_channel_);
+    }
+    throw amqp::AmqpError(amqp::AmqpError::Kind::channel, 0, "no free channel");
   }
 
   // The prefetch a new consumer may have: its share (max_in_flight / MAX consumers, at
@@ -477,6 +484,15 @@ class AmqpSource final : public runtime::Source {
     return n;
   }
   void report_consumers() { gauge("amqp_consumers", active_consumers()); }
+  // Deliveries this process holds unacknowledged (being handled, held for a retry's
+  // backoff, acked but not yet sent): `sluice run --until-drained` waits for none.
+  void report_unacknowledged() {
+    std::size_t n = 0;
+    for (auto& [ch, c] : consumers_) n += c->acks.outstanding();
+    if (n == reported_unacknowledged_) return;
+    reported_unacknowledged_ = n;
+    gauge("amqp_unacknowledged", static_cast<double>(n));
+  }
   void gauge(const std::string& name, double value) {
     if (context_.gauge) context_.gauge(name, value);
   }
@@ -508,6 +524,7 @@ class AmqpSource final : public runtime::Source {
       read_frames();  // also sends heartbeats and notices missing ones
       send_due_retries();
       send_acks();
+      report_unacknowledged();
       if (Clock::now() >= next_tick) {
         tick();
         next_tick = Clock::now() + std::max(std::chrono::milliseconds(10),
@@ -607,6 +624,13 @@ class AmqpSource final : public runtime::Source {
       return;
     }
     Consumer& consumer = *it->second;
+    if (stopping_intake_) {  // on its way before our cancel: back to the queue at once
+      amqp_destroy_message(&message);
+      consumer.acks.delivered(tag);
+      connection_->nack(channel, tag, true);
+      consumer.acks.finished(tag);
+      return;
+    }
     auto state = std::make_shared<detail::MessageState>();
     state->body = text(message.body);
     const auto& p = message.properties;
@@ -640,8 +664,9 @@ class AmqpSource final : public runtime::Source {
     amqp_destroy_message(&message);
     // Quorum queues count deliveries (x-delivery-count: earlier returns); classic
     // queues only flag a redelivery, so failures seen here are counted by id too.
-    state->receive_count = std::max({delivery_count >= 0 ? delivery_count + 1 : 1,
-                                     redelivered ? 2 : 1, attempts_.get(state->id) + 1});
+    // (The redelivered flag is not a failure: a consumer stopped, a connection lost.)
+    state->receive_count =
+        std::max(delivery_count >= 0 ? delivery_count + 1 : 1, attempts_.get(state->id) + 1);
     state->receipt = std::to_string(tag);
     state->lease = consumer.lease;
     state->source = source_;
@@ -720,6 +745,7 @@ class AmqpSource final : public runtime::Source {
     for (auto ch : channels) drop_channel(ch, "connection lost");
     set_connection(nullptr);
     while (!retries_.empty()) retries_.pop();
+    report_unacknowledged();
     // Commands for the lost leases are answered as they come (abandoned).
   }
 
@@ -730,7 +756,25 @@ class AmqpSource final : public runtime::Source {
       commands.swap(commands_);
     }
     std::size_t abandoned = 0;
-    for (auto& c : commands) {
+    std::size_t next = 0;
+    // A send that fails (the connection is gone) leaves the rest for after the loss,
+    // where their leases are found gone: acks are reported abandoned, flushes answered.
+    struct Requeue {
+      AmqpSource& self;
+      std::vector<Command>& commands;
+      std::size_t& next;
+      std::size_t& abandoned;
+      ~Requeue() {
+        if (abandoned) self.context_.acks_settled(0, abandoned, abandoned);
+        if (next >= commands.size()) return;
+        std::lock_guard lock(self.commands_mutex_);
+        self.commands_.insert(self.commands_.begin(),
+                              std::make_move_iterator(commands.begin() + next),
+                              std::make_move_iterator(commands.end()));
+      }
+    } requeue{*this, commands, next, abandoned};
+    for (; next < commands.size(); ++next) {
+      auto& c = commands[next];
       if (c.kind == Command::expedite) {
         expedite_ = true;
         continue;
@@ -764,7 +808,10 @@ class AmqpSource final : public runtime::Source {
       Consumer& consumer = *it->second;
       switch (c.kind) {
         case Command::ack:
-          consumer.acks.acked(c.tag);
+          if (!consumer.acks.acked(c.tag)) {  // not an open delivery of this channel
+            ++abandoned;
+            break;
+          }
           attempts_.done(c.id);
           ++unsent_acks_;
           mark_dirty();
@@ -790,7 +837,6 @@ class AmqpSource final : public runtime::Source {
           break;
       }
     }
-    if (abandoned) context_.acks_settled(0, abandoned, abandoned);
   }
 
   void send_due_retries(bool all = false) {
@@ -854,7 +900,10 @@ class AmqpSource final : public runtime::Source {
   void close_finished_consumers() {
     for (auto it = consumers_.begin(); it != consumers_.end();) {
       auto& c = *it->second;
-      if (c.cancelling && c.acks.empty() && c.held_retries == 0 && !has_ready(c.lease)) {
+      // Closed once the broker confirmed the cancel (no delivery is still on its way)
+      // and everything it delivered is settled.
+      if (c.cancelling && c.cancel_confirmed && c.acks.empty() && c.held_retries == 0 &&
+          !has_ready(c.lease)) {
         connection_->close_channel(c.channel);
         by_lease_.erase(c.lease);
         it = consumers_.erase(it);
@@ -1002,6 +1051,8 @@ class AmqpSource final : public runtime::Source {
   std::chrono::milliseconds recovery_backoff_{500};
   std::uint64_t recoveries_ = 0;
   std::uint64_t losses_ = 0;
+  int next_channel_ = 0;
+  std::size_t reported_unacknowledged_ = 0;
   std::uint64_t ack_frames_ = 0;
 };
 

@@ -198,11 +198,9 @@ Connection::Connection(const ConnectionOptions& options) {
     amqp_destroy_connection(state_);
     state_ = nullptr;
     // 403 ACCESS_REFUSED (bad credentials), 530 NOT_ALLOWED (no such vhost or no access
-    // to it); a broker that closes the socket during login without the capability
-    // answered is taken for a refusal too.
-    const bool auth = code == 403 || code == 530 ||
-                      reply.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
-                      reply.library_error == AMQP_STATUS_SOCKET_CLOSED;
+    // to it). A socket closed during login is not taken for a refusal: RabbitMQ says
+    // 403 (authentication_failure_close), and a broker still starting closes too.
+    const bool auth = code == 403 || code == 530;
     throw AmqpError(
         auth ? AmqpError::Kind::auth : AmqpError::Kind::connection, code,
         common::redact_secret(
@@ -222,7 +220,12 @@ void Connection::fail_socket(const char* what, int status) {
   std::string message = describe_ + ": " + what + " failed: " + amqp_error_string2(status);
   amqp_destroy_connection(state_);
   state_ = nullptr;
-  throw AmqpError(AmqpError::Kind::connection, 0, message);
+  // A refused certificate or host name, or a port that does not speak TLS, will not
+  // mend by trying again: configuration, not the network.
+  const bool tls =
+      status == AMQP_STATUS_SSL_ERROR || status == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED ||
+      status == AMQP_STATUS_SSL_PEER_VERIFY_FAILED || status == AMQP_STATUS_SSL_CONNECTION_FAILED;
+  throw AmqpError(tls ? AmqpError::Kind::tls : AmqpError::Kind::connection, 0, message);
 }
 
 int Connection::fd() const {

@@ -48,7 +48,8 @@ class AmqpError : public std::runtime_error {
   enum class Kind {
     connection,  // the connection is gone (network, closed by the broker, heartbeat)
     channel,     // the broker closed one channel (reply_code says why)
-    auth,        // login refused (403 or the broker closing during the handshake)
+    auth,        // login refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED for the vhost)
+    tls,         // the TLS handshake failed (certificate, host name, not a TLS port)
     timeout,     // a synchronous call had no answer in rpc_timeout
   };
   AmqpError(Kind kind, int reply_code, const std::string& what)

@@ -52,6 +52,7 @@ void Publisher::connect() {
 PublishReport Publisher::publish(const std::string& exchange, std::vector<OutgoingMessage> messages,
                                  const std::function<void(std::size_t)>& progress) {
   PublishReport report;
+  report.total = messages.size();
   std::set<std::string> causes;
   for (auto& m : messages)
     if (m.message_id.empty()) m.message_id = id_prefix_ + std::to_string(++id_counter_);
@@ -60,9 +61,12 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
   for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
   std::size_t settled = 0;
   std::chrono::milliseconds delay = options_.base_delay;
+  // Settled in this attempt: confirmed, returned, or nacked (and so already in `again`).
+  std::vector<char> settled_now(messages.size(), 0);
 
   while (!todo.empty()) {
     std::vector<std::size_t> again;
+    for (auto i : todo) settled_now[i] = 0;
     for (std::size_t start = 0; start < todo.size();
          start += static_cast<std::size_t>(options_.window)) {
       const std::size_t end =
@@ -126,6 +130,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
             for (auto it = by_seq.begin(); it != by_seq.end();) {
               if (it->first == tag || (multiple && it->first < tag)) {
                 const std::size_t i = it->second;
+                settled_now[i] = 1;
                 if (returned.count(i)) {
                   ++report.returned;
                 } else if (ok) {
@@ -189,19 +194,26 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
         }
         amqp_maybe_release_buffers(connection_->raw());
       } catch (const AmqpError& e) {
-        // Whatever this window has not had confirmed is published again.
-        for (auto& [seq, i] : by_seq) again.push_back(i);
+        // Everything not settled, in this window and the ones not reached, goes again
+        // after a backoff (a connection that cannot be made now is not tried per window).
+        for (std::size_t k = start; k < todo.size(); ++k)
+          if (!settled_now[todo[k]]) {
+            settled_now[todo[k]] = 1;
+            again.push_back(todo[k]);
+          }
         failure = e.what();
         connection_.reset();
+        causes.insert(failure);
         if (e.reply_code() == 404 || e.reply_code() == 403 || e.kind() == AmqpError::Kind::auth) {
-          report.failed += again.size();
-          causes.insert(failure);
+          report.failed += again.size();  // will not succeed by publishing again
           report.errors.assign(causes.begin(), causes.end());
           return report;
         }
-        spdlog::warn("event=amqp_publish_failed error=\"{}\" action=retry", failure);
+        spdlog::warn("event=amqp_publish_failed error=\"{}\" action=retry unsettled={}", failure,
+                     again.size());
+        break;
       }
-      if (!failure.empty()) causes.insert(failure);
+      if (!failure.empty()) causes.insert(failure);  // nacks
       settled = report.confirmed + report.returned;
       if (progress) progress(settled);
     }

@@ -114,19 +114,26 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                            "memory or disk alarm)")
                        .Register(r)
                        .Add({});
-  amqp_recoveries_ = &BuildGauge()
+  amqp_unacknowledged_ = &BuildGauge()
+                              .Name("sluice_amqp_unacknowledged")
+                              .Help(
+                                  "RabbitMQ deliveries held unacknowledged (handled, waiting "
+                                  "out a retry's backoff, or acked and not yet sent)")
+                              .Register(r)
+                              .Add({});
+  amqp_recoveries_ = &BuildCounter()
                           .Name("sluice_amqp_connection_recoveries_total")
                           .Help("RabbitMQ connections opened again after a loss")
                           .Register(r)
                           .Add({});
-  amqp_losses_ = &BuildGauge()
+  amqp_losses_ = &BuildCounter()
                       .Name("sluice_amqp_connections_lost_total")
                       .Help(
                           "RabbitMQ connections lost (closed by the broker, network, missed "
                           "heartbeats)")
                       .Register(r)
                       .Add({});
-  amqp_ack_frames_ = &BuildGauge()
+  amqp_ack_frames_ = &BuildCounter()
                           .Name("sluice_amqp_ack_frames_total")
                           .Help("basic.ack frames sent (multiple=true covers many messages)")
                           .Register(r)
@@ -236,16 +243,23 @@ void PipelineMetrics::on_concurrency(int receives) {
   receives_->Set(receives);
 }
 void PipelineMetrics::on_source_gauge(const std::string& name, double value) {
+  // Totals arrive as running values: the counters advance by the difference.
+  auto advance = [](prometheus::Counter* counter, double total) {
+    if (total > counter->Value()) counter->Increment(total - counter->Value());
+  };
   if (name == "amqp_consumers")
     amqp_consumers_->Set(value);
   else if (name == "amqp_connection_blocked")
     amqp_blocked_->Set(value);
-  else if (name == "amqp_recoveries")
-    amqp_recoveries_->Set(value);
+  else if (name == "amqp_unacknowledged") {
+    amqp_unacknowledged_->Set(value);
+    source_unacknowledged_.store(static_cast<std::int64_t>(value), std::memory_order_relaxed);
+  } else if (name == "amqp_recoveries")
+    advance(amqp_recoveries_, value);
   else if (name == "amqp_connections_lost")
-    amqp_losses_->Set(value);
+    advance(amqp_losses_, value);
   else if (name == "amqp_ack_frames")
-    amqp_ack_frames_->Set(value);
+    advance(amqp_ack_frames_, value);
 }
 
 void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {

@@ -32,6 +32,11 @@ class PipelineMetrics : public ContainerObserver {
   void on_settled(const char* outcome) override;
   void on_concurrency(int receives) override;
   void on_source_gauge(const std::string& name, double value) override;
+  // What the source holds unacknowledged beyond the container's in-flight messages
+  // (RabbitMQ: retries waiting out their backoff, acks not yet sent); 0 for SQS.
+  std::int64_t source_unacknowledged() const {
+    return source_unacknowledged_.load(std::memory_order_relaxed);
+  }
   // False while the latest receive failed (queue gone, credentials refused, endpoint down).
   bool receiving() const { return receiving_.load(); }
 
@@ -78,9 +83,11 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Gauge* receives_;
   prometheus::Gauge* amqp_consumers_;
   prometheus::Gauge* amqp_blocked_;
-  prometheus::Gauge* amqp_recoveries_;
-  prometheus::Gauge* amqp_losses_;
-  prometheus::Gauge* amqp_ack_frames_;
+  prometheus::Gauge* amqp_unacknowledged_;
+  prometheus::Counter* amqp_recoveries_;
+  prometheus::Counter* amqp_losses_;
+  prometheus::Counter* amqp_ack_frames_;
+  std::atomic<std::int64_t> source_unacknowledged_{0};
   prometheus::Gauge* acks_pending_;
   prometheus::Counter* acks_abandoned_;
   prometheus::Counter* visibility_extensions_;

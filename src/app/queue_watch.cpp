@@ -144,14 +144,23 @@ class AmqpQueueWatch final : public QueueWatch {
         auto connection = connect(options, "-check");
         connection->open_channel(1);
         connection->inspect_queue(1, options.queue);
+        // Reading needs its own permission: a consumer (prefetch 1) proves it. A message
+        // it may take is requeued when this connection closes, unharmed.
+        connection->qos(1, 1, false);
+        connection->cancel(1, connection->consume(1, options.queue, "sluice-check"));
         result->set_value(0);
       } catch (const amqp::AmqpError& e) {
         // Said before the answer: the main thread may exit as soon as it has it.
-        if (e.kind() == amqp::AmqpError::Kind::auth)
+        const bool refused = e.kind() == amqp::AmqpError::Kind::auth || e.reply_code() == 403;
+        const bool tls = e.kind() == amqp::AmqpError::Kind::tls;
+        if (refused)
           std::cerr << "sluice: source.amqp_url (SLUICE_AMQP_URL): " << e.what() << "\n";
+        else if (tls)
+          std::cerr << "sluice: source.amqp_url (SLUICE_AMQP_URL) / source.ca_file: " << e.what()
+                    << "\n";
         else if (!e.not_found())
           spdlog::warn("event=queue_check_failed error=\"{}\" action=continue", e.what());
-        result->set_value(e.not_found() ? 404 : e.kind() == amqp::AmqpError::Kind::auth ? 403 : 1);
+        result->set_value(e.not_found() ? 404 : refused || tls ? 403 : 1);
       }
     }).detach();
     const Check waited = wait_for_check(
@@ -166,7 +175,7 @@ class AmqpQueueWatch final : public QueueWatch {
       return 0;
     }
     const int code = future.get();
-    if (code == 403) return 2;  // refused login: said above
+    if (code == 403) return 2;  // refused login or reading, a TLS failure: said above
     if (code == 404 && !wait_for_queue) {
       std::cerr << "sluice: source.queue (SLUICE_AMQP_QUEUE): the queue '" << options_.queue
                 << "' does not exist on " << amqp::parse_uri(options_.uri).host

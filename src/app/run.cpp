@@ -254,7 +254,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     metrics->set_backlog(static_cast<double>(visible), static_cast<double>(not_visible));
     if (!options.until_drained) continue;
     const bool idle = visible == 0 && not_visible == 0 && stats.in_flight == 0 &&
-                      stats.pending_acks == 0 && writer.queued() == 0;
+                      stats.pending_acks == 0 && metrics->source_unacknowledged() == 0 &&
+                      writer.queued() == 0;
     if (!idle) {
       drained_since = {};
     } else if (drained_since == Clock::time_point{}) {

@@ -345,6 +345,50 @@ TEST_F(AmqpTest, AFrozenBrokerDoesNotHoldTheStop) {
   proxy.stall(false);
 }
 
+// The broker's application stopped mid-publish for a few seconds (connections cut,
+// new ones refused): every message ends confirmed, none dropped (some may be in the
+// queue twice: a message whose confirm was lost is published again).
+TEST_F(AmqpTest, PublisherRepublishesWhatAnOutageLeftUnconfirmed) {
+  amqp::PublisherOptions o;
+  o.uri = broker_->uri();
+  o.window = 100;
+  o.base_delay = 500ms;
+  o.max_attempts = 8;
+  amqp::Publisher publisher(o);
+  std::atomic<std::size_t> progress{0};
+  std::atomic<bool> outage_done{false};
+  std::thread outage([&] {
+    wait_until([&] { return progress.load() >= 2000; }, 30s);
+    broker_->ctl("stop_app");
+    std::this_thread::sleep_for(1s);
+    broker_->ctl("start_app");
+    outage_done = true;
+  });
+  const auto report = publisher.publish("", events(queue_, 60000),
+                                        [&](std::size_t settled) { progress = settled; });
+  outage.join();
+  admin_ = std::make_unique<Admin>(broker_->uri());  // its connection died in the outage
+  EXPECT_GE(report.republished, 1u) << "the outage came after the publishing";
+  EXPECT_TRUE(report.ok()) << report.confirmed << " confirmed, " << report.failed << " failed";
+  EXPECT_EQ(report.confirmed, 60000u);
+  std::mutex mutex;
+  std::set<std::string> ids;
+  Container container(container_options(1000), make_amqp_source(source_options()), [&](Message& m) {
+    std::lock_guard lock(mutex);
+    ids.insert(m.id());
+  });
+  container.start();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return ids.size() >= 60000;
+      },
+      60s))
+      << ids.size();
+  container.stop();
+  EXPECT_EQ(ids.size(), 60000u);
+}
+
 TEST_F(AmqpTest, PublisherCountsReturnsAndMissingExchangesAsFailures) {
   amqp::PublisherOptions o;
   o.uri = broker_->uri();
@@ -656,6 +700,45 @@ TEST_F(AmqpTest, PipelineIntoPostgresWithRejectsToTheDeadLetterExchange) {
   EXPECT_EQ(q.ready + q.unacked, 0);
 }
 
+// Writes failing for a while: the messages wait out their backoff held by the source
+// (unacknowledged, not in flight in the container): the queue is not drained until
+// they are written.
+TEST_F(AmqpTest, UntilDrainedWaitsForRetriesHeldOutTheirBackoff) {
+  auto& pg = test::Postgres::shared();
+  // A few messages, failing together: all held at once, for 2 s at least.
+  const auto events = publish_events(queue_, 5, 0.0, 0.0);
+  const std::string table = "amqp_retry_" + std::to_string(getpid());
+  pg.query("CREATE TABLE " + table + "_gate (closed boolean); INSERT INTO " + table +
+           "_gate VALUES (true);"
+           "CREATE TABLE " +
+           table +
+           " (hash text NOT NULL, message_id text, document jsonb NOT NULL, written_at "
+           "timestamptz NOT NULL DEFAULT now());"
+           "CREATE FUNCTION " +
+           table + "_fail() RETURNS trigger AS 'BEGIN IF (SELECT closed FROM " + table +
+           "_gate) THEN RAISE EXCEPTION ''injected'' USING ERRCODE = ''40001''; END IF; RETURN "
+           "NEW; END' LANGUAGE plpgsql;"
+           "CREATE TRIGGER fail BEFORE INSERT ON " +
+           table + " FOR EACH ROW EXECUTE FUNCTION " + table + "_fail();");
+  std::thread opener([&] {
+    std::this_thread::sleep_for(3s);
+    pg.query("UPDATE " + table + "_gate SET closed = false");
+  });
+  // Each failed message is held 2-4 s: longer than the drained check's 1.5 s.
+  std::string yaml =
+      rabbit_yaml(queue_, "sink:\n  type: postgres\n  table: " + table +
+                              "\n  max_attempts: 1\n  postgres:\n    dsn: " + pg.dsn() + "\n");
+  const std::string fast = "failure_backoff: 200ms";
+  yaml.replace(yaml.find(fast), fast.size(), "failure_backoff: 4s\n  failure_backoff_max: 4s");
+  auto config = app::parse_config(yaml);
+  const auto summary = drain(config);  // expects exit code 0
+  opener.join();
+  EXPECT_GT(summary.failed, 0u) << "no write failed: no retry was held";
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  const auto q = broker_->queue(queue_);
+  EXPECT_EQ(q.ready + q.unacked, 0);
+}
+
 namespace {
 std::pair<int, std::string> run_binary(const std::string& yaml) {
   const std::string path =
@@ -700,6 +783,27 @@ TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
     EXPECT_EQ(code, 2) << text;
     EXPECT_NE(text.find("source.queue (SLUICE_AMQP_QUEUE)"), std::string::npos) << text;
     EXPECT_NE(text.find("does not exist"), std::string::npos) << text;
+  }
+  {
+    // A user who may log in and see the queue, but not read from it.
+    broker_->ctl("add_user noread n0read-Pass || true");
+    broker_->ctl("set_permissions -p / noread '.*' '.*' '^$'");
+    auto no_read = yaml;
+    no_read.replace(no_read.find(good), good.size(),
+                    RabbitMq::shared().uri("noread", "n0read-Pass"));
+    const auto [code, text] = run_binary(no_read);
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("ACCESS_REFUSED"), std::string::npos) << text;
+    EXPECT_EQ(text.find("n0read-Pass"), std::string::npos) << text;
+  }
+  {
+    // TLS to a port that does not speak it.
+    auto plain = yaml;
+    plain.replace(plain.find(good), good.size(),
+                  "amqps://guest:guest@127.0.0.1:" + std::to_string(broker_->port()) + "/%2f");
+    const auto [code, text] = run_binary(plain);
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("source.ca_file"), std::string::npos) << text;
   }
 }
 

@@ -44,8 +44,10 @@ struct PublishReport {
   std::size_t returned = 0;  // unroutable (mandatory): failures
   std::size_t failed = 0;    // nacked or unconfirmed after every attempt
   std::size_t republished = 0;
+  std::size_t total = 0;     // messages given
   std::vector<std::string> errors;  // one line per distinct cause
-  bool ok() const { return returned == 0 && failed == 0; }
+  // Every message confirmed by the broker.
+  bool ok() const { return confirmed == total && returned == 0 && failed == 0; }
 };
 
 class Publisher {
