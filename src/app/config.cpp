@@ -245,8 +245,8 @@ const std::vector<Option>& options() {
        },
        "SLUICE_AMQP_QUEUE"},
       {"source.prefetch", "integer", "250",
-       "RabbitMQ: unacknowledged deliveries per consumer (basic.qos); raised to batch_size, "
-       "lowered to max_in_flight / MAX consumers so the broker never has more than "
+       "RabbitMQ: unacknowledged deliveries per consumer (basic.qos): max(prefetch, "
+       "batch_size), at most max_in_flight / MAX consumers, so the broker never has more than "
        "max_in_flight out.",
        [](auto& c, auto& n, auto& k) {
          c.amqp.prefetch = static_cast<int>(as_int(n, k, 1, 65535));
@@ -797,6 +797,8 @@ void finalize(PipelineConfig& c) {
         {"container option ", "source."},
         {"SQS source option ", "source."},
         {"AMQP source option uri", "source.amqp_url"},
+        {"AMQP source option min_consumers", "source.concurrency (MIN)"},
+        {"AMQP source option max_consumers", "source.concurrency (MAX)"},
         {"AMQP source option ", "source."}};
     for (const auto& [from, to] : keys)
       if (auto at = what.find(from); at != std::string::npos)

@@ -36,9 +36,8 @@ struct PipelineConfig {
   SqsSourceOptions sqs;
   AmqpSourceOptions amqp;
   ContainerOptions container;
-  bool wait_for_queue = false;
-  bool amqp_dead_letter_exchange = false;  // rejects also go to the RabbitMQ queue's DLX  // a
-                                           // missing queue at start: wait for it instead of exit 2
+  bool wait_for_queue = false;  // a missing queue at start: wait for it instead of exit 2
+  bool amqp_dead_letter_exchange = false;  // rejects also go to the RabbitMQ queue's DLX
   // stages
   pipeline::TransformSpec transform;
   // sink

@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
       "publish", "Send a JSON-lines file, or generated inventory events, with retries");
   pub->add_option("--queue-url", publish.queue_url, "target SQS queue");
   pub->add_option("--amqp-url", publish.amqp_url,
-                  "RabbitMQ instead: amqp://user:password@host:port/vhost");
+                  "RabbitMQ instead: amqp://user:password@host:port/vhost (or SLUICE_AMQP_URL)")
+      ->envname("SLUICE_AMQP_URL");
   pub->add_option("--exchange", publish.exchange, "RabbitMQ exchange (default: the default one)");
   pub->add_option("--routing-key", publish.routing_key,
                   "RabbitMQ routing key (with the default exchange: the queue's name)");
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
   auto* stats =
       queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
   stats->add_option("--queue-url", stats_url, "SQS queue");
-  stats->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost");
+  stats->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost")
+      ->envname("SLUICE_AMQP_URL");
   stats->add_option("--queue", amqp_queue, "RabbitMQ queue name");
   stats->add_option("--management-url", management_url,
                     "RabbitMQ: the management plugin (http://host:15672), for unacknowledged "
@@ -197,13 +199,15 @@ int main(int argc, char** argv) {
       code = sluice::app::run_pipeline(cfg, run_options, summary);
     } else if (*pub) {
       code = sluice::app::run_publish(publish);
-    } else if (*stats && stats_url.empty() == amqp_url.empty()) {
-      std::cerr << "sluice queue stats: give --queue-url (SQS) or --amqp-url with --queue "
-                   "(RabbitMQ), one of them\n";
+    } else if (*stats && stats_url.empty() && amqp_url.empty()) {
+      std::cerr << "sluice queue stats: give --queue-url (SQS) or --amqp-url (or "
+                   "SLUICE_AMQP_URL) with --queue (RabbitMQ)\n";
       code = 2;
     } else if (*stats) {
-      code = amqp_url.empty() ? queue_stats(stats_url, stats_endpoint, stats_region)
-                              : sluice::app::amqp_queue_stats(amqp_url, amqp_queue, management_url);
+      // --queue-url chooses SQS even when SLUICE_AMQP_URL is set.
+      code = !stats_url.empty()
+                 ? queue_stats(stats_url, stats_endpoint, stats_region)
+                 : sluice::app::amqp_queue_stats(amqp_url, amqp_queue, management_url);
     } else if (*create) {
       code = amqp_url.empty()
                  ? queue_create(create_name, create_fifo, create_endpoint, create_region)

@@ -199,11 +199,14 @@ int publish_amqp(const PublishOptions& options, std::vector<std::string> bodies)
 }  // namespace
 
 int run_publish(const PublishOptions& options) {
-  if (options.queue_url.empty() == options.amqp_url.empty()) {
-    std::cerr << "sluice publish: give --queue-url (SQS) or --amqp-url (RabbitMQ), one of them\n";
+  if (options.queue_url.empty() && options.amqp_url.empty()) {
+    std::cerr << "sluice publish: give --queue-url (SQS) or --amqp-url (or SLUICE_AMQP_URL) for "
+                 "RabbitMQ\n";
     return 2;
   }
-  if (!options.amqp_url.empty()) {
+  // --queue-url chooses SQS even when SLUICE_AMQP_URL is set.
+  const bool amqp = options.queue_url.empty();
+  if (amqp) {
     try {
       amqp::parse_uri(options.amqp_url);
     } catch (const std::invalid_argument& e) {
@@ -232,7 +235,7 @@ int run_publish(const PublishOptions& options) {
     std::cerr << "sluice publish: " << e.what() << "\n";
     return 2;
   }
-  if (!options.amqp_url.empty()) return publish_amqp(options, std::move(bodies));
+  if (amqp) return publish_amqp(options, std::move(bodies));
   asio::io_context io;
   auto result = asio::co_spawn(io, publish_all(options, std::move(bodies)), asio::use_future);
   io.run();
