@@ -20,7 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto colon = input.find(':', scheme + 3);
       if (colon != std::string::npos && colon < at) {
         const std::string password = input.substr(colon + 1, at - colon - 1);
-        if (password.size() >= 8 && std::string(e.what()).find(password) != std::string::npos)
+        // (A "password" holding the placeholder itself may match the redacted text.)
+        if (password.size() >= 8 && password.find("***") == std::string::npos &&
+            std::string(e.what()).find(password) != std::string::npos)
           std::abort();
       }
     }

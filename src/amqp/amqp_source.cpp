@@ -208,6 +208,10 @@ class AmqpSource final : public runtime::Source {
       opened_ = std::make_shared<std::promise<void>>();
       open_result_ = opened_->get_future();
       io_exited_ = std::promise<void>();
+      {
+        std::lock_guard lock(commands_mutex_);
+        io_running_ = true;
+      }
       io_thread_ = std::thread([this] {
         io_main();
         io_exited_.set_value();
@@ -272,12 +276,17 @@ class AmqpSource final : public runtime::Source {
   }
 
   asio::awaitable<void> flush() override {
-    if (!io_thread_.joinable()) co_return;
     auto done = std::make_shared<std::promise<void>>();
     auto future = done->get_future();
-    Command c{Command::flush};
-    c.done = std::move(done);
-    push(std::move(c));
+    {
+      // The I/O thread answers no more commands once it has ended.
+      std::lock_guard lock(commands_mutex_);
+      if (!io_running_) co_return;
+      Command c{Command::flush};
+      c.done = std::move(done);
+      commands_.push_back(std::move(c));
+    }
+    wake();
     co_await wait_for(future);
   }
 
@@ -354,7 +363,7 @@ class AmqpSource final : public runtime::Source {
           // backoff, and a missing queue or refused login is reported there.
           set_connection(nullptr);
           opened_->set_exception(std::current_exception());
-          finish_commands();  // a flush waiting on us (a stop during the first connect)
+          finish_commands(/*last=*/true);  // a flush waiting on us (a stop during the connect)
           return;
         }
         if (serving) {
@@ -374,7 +383,7 @@ class AmqpSource final : public runtime::Source {
       opened_->set_exception(std::make_exception_ptr(
           amqp::AmqpError(amqp::AmqpError::Kind::connection, 0, "stopped before connecting")));
     }
-    finish_commands();
+    finish_commands(/*last=*/true);
   }
 
   void connect_and_start() {
@@ -869,8 +878,15 @@ class AmqpSource final : public runtime::Source {
                            (c.acks_waiting_since != Clock::time_point{} &&
                             now - c.acks_waiting_since >= kSinglesAfter);
       auto frames = c.acks.take(singles);
-      if (frames.multiple_up_to) connection_->ack(channel, frames.multiple_up_to, true);
-      for (auto tag : frames.singles) connection_->ack(channel, tag, false);
+      try {
+        if (frames.multiple_up_to) connection_->ack(channel, frames.multiple_up_to, true);
+        for (auto tag : frames.singles) connection_->ack(channel, tag, false);
+      } catch (...) {
+        // Out of the tracker but never sent: abandoned (the broker redelivers them);
+        // what earlier channels sent is confirmed.
+        context_.acks_settled(sent, frames.acks, sent + frames.acks);
+        throw;
+      }
       ack_frames_ += (frames.multiple_up_to ? 1 : 0) + frames.singles.size();
       sent += frames.acks;
       if (c.acks.waiting() > 0) {
@@ -978,12 +994,14 @@ class AmqpSource final : public runtime::Source {
     send_acks(/*all=*/true);
   }
 
-  // After the I/O thread's end: whoever waits on a command is answered.
-  void finish_commands() {
+  // While the I/O thread cannot serve (disconnected, or at its end: `last`), whoever
+  // waits on a command is answered.
+  void finish_commands(bool last = false) {
     std::vector<Command> commands;
     {
       std::lock_guard lock(commands_mutex_);
       commands.swap(commands_);
+      if (last) io_running_ = false;
     }
     std::size_t abandoned = 0;
     for (auto& c : commands) {
@@ -1027,6 +1045,7 @@ class AmqpSource final : public runtime::Source {
 
   std::mutex commands_mutex_;
   std::vector<Command> commands_;
+  bool io_running_ = false;  // the I/O thread still answers commands
 
   std::mutex ready_mutex_;
   std::deque<StatePtr> ready_;

@@ -138,8 +138,7 @@ Connection::Connection(const ConnectionOptions& options) {
       if (amqp_ssl_socket_set_cacert(socket, options.ca_file.c_str()) != AMQP_STATUS_OK) {
         amqp_destroy_connection(state_);
         state_ = nullptr;
-        throw AmqpError(AmqpError::Kind::connection, 0,
-                        "cannot read the CA file " + options.ca_file);
+        throw AmqpError(AmqpError::Kind::tls, 0, "cannot read the CA file " + options.ca_file);
       }
     } else if (context) {
       SSL_CTX_set_default_verify_paths(context);

@@ -75,12 +75,14 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
       std::unordered_map<std::string, std::size_t> by_id;
       std::set<std::size_t> returned;
       std::string failure;
+      std::size_t published_end = start;  // todo[start, published_end) were attempted
       try {
         if (!connection_) connect();
         for (std::size_t k = start; k < end; ++k) {
           const std::size_t i = todo[k];
           const auto& m = messages[i];
           ++attempts[i];
+          published_end = k + 1;
           amqp_basic_properties_t p{};
           p._flags = AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
           p.message_id = view(m.message_id);
@@ -196,15 +198,19 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
       } catch (const AmqpError& e) {
         // Everything not settled, in this window and the ones not reached, goes again
         // after a backoff (a connection that cannot be made now is not tried per window).
+        // A connection that could not be made counts as an attempt for every message
+        // it kept from the broker: a broker that stays away ends in failures, not a loop.
         for (std::size_t k = start; k < todo.size(); ++k)
           if (!settled_now[todo[k]]) {
+            if (k >= published_end) ++attempts[todo[k]];
             settled_now[todo[k]] = 1;
             again.push_back(todo[k]);
           }
         failure = e.what();
         connection_.reset();
         causes.insert(failure);
-        if (e.reply_code() == 404 || e.reply_code() == 403 || e.kind() == AmqpError::Kind::auth) {
+        if (e.reply_code() == 404 || e.reply_code() == 403 || e.kind() == AmqpError::Kind::auth ||
+            e.kind() == AmqpError::Kind::tls) {
           report.failed += again.size();  // will not succeed by publishing again
           report.errors.assign(causes.begin(), causes.end());
           return report;

@@ -389,6 +389,29 @@ TEST_F(AmqpTest, PublisherRepublishesWhatAnOutageLeftUnconfirmed) {
   EXPECT_EQ(ids.size(), 60000u);
 }
 
+// A broker that goes away for good mid-publish: the rest fail after their attempts,
+// counted, instead of a loop that never ends.
+TEST_F(AmqpTest, PublisherGivesUpWhenTheBrokerStaysAway) {
+  auto proxy = std::make_unique<test::TcpFaultProxy>("127.0.0.1", broker_->port());
+  amqp::PublisherOptions o;
+  o.uri = "amqp://guest:guest@127.0.0.1:" + std::to_string(proxy->port()) + "/%2f";
+  o.window = 100;
+  o.base_delay = 10ms;
+  o.max_attempts = 3;
+  amqp::Publisher publisher(o);
+  const auto report = publisher.publish("", events(queue_, 5000), [&](std::size_t settled) {
+    if (settled >= 1000 && proxy) {
+      proxy->reset_all();
+      proxy.reset();  // the port is closed: every reconnect is refused
+    }
+  });
+  EXPECT_FALSE(report.ok());
+  EXPECT_GE(report.confirmed, 1000u);
+  EXPECT_GT(report.failed, 0u);
+  EXPECT_EQ(report.confirmed + report.failed, 5000u);
+  ASSERT_FALSE(report.errors.empty());
+}
+
 TEST_F(AmqpTest, PublisherCountsReturnsAndMissingExchangesAsFailures) {
   amqp::PublisherOptions o;
   o.uri = broker_->uri();
