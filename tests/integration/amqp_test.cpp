@@ -341,7 +341,7 @@ TEST_F(AmqpTest, AFrozenBrokerDoesNotHoldTheStop) {
   const auto took = std::chrono::steady_clock::now() - started;
   std::cout << "stop and destruction took " << std::chrono::duration<double>(took).count()
             << " s\n";
-  EXPECT_LT(took, 4s);
+  EXPECT_LT(took, 5s) << "(a polite close alone waits 30 s for a frozen broker)";
   proxy.stall(false);
 }
 
@@ -364,13 +364,13 @@ TEST_F(AmqpTest, PublisherRepublishesWhatAnOutageLeftUnconfirmed) {
     broker_->ctl("start_app");
     outage_done = true;
   });
-  const auto report = publisher.publish("", events(queue_, 60000),
+  const auto report = publisher.publish("", events(queue_, 100000),
                                         [&](std::size_t settled) { progress = settled; });
   outage.join();
   admin_ = std::make_unique<Admin>(broker_->uri());  // its connection died in the outage
   EXPECT_GE(report.republished, 1u) << "the outage came after the publishing";
   EXPECT_TRUE(report.ok()) << report.confirmed << " confirmed, " << report.failed << " failed";
-  EXPECT_EQ(report.confirmed, 60000u);
+  EXPECT_EQ(report.confirmed, 100000u);
   std::mutex mutex;
   std::set<std::string> ids;
   Container container(container_options(1000), make_amqp_source(source_options()), [&](Message& m) {
@@ -381,12 +381,12 @@ TEST_F(AmqpTest, PublisherRepublishesWhatAnOutageLeftUnconfirmed) {
   ASSERT_TRUE(wait_until(
       [&] {
         std::lock_guard lock(mutex);
-        return ids.size() >= 60000;
+        return ids.size() >= 100000;
       },
       60s))
       << ids.size();
   container.stop();
-  EXPECT_EQ(ids.size(), 60000u);
+  EXPECT_EQ(ids.size(), 100000u);
 }
 
 // A broker that goes away for good mid-publish: the rest fail after their attempts,
