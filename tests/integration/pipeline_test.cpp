@@ -238,10 +238,12 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
-  EXPECT_EQ(sink->count_records(), events.distinct_records) << "nothing lost, nothing twice";
+  {
+    auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+    EXPECT_EQ(sink->count_records(), events.distinct_records) << "nothing lost, nothing twice";
+  }  // closed before its files are removed
   EXPECT_EQ(queue_total(url), 0);
-  std::filesystem::remove(db);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
   std::filesystem::remove(config_path);
 }
 
