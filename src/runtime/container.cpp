@@ -671,7 +671,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         "container={} event=started source={} ordered_groups={} max_in_flight={} receives={}-{} "
         "workers={}",
         options.name, source->describe(), capabilities.ordered_groups, options.max_in_flight,
-        options.min_concurrent_receives, options.max_concurrent_receives, options.worker_threads);
+        scaler.config().min_receives, scaler.config().max_receives, options.worker_threads);
   }
 
   template <class F>
