@@ -48,9 +48,7 @@ constexpr std::chrono::milliseconds kSinglesAfter{20};
                               expected);
 }
 
-std::string text(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
+using amqp::text;
 
 // A header value as text (numbers and strings; other kinds are skipped).
 std::optional<std::string> field_text(const amqp_field_value_t& v) {

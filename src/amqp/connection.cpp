@@ -12,10 +12,6 @@
 namespace sluice::amqp {
 namespace {
 
-std::string bytes(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
-
 // Percent-decoding of one URI part; `part` names it in errors (never its value, which
 // may be the password).
 std::string decode(std::string_view text, const char* part) {
@@ -37,6 +33,10 @@ std::string decode(std::string_view text, const char* part) {
 }
 
 }  // namespace
+
+std::string text(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
 
 Uri parse_uri(const std::string& text) {
   Uri uri;
@@ -113,12 +113,12 @@ std::string describe_close(const amqp_method_t& method) {
   if (method.id == AMQP_CONNECTION_CLOSE_METHOD) {
     const auto* close = static_cast<const amqp_connection_close_t*>(method.decoded);
     return "the broker closed the connection: " + std::to_string(close->reply_code) + " " +
-           bytes(close->reply_text);
+           text(close->reply_text);
   }
   if (method.id == AMQP_CHANNEL_CLOSE_METHOD) {
     const auto* close = static_cast<const amqp_channel_close_t*>(method.decoded);
     return "the broker closed the channel: " + std::to_string(close->reply_code) + " " +
-           bytes(close->reply_text);
+           text(close->reply_text);
   }
   return "unexpected method " + std::to_string(method.id);
 }
@@ -237,7 +237,7 @@ std::map<std::string, std::string> Connection::server_properties() const {
   for (int i = 0; table && i < table->num_entries; ++i) {
     const auto& e = table->entries[i];
     if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES)
-      out[bytes(e.key)] = bytes(e.value.value.bytes);
+      out[text(e.key)] = text(e.value.value.bytes);
   }
   return out;
 }
@@ -334,7 +334,7 @@ std::string Connection::consume(std::uint16_t channel, const std::string& queue,
   auto* ok = amqp_basic_consume(state_, channel, amqp_cstring_bytes(queue.c_str()),
                                 amqp_cstring_bytes(tag.c_str()), 0, 0, 0, amqp_empty_table);
   check_reply(("consuming from the queue '" + queue + "'").c_str());
-  return bytes(ok->consumer_tag);
+  return text(ok->consumer_tag);
 }
 
 void Connection::cancel(std::uint16_t channel, const std::string& consumer_tag) {

@@ -114,6 +114,9 @@ class Connection {
   bool open_ = false;
 };
 
+// A field of rabbitmq-c's (a routing key, a body, a reply text) as a string.
+std::string text(amqp_bytes_t bytes);
+
 // "The broker closed the connection: 320 CONNECTION_FORCED - ..." from a close method.
 std::string describe_close(const amqp_method_t& method);
 

@@ -16,10 +16,6 @@ namespace {
 constexpr std::uint16_t kChannel = 1;
 using Clock = std::chrono::steady_clock;
 
-std::string text(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
-
 amqp_bytes_t view(const std::string& s) {
   return {s.size(), const_cast<char*>(s.data())};
 }
