@@ -5,21 +5,24 @@
 #
 #   app/  ->  pipeline/, sinks/, runtime/, sqs/ (and later amqp/), aws/, common/
 #   sinks/ -> pipeline/, runtime/ (messages), common/
-#   sqs/  ->  runtime/ (the Source interface it implements), aws/, common/
+#   sqs/  ->  runtime/ (the Source interface it implements), s3/ (large payloads), aws/, common/
+#   s3/, sns/ -> aws/, common/
 #   runtime/  -> common/ only: the container core knows no source
 #   pipeline/ -> common/ only: pure functions
 #   aws/  ->  common/
 # Public headers of the core (include/sluice/*.hpp) name no source either.
 
 set(rules
-  "src/runtime|aws/,sqs/,amqp/,pipeline/,sinks/,app/,sluice/aws/,sluice/sqs/,sluice/amqp/"
-  "src/pipeline|aws/,sqs/,amqp/,runtime/,sinks/,app/,sluice/"
-  "src/common|aws/,sqs/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/"
-  "src/aws|sqs/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/amqp/"
-  "src/sqs|amqp/,pipeline/,sinks/,app/,sluice/amqp/"
-  "src/amqp|sqs/,aws/,pipeline/,sinks/,app/,sluice/sqs/,sluice/aws/"
-  "src/sinks|aws/,sqs/,amqp/,app/,sluice/aws/,sluice/sqs/,sluice/amqp/"
-  "include/sluice|sluice/aws/,sluice/sqs/,sluice/amqp/"
+  "src/runtime|aws/,sqs/,s3/,sns/,amqp/,pipeline/,sinks/,app/,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/"
+  "src/pipeline|aws/,sqs/,s3/,sns/,amqp/,runtime/,sinks/,app/,sluice/"
+  "src/common|aws/,sqs/,s3/,sns/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/"
+  "src/aws|sqs/,s3/,sns/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/"
+  "src/s3|sqs/,sns/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/sns/,sluice/amqp/"
+  "src/sns|sqs/,s3/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/s3/,sluice/amqp/"
+  "src/sqs|amqp/,sns/,pipeline/,sinks/,app/,sluice/amqp/,sluice/sns/"
+  "src/amqp|sqs/,s3/,sns/,aws/,pipeline/,sinks/,app/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/aws/"
+  "src/sinks|aws/,sqs/,s3/,sns/,amqp/,app/,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/"
+  "include/sluice|sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/"
 )
 
 set(violations "")

@@ -79,6 +79,12 @@ void parse_concurrency(const std::string& text, ContainerOptions& options);
 
 using MessageHandler = std::function<void(Message&)>;
 using BatchHandler = std::function<void(std::span<Message>)>;
+// A message its source could not make ready: its payload is missing or too large
+// (`reason` payload_missing, payload_too_large, malformed), so it can never succeed.
+// The handler must settle it (normally reject(reason)); if it does not, the core
+// rejects it.
+using UnusableHandler =
+    std::function<void(Message&, const std::string& reason, const std::string& detail)>;
 
 struct ContainerStats {
   std::uint64_t received = 0;
@@ -137,6 +143,9 @@ class Container {
   void set_concurrent_receives(int min, int max);
 
   void set_observer(std::shared_ptr<ContainerObserver> observer);  // before start()
+  // Before start(); without one, such messages are rejected with "reason: detail".
+  // Messages whose payload failed for a passing reason are retried, never given here.
+  void set_unusable_handler(UnusableHandler handler);
   ContainerStats stats() const;
   const ContainerOptions& options() const;
   const std::string& name() const;

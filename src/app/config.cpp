@@ -438,6 +438,40 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          c.sqs.delete_flush_interval = as_duration(n, k, milliseconds(1), seconds(10));
        }},
+      {"source.large_payloads.enabled", "boolean", "false",
+       "SQS: bodies the AWS extended clients stored in S3 (an S3 pointer with the "
+       "ExtendedPayloadSize attribute) are fetched before decode; the pipeline sees the "
+       "real body. Raise decode.max_body_bytes to the largest payload.",
+       [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.enabled = as_bool(n, k); }},
+      {"source.large_payloads.max_bytes_in_flight", "integer", "268435456",
+       "Payload bytes held at once; a receive waits for room. A payload larger than this is "
+       "rejected with reason payload_too_large.",
+       [](auto& c, auto& n, auto& k) {
+         c.sqs.large_payloads.max_bytes_in_flight =
+             static_cast<std::uint64_t>(as_int(n, k, 1, 1LL << 40));
+       }},
+      {"source.large_payloads.delete_after_ack", "boolean", "false",
+       "Delete each S3 object once its message is deleted from the queue (off by default, as "
+       "in the Java extended client).",
+       [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.delete_after_ack = as_bool(n, k); }},
+      {"source.large_payloads.region", "string", "", "The buckets' region; empty: the queue's.",
+       [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.s3.region = as_string(n, k); }},
+      {"source.large_payloads.endpoint_url", "string", "",
+       "S3 endpoint, for local emulators; empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the "
+       "profile, AWS.",
+       [](auto& c, auto& n, auto& k) {
+         c.sqs.large_payloads.s3.endpoint_url = as_endpoint_url(n, k);
+       },
+       "SLUICE_S3_ENDPOINT"},
+      {"source.large_payloads.addressing", "enum: auto | path | virtual", "auto",
+       "S3 addressing: auto is virtual-hosted on AWS's endpoints for host-safe bucket names, "
+       "path-style elsewhere (emulators).",
+       [](auto& c, auto& n, auto& k) {
+         const std::string a = as_enum(n, k, {"auto", "path", "virtual"});
+         c.sqs.large_payloads.s3.addressing = a == "path"      ? s3::AddressingStyle::path
+                                              : a == "virtual" ? s3::AddressingStyle::virtual_hosted
+                                                               : s3::AddressingStyle::auto_detect;
+       }},
       // --- decode
       {"decode.max_body_bytes", "integer", "262144", "Larger bodies are rejected as malformed.",
        [](auto& c, auto& n, auto& k) {
@@ -629,21 +663,33 @@ const std::vector<FieldOption>& field_options() {
        [](auto& f, auto& n, auto& k) { f.constant = as_json_scalar(n, k); }},
       {"meta",
        "enum: message_id | sent_time | received_time | receive_count | source | group_id | "
-       "sequence_number",
+       "sequence_number | sns_message_id | sns_topic_arn | sns_timestamp | sns_subject | "
+       "sns_signature | sns_signature_version | sns_signing_cert_url",
        "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
        "MessageGroupId and SequenceNumber (a decimal string; null when the queue does not send "
-       "them).",
+       "them). sns_* are the SNS envelope's MessageId, TopicArn, Timestamp, Subject, Signature, "
+       "SignatureVersion and SigningCertURL (with decode.sns_envelope; null when absent).",
        [](auto& f, auto& n, auto& k) {
-         const std::string m = as_enum(n, k,
-                                       {"message_id", "sent_time", "received_time", "receive_count",
-                                        "source", "group_id", "sequence_number"});
-         f.meta = m == "message_id"      ? pipeline::MetaField::message_id
-                  : m == "sent_time"     ? pipeline::MetaField::sent_time
-                  : m == "received_time" ? pipeline::MetaField::received_time
-                  : m == "receive_count" ? pipeline::MetaField::receive_count
-                  : m == "source"        ? pipeline::MetaField::source
-                  : m == "group_id"      ? pipeline::MetaField::group_id
-                                         : pipeline::MetaField::sequence_number;
+         static const std::pair<const char*, pipeline::MetaField> names[] = {
+             {"message_id", pipeline::MetaField::message_id},
+             {"sent_time", pipeline::MetaField::sent_time},
+             {"received_time", pipeline::MetaField::received_time},
+             {"receive_count", pipeline::MetaField::receive_count},
+             {"source", pipeline::MetaField::source},
+             {"group_id", pipeline::MetaField::group_id},
+             {"sequence_number", pipeline::MetaField::sequence_number},
+             {"sns_message_id", pipeline::MetaField::sns_message_id},
+             {"sns_topic_arn", pipeline::MetaField::sns_topic_arn},
+             {"sns_timestamp", pipeline::MetaField::sns_timestamp},
+             {"sns_subject", pipeline::MetaField::sns_subject},
+             {"sns_signature", pipeline::MetaField::sns_signature},
+             {"sns_signature_version", pipeline::MetaField::sns_signature_version},
+             {"sns_signing_cert_url", pipeline::MetaField::sns_signing_cert_url}};
+         std::vector<std::string> allowed;
+         for (const auto& [name, field] : names) allowed.emplace_back(name);
+         const std::string m = as_enum(n, k, allowed);
+         for (const auto& [name, field] : names)
+           if (m == name) f.meta = field;
        }},
   };
   return table;

@@ -107,6 +107,25 @@ int main(int argc, char** argv) {
   pub->add_option("--endpoint-url", publish.endpoint_url,
                   "SQS endpoint (default: as the AWS CLI finds it)");
   pub->add_option("--region", publish.region, "AWS region");
+  pub->add_option("--topic-arn", publish.topic_arn,
+                  "target SNS topic (PublishBatch of 10; fan-out to its subscriptions)");
+  pub->add_flag("--single", publish.sns_single, "SNS: one Publish call per message");
+  pub->add_option("--large-payload-bucket", publish.payload_bucket,
+                  "SQS: bodies over the threshold go to this S3 bucket, sent as the AWS extended "
+                  "clients' pointer");
+  pub->add_option("--payload-threshold", publish.payload_threshold,
+                  "bytes of body and attributes above which a body goes to S3 (0: the queue's "
+                  "MaximumMessageSize)")
+      ->capture_default_str();
+  pub->add_option("--s3-endpoint-url", publish.s3_endpoint_url,
+                  "S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS)");
+  pub->add_flag("--s3-path-style", publish.s3_path_style, "S3 path-style addressing");
+  pub->add_option("--large-share", publish.large_share,
+                  "share of generated events padded to --large-bytes")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  pub->add_option("--large-bytes", publish.large_bytes, "size of the padded events")
+      ->capture_default_str();
   pub->add_option("--file", publish.file, "JSON lines to send, one message per line");
   pub->add_option("--generate", publish.generate, "generate this many inventory events")
       ->check(CLI::Range(1, 100'000'000))

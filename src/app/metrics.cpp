@@ -138,6 +138,27 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                           .Help("basic.ack frames sent (multiple=true covers many messages)")
                           .Register(r)
                           .Add({});
+  payload_bytes_held_ = &BuildGauge()
+                             .Name("sluice_large_payload_bytes_held")
+                             .Help("Bytes of S3 payloads held by messages not yet settled")
+                             .Register(r)
+                             .Add({});
+  static const std::pair<const char*, const char*> source_totals[] = {
+      {"large_payloads_fetched", "S3 payloads fetched (extended-client pointers resolved)"},
+      {"large_payload_bytes_fetched", "Bytes of S3 payloads fetched"},
+      {"large_payloads_missing", "S3 payloads missing (their messages rejected: payload_missing)"},
+      {"large_payload_fetch_failures", "S3 payload fetches that failed (their messages retried)"},
+      {"large_payloads_deferred",
+       "Messages given back to the queue because their payload did not fit "
+       "max_bytes_in_flight"},
+      {"large_payloads_deleted", "S3 payloads deleted after their message (delete_after_ack)"},
+  };
+  for (const auto& [name, help] : source_totals)
+    source_totals_[name] = &BuildCounter()
+                                .Name("sluice_" + std::string(name) + "_total")
+                                .Help(help)
+                                .Register(r)
+                                .Add({});
   receives_ = &BuildGauge()
                    .Name("sluice_concurrent_receives")
                    .Help("Receive loops running")
@@ -260,6 +281,10 @@ void PipelineMetrics::on_source_gauge(const std::string& name, double value) {
     advance(amqp_losses_, value);
   else if (name == "amqp_ack_frames")
     advance(amqp_ack_frames_, value);
+  else if (name == "large_payload_bytes_held")
+    payload_bytes_held_->Set(value);
+  else if (auto it = source_totals_.find(name); it != source_totals_.end())
+    advance(it->second, value);
 }
 
 void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {

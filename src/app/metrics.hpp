@@ -11,6 +11,7 @@
 #include <atomic>
 #include <boost/asio/ip/address.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -87,6 +88,8 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Counter* amqp_recoveries_;
   prometheus::Counter* amqp_losses_;
   prometheus::Counter* amqp_ack_frames_;
+  prometheus::Gauge* payload_bytes_held_;
+  std::map<std::string, prometheus::Counter*> source_totals_;  // by the source's figure name
   std::atomic<std::int64_t> source_unacknowledged_{0};
   prometheus::Gauge* acks_pending_;
   prometheus::Counter* acks_abandoned_;

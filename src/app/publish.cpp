@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -18,6 +19,7 @@
 #include "amqp/connection.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/aws/error.hpp"
+#include "sluice/sns/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 
 namespace sluice::app {
@@ -78,6 +80,24 @@ GeneratedEvents generate_events(int count, double duplicate_share, double malfor
   return out;
 }
 
+std::size_t pad_events(std::vector<std::string>& bodies, double share, std::size_t bytes,
+                       unsigned seed) {
+  std::mt19937 rng(seed ^ 0x5eed);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::size_t padded = 0;
+  for (auto& body : bodies) {
+    if (unit(rng) >= share) continue;
+    auto doc = nlohmann::json::parse(body, nullptr, false);
+    if (!doc.is_object() || body.size() + 16 >= bytes) continue;
+    doc["padding"] = "";
+    const std::size_t base = doc.dump().size();
+    doc["padding"] = std::string(bytes > base ? bytes - base : 0, 'x');
+    body = doc.dump();
+    ++padded;
+  }
+  return padded;
+}
+
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -90,57 +110,53 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-asio::awaitable<std::pair<std::size_t, std::size_t>> publish_all(const PublishOptions& options,
-                                                                 std::vector<std::string> bodies) {
+using ChunkResult = std::pair<std::size_t, std::size_t>;  // sent, failed
+// Sends bodies[first, first + n) as one unit of work.
+using SendChunk =
+    std::function<asio::awaitable<ChunkResult>(std::vector<std::string> bodies, std::size_t first)>;
+
+// Chunks of `chunk_size` bodies, `concurrency` chunks in flight, with progress.
+asio::awaitable<ChunkResult> publish_chunks(const PublishOptions& options,
+                                            std::vector<std::string> bodies, std::size_t chunk_size,
+                                            const SendChunk& send) {
   auto executor = co_await asio::this_coro::executor;
-  sqs::SqsClientOptions client_options;
-  client_options.endpoint_url = options.endpoint_url;
-  client_options.region = options.region;
-  auto client = std::make_shared<sqs::SqsClient>(executor, client_options);
-  sqs::Publisher publisher(client, options.queue_url);
-  const bool fifo = options.queue_url.ends_with(".fifo");
   std::size_t sent = 0, failed = 0, next = 0;
+  const std::size_t total = bodies.size();
   const auto start = Clock::now();
   const bool tty = options.progress && isatty(STDERR_FILENO);
   auto report = [&](bool final) {
     if (!options.progress) return;
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::cerr << (tty ? "\r" : "") << "sluice publish: " << sent << "/" << bodies.size()
-              << " sent, " << failed << " failed, "
-              << static_cast<long>(sent / std::max(seconds, 1e-3)) << " msg/s"
-              << ((final || !tty) ? "\n" : "") << std::flush;
+    std::cerr << (tty ? "\r" : "") << "sluice publish: " << sent << "/" << total << " sent, "
+              << failed << " failed, " << static_cast<long>(sent / std::max(seconds, 1e-3))
+              << " msg/s" << ((final || !tty) ? "\n" : "") << std::flush;
   };
-  // Chunks of 100 entries, `concurrency` chunks in flight.
   using Done =
       asio::experimental::channel<void(boost::system::error_code, std::size_t, std::size_t)>;
   Done done(executor, static_cast<std::size_t>(options.concurrency));
   int running = 0;
   auto last_report = Clock::now();
-  while (next < bodies.size() || running > 0) {
-    while (next < bodies.size() && running < options.concurrency) {
-      std::vector<sqs::SendMessageEntry> entries;
-      for (; next < bodies.size() && entries.size() < 100; ++next) {
-        sqs::SendMessageEntry e;
-        e.body = std::move(bodies[next]);
-        if (fifo) {
-          e.message_group_id = "g" + std::to_string(next % 16);
-          e.message_deduplication_id = "p" + std::to_string(next);
-        }
-        entries.push_back(std::move(e));
-      }
+  while (next < total || running > 0) {
+    while (next < total && running < options.concurrency) {
+      const std::size_t first = next;
+      const std::size_t n = std::min(chunk_size, total - next);
+      std::vector<std::string> chunk(std::make_move_iterator(bodies.begin() + first),
+                                     std::make_move_iterator(bodies.begin() + first + n));
+      next += n;
       ++running;
-      const std::size_t chunk = entries.size();
-      asio::co_spawn(
-          executor, publisher.send_batch(std::move(entries)),
-          [&done, chunk](std::exception_ptr e, std::vector<sqs::PublishOutcome> outcomes) {
-            std::size_t ok = 0, bad = 0;
-            if (e) {
-              bad = chunk;
-            } else {
-              for (const auto& o : outcomes) (o.ok ? ok : bad)++;
-            }
-            done.try_send(boost::system::error_code{}, ok, bad);
-          });
+      asio::co_spawn(executor, send(std::move(chunk), first),
+                     [&done, n](std::exception_ptr e, ChunkResult result) {
+                       if (e) {
+                         try {
+                           std::rethrow_exception(e);
+                         } catch (const std::exception& what) {
+                           std::cerr << "sluice publish: " << what.what() << "\n";
+                         } catch (...) {
+                         }
+                         result = {0, n};
+                       }
+                       done.try_send(boost::system::error_code{}, result.first, result.second);
+                     });
     }
     auto [ok, bad] = co_await done.async_receive(asio::use_awaitable);
     --running;
@@ -152,7 +168,110 @@ asio::awaitable<std::pair<std::size_t, std::size_t>> publish_all(const PublishOp
     }
   }
   report(true);
-  co_return std::make_pair(sent, failed);
+  co_return ChunkResult{sent, failed};
+}
+
+asio::awaitable<ChunkResult> publish_sqs(const PublishOptions& options,
+                                         std::vector<std::string> bodies) {
+  auto executor = co_await asio::this_coro::executor;
+  sqs::SqsClientOptions client_options;
+  client_options.endpoint_url = options.endpoint_url;
+  client_options.region = options.region;
+  auto client = std::make_shared<sqs::SqsClient>(executor, client_options);
+  sqs::PublisherOptions publisher_options;
+  if (!options.payload_bucket.empty()) {
+    auto& large = publisher_options.large_payloads;
+    large.enabled = true;
+    large.bucket = options.payload_bucket;
+    large.threshold = options.payload_threshold;
+    large.s3.endpoint_url = options.s3_endpoint_url;
+    large.s3.addressing =
+        options.s3_path_style ? s3::AddressingStyle::path : s3::AddressingStyle::auto_detect;
+  }
+  auto publisher = std::make_shared<sqs::Publisher>(client, options.queue_url, publisher_options);
+  const bool fifo = options.queue_url.ends_with(".fifo");
+  std::size_t first_error_shown = 0;
+  // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
+  SendChunk send = [publisher, fifo, &first_error_shown](
+                       std::vector<std::string> chunk,
+                       std::size_t first) -> asio::awaitable<ChunkResult> {
+    std::vector<sqs::SendMessageEntry> entries;
+    entries.reserve(chunk.size());
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      sqs::SendMessageEntry e;
+      e.body = std::move(chunk[i]);
+      if (fifo) {
+        e.message_group_id = "g" + std::to_string((first + i) % 16);
+        e.message_deduplication_id = "p" + std::to_string(first + i);
+      }
+      entries.push_back(std::move(e));
+    }
+    const auto outcomes = co_await publisher->send_batch(std::move(entries));
+    ChunkResult result{0, 0};
+    for (const auto& o : outcomes) {
+      (o.ok ? result.first : result.second)++;
+      if (!o.ok && first_error_shown++ < 5)
+        std::cerr << "sluice publish: message " << first + o.index << " failed: " << o.error_code
+                  << " " << o.error_message << "\n";
+    }
+    co_return result;
+  };
+  const ChunkResult result = co_await publish_chunks(options, std::move(bodies), 100, send);
+  co_return result;
+}
+
+// SNS: PublishBatch of 10 (or one Publish per message with --single); entries that
+// failed for the service's reason are sent again, a few times.
+asio::awaitable<ChunkResult> publish_sns(const PublishOptions& options,
+                                         std::vector<std::string> bodies) {
+  auto executor = co_await asio::this_coro::executor;
+  sns::SnsClientOptions client_options;
+  client_options.endpoint_url = options.endpoint_url;
+  client_options.region = options.region;
+  auto client = std::make_shared<sns::SnsClient>(executor, client_options);
+  const std::string topic = options.topic_arn;
+  const bool fifo = topic.ends_with(".fifo");
+  const bool single = options.sns_single;
+  std::size_t first_error_shown = 0;
+  SendChunk send = [client, topic, fifo, single, &first_error_shown](
+                       std::vector<std::string> chunk,
+                       std::size_t first) -> asio::awaitable<ChunkResult> {
+    std::vector<sns::PublishEntry> entries(chunk.size());
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      entries[i].id = std::to_string(i);
+      entries[i].message = std::move(chunk[i]);
+      if (fifo) {
+        entries[i].message_group_id = "g" + std::to_string((first + i) % 16);
+        entries[i].message_deduplication_id = "p" + std::to_string(first + i);
+      }
+    }
+    if (single) {
+      co_await client->publish(topic, std::move(entries.front()));
+      co_return ChunkResult{1, 0};
+    }
+    std::size_t sent = 0;
+    for (int attempt = 1; !entries.empty(); ++attempt) {
+      const auto result = co_await client->publish_batch(topic, entries);
+      sent += result.successful.size();
+      std::vector<sns::PublishEntry> again;
+      for (const auto& f : result.failed) {
+        auto it = std::find_if(entries.begin(), entries.end(),
+                               [&](const auto& e) { return e.id == f.id; });
+        if (it == entries.end()) continue;
+        if (!f.sender_fault && attempt < 5) {
+          again.push_back(*it);
+        } else if (first_error_shown++ < 5) {
+          std::cerr << "sluice publish: message " << first + std::stoul(f.id)
+                    << " failed: " << f.code << " " << f.message << "\n";
+        }
+      }
+      entries = std::move(again);
+    }
+    co_return ChunkResult{sent, chunk.size() - sent};
+  };
+  const ChunkResult result =
+      co_await publish_chunks(options, std::move(bodies), single ? 1 : sns::kMaxBatchEntries, send);
+  co_return result;
 }
 
 // RabbitMQ: windows of publishes whose confirms are awaited together.
@@ -199,13 +318,21 @@ int publish_amqp(const PublishOptions& options, std::vector<std::string> bodies)
 }  // namespace
 
 int run_publish(const PublishOptions& options) {
-  if (options.queue_url.empty() && options.amqp_url.empty()) {
-    std::cerr << "sluice publish: give --queue-url (SQS) or --amqp-url (or SLUICE_AMQP_URL) for "
-                 "RabbitMQ\n";
+  if (options.queue_url.empty() && options.topic_arn.empty() && options.amqp_url.empty()) {
+    std::cerr << "sluice publish: give --queue-url (SQS), --topic-arn (SNS) or --amqp-url (or "
+                 "SLUICE_AMQP_URL) for RabbitMQ\n";
     return 2;
   }
-  // --queue-url chooses SQS even when SLUICE_AMQP_URL is set.
-  const bool amqp = options.queue_url.empty();
+  if (!options.queue_url.empty() && !options.topic_arn.empty()) {
+    std::cerr << "sluice publish: give --queue-url or --topic-arn, not both\n";
+    return 2;
+  }
+  if (!options.payload_bucket.empty() && options.queue_url.empty()) {
+    std::cerr << "sluice publish: --large-payload-bucket: only with --queue-url (SQS)\n";
+    return 2;
+  }
+  // --queue-url or --topic-arn chooses AWS even when SLUICE_AMQP_URL is set.
+  const bool amqp = options.queue_url.empty() && options.topic_arn.empty();
   if (amqp) {
     try {
       amqp::parse_uri(options.amqp_url);
@@ -231,13 +358,22 @@ int run_publish(const PublishOptions& options) {
                 << generated.malformed << " malformed on purpose\n";
       bodies = std::move(generated.bodies);
     }
+    if (options.large_share > 0) {
+      const std::size_t padded =
+          pad_events(bodies, options.large_share, options.large_bytes, options.seed);
+      std::cerr << "sluice publish: " << padded << " events padded to " << options.large_bytes
+                << " bytes\n";
+    }
   } catch (const std::exception& e) {
     std::cerr << "sluice publish: " << e.what() << "\n";
     return 2;
   }
   if (amqp) return publish_amqp(options, std::move(bodies));
   asio::io_context io;
-  auto result = asio::co_spawn(io, publish_all(options, std::move(bodies)), asio::use_future);
+  auto result = asio::co_spawn(io,
+                               options.topic_arn.empty() ? publish_sqs(options, std::move(bodies))
+                                                         : publish_sns(options, std::move(bodies)),
+                               asio::use_future);
   io.run();
   try {
     const auto [sent, failed] = result.get();

@@ -6,6 +6,7 @@ namespace sluice::app {
 
 struct PublishOptions {
   std::string queue_url;  // SQS ...
+  std::string topic_arn;  // ... or SNS (PublishBatch; one Publish each with sns_single) ...
   std::string amqp_url;   // ... or RabbitMQ: to `exchange` with `routing_key`
   std::string exchange;
   std::string routing_key;
@@ -18,6 +19,15 @@ struct PublishOptions {
   int concurrency = 4;           // batches in flight at once
   bool progress = true;
   unsigned seed = 1;
+  bool sns_single = false;
+  // SQS large payloads: bodies over the threshold (0: the queue's maximum) go to S3.
+  std::string payload_bucket;
+  std::size_t payload_threshold = 0;
+  std::string s3_endpoint_url;
+  bool s3_path_style = false;
+  // A share of the events padded to large_bytes (a "padding" field), to exercise them.
+  double large_share = 0.0;
+  std::size_t large_bytes = 1100 * 1024;
 };
 
 // Returns the exit code: 0 all sent, 1 some failed, 2 bad input.
@@ -32,5 +42,9 @@ struct GeneratedEvents {
 };
 GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share,
                                 unsigned seed);
+// Pads about `share` of the JSON-object bodies to `bytes` with a "padding" string field
+// (their business record unchanged); returns how many.
+std::size_t pad_events(std::vector<std::string>& bodies, double share, std::size_t bytes,
+                       unsigned seed);
 
 }  // namespace sluice::app

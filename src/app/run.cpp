@@ -189,6 +189,14 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     return 2;
   }
   container->set_observer(metrics);
+  // A message whose S3 payload is missing (or can never fit): rejected like a
+  // malformed one, its row in the rejects table first.
+  container->set_unusable_handler([&](Message& message, const std::string& reason,
+                                      const std::string& detail) {
+    metrics->record_rejected(reason);
+    writer.submit_reject(
+        sinks::RejectRow{message.id(), reason, detail, message.body(), message.source()}, message);
+  });
 
   // The queue: checked at start, its counts read on a thread of their own (the
   // backlog gauge and the drained check).
@@ -304,6 +312,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
   summary.rejected_sink_refused = metrics->rejected("sink_refused");
+  summary.rejected_payload =
+      metrics->rejected("payload_missing") + metrics->rejected("payload_too_large");
   // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
   // past the watchdog's margin (a server that stopped answering must not hold the exit).
   if (writers_stopped) {
@@ -367,7 +377,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 
 void print_summary(const RunSummary& s) {
   const std::uint64_t rejected = s.rejected_malformed + s.rejected_validation +
-                                 s.rejected_schema_drift + s.rejected_sink_refused;
+                                 s.rejected_schema_drift + s.rejected_sink_refused +
+                                 s.rejected_payload;
   std::cout << "\n== sluice run summary ==\n"
             << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
@@ -376,7 +387,7 @@ void print_summary(const RunSummary& s) {
             << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
             << ", validation " << s.rejected_validation << ", schema drift "
             << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
-            << ")\n"
+            << ", S3 payload missing or too large " << s.rejected_payload << ")\n"
             << "  failed writes       " << s.failed << "  (" << s.unresolved
             << " never written since)\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"

@@ -16,7 +16,7 @@ struct RunOptions {
 struct RunSummary {
   std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,
-                rejected_sink_refused = 0;
+                rejected_sink_refused = 0, rejected_payload = 0;
   std::uint64_t records_in_sink = 0;
   std::uint64_t unresolved = 0;  // messages whose last write failed (not written since)
   double seconds = 0;            // the whole run

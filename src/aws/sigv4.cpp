@@ -46,11 +46,11 @@ std::string normalize_path(std::string_view path) {
   return out;
 }
 
-std::string canonical_uri(std::string_view path, bool normalize) {
+std::string canonical_uri(std::string_view path, const SigningOptions& options) {
   if (path.empty()) path = "/";
-  const std::string normalized = normalize ? normalize_path(path) : std::string(path);
+  const std::string normalized = options.normalize_path ? normalize_path(path) : std::string(path);
   // Non-S3 services encode the path once more, on top of whatever encoding it has.
-  return text::uri_encode(normalized, /*keep_slash=*/true);
+  return options.encode_path_twice ? text::uri_encode(normalized, /*keep_slash=*/true) : normalized;
 }
 
 struct QueryParam {
@@ -196,6 +196,16 @@ struct SigV4Signer::KeyCache {
   std::array<std::uint8_t, 32> key{};
 };
 
+SigningOptions SigningOptions::s3(std::string region) {
+  SigningOptions options;
+  options.region = std::move(region);
+  options.service = "s3";
+  options.normalize_path = false;
+  options.encode_path_twice = false;
+  options.sign_body = true;
+  return options;
+}
+
 SigV4Signer::SigV4Signer(SigningOptions options)
     : options_(std::move(options)), key_cache_(std::make_shared<KeyCache>()) {}
 
@@ -221,13 +231,15 @@ SigningResult SigV4Signer::sign(HttpRequest& request, const Credentials& credent
   require(credentials, options_);
   const std::string timestamp = amz_date(now);
   const std::string_view date = std::string_view(timestamp).substr(0, 8);
-  const std::string payload_hash = crypto::sha256_hex(request.body);
+  const auto given_hash = request.header("X-Amz-Content-Sha256");
+  const std::string payload_hash =
+      given_hash ? std::string(*given_hash) : crypto::sha256_hex(request.body);
 
   request.set_header("X-Amz-Date", timestamp);
   const bool has_token = !credentials.session_token.empty();
   if (has_token && !options_.omit_session_token)
     request.set_header("X-Amz-Security-Token", credentials.session_token);
-  if (options_.sign_body) request.set_header("X-Amz-Content-Sha256", payload_hash);
+  if (options_.sign_body && !given_hash) request.set_header("X-Amz-Content-Sha256", payload_hash);
 
   const auto [path, query] = split_target(request.url.target);
   const CanonicalHeaders headers = canonical_headers(request.headers);
@@ -235,7 +247,7 @@ SigningResult SigV4Signer::sign(HttpRequest& request, const Credentials& credent
   SigningResult result;
   result.canonical_request.reserve(256 + headers.block.size());
   result.canonical_request.append(request.method).append("\n");
-  result.canonical_request.append(canonical_uri(path, options_.normalize_path)).append("\n");
+  result.canonical_request.append(canonical_uri(path, options_)).append("\n");
   result.canonical_request.append(canonical_query(parse_query(query))).append("\n");
   result.canonical_request.append(headers.block).append("\n");
   result.canonical_request.append(headers.signed_names).append("\n");
@@ -281,7 +293,7 @@ SigningResult SigV4Signer::presign(HttpRequest& request, const Credentials& cred
 
   SigningResult result;
   result.canonical_request.append(request.method).append("\n");
-  result.canonical_request.append(canonical_uri(path_copy, options_.normalize_path)).append("\n");
+  result.canonical_request.append(canonical_uri(path_copy, options_)).append("\n");
   result.canonical_request.append(canonical_query(params)).append("\n");
   result.canonical_request.append(headers.block).append("\n");
   result.canonical_request.append(headers.signed_names).append("\n");

@@ -151,6 +151,27 @@ const char* to_string(RejectReason reason) {
   return "unknown";
 }
 
+const char* sns_envelope_key(MetaField field) {
+  switch (field) {
+    case MetaField::sns_message_id:
+      return "MessageId";
+    case MetaField::sns_topic_arn:
+      return "TopicArn";
+    case MetaField::sns_timestamp:
+      return "Timestamp";
+    case MetaField::sns_subject:
+      return "Subject";
+    case MetaField::sns_signature:
+      return "Signature";
+    case MetaField::sns_signature_version:
+      return "SignatureVersion";
+    case MetaField::sns_signing_cert_url:
+      return "SigningCertURL";
+    default:
+      return nullptr;
+  }
+}
+
 void validate(const TransformSpec& spec) {
   if (spec.fields.empty())
     throw std::invalid_argument("normalize.fields: expected at least one field");
@@ -165,6 +186,10 @@ void validate(const TransformSpec& spec) {
     if (sources != 1)
       throw std::invalid_argument("normalize.fields[" + f.name +
                                   "]: expected exactly one of from, const, meta");
+    if (f.meta && sns_envelope_key(*f.meta) && !spec.unwrap_sns)
+      throw std::invalid_argument("normalize.fields[" + f.name +
+                                  "].meta = " + std::string(sns_envelope_key(*f.meta)) +
+                                  " of the SNS envelope: expected decode.sns_envelope: true");
     if (!f.pointer.empty() && f.pointer.front() != '/')
       throw std::invalid_argument("normalize.fields[" + f.name + "].from = " + f.pointer +
                                   ": expected a JSON pointer starting with '/'");
@@ -222,7 +247,9 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
   simdjson::dom::element root;
   if (auto error = parser.parse(message.body.data(), message.body.size()).get(root))
     return Rejection{RejectReason::malformed, "body is not valid JSON: " + json_error(error)};
+  simdjson::dom::element envelope;  // the SNS notification around the body, when unwrapped
   if (spec_.unwrap_sns) {
+    envelope = root;
     std::string_view type, inner;
     if (!root["Type"].get_string().get(type) && type == "Notification" &&
         !root["Message"].get_string().get(inner)) {
@@ -270,6 +297,12 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
         case MetaField::sequence_number:
           if (message.sequence_number) value = std::string(*message.sequence_number);
           break;
+        default: {
+          std::string_view text;
+          if (!envelope[sns_envelope_key(*f.meta)].get_string().get(text))
+            value = std::string(text);
+          break;
+        }
       }
     } else {
       simdjson::dom::element found;

@@ -23,7 +23,17 @@ enum class MetaField {
   source,
   group_id,         // an ordered group (SQS FIFO MessageGroupId)
   sequence_number,  // its position in the queue (SQS FIFO SequenceNumber, a decimal string)
+  // The SNS envelope's own fields (decode.sns_envelope): null when absent.
+  sns_message_id,
+  sns_topic_arn,
+  sns_timestamp,
+  sns_subject,
+  sns_signature,
+  sns_signature_version,
+  sns_signing_cert_url,
 };
+// "MessageId" for sns_message_id, ...; null for the other meta fields.
+const char* sns_envelope_key(MetaField field);
 
 struct FieldSpec {
   std::string name;     // in the normalized document

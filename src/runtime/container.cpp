@@ -446,8 +446,14 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         unit = std::move(next);
       }
       if (error) co_return;  // closed: stopping
-      // Messages settled while they waited (a lost lease) are not handled.
+      // Messages settled while they waited (a lost lease) are not handled, nor those
+      // the source could not make ready.
       std::erase_if(unit, [](const StatePtr& s) { return s->settled(); });
+      std::erase_if(unit, [this](const StatePtr& s) {
+        if (!s->problem) return false;
+        if (!draining) settle_unusable(s);
+        return !draining;
+      });
       if (unit.empty()) continue;
       if (draining) {
         release_unit(unit);
@@ -503,6 +509,32 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     finish_handler(started, ok);
     for (auto& s : states) settle_after_handler(s, ok);
+  }
+
+  // A message its source could not make ready (an S3 payload that is missing or
+  // could not be fetched): never handed to the handler.
+  void settle_unusable(const StatePtr& state) {
+    state->started = true;
+    const auto& problem = *state->problem;
+    spdlog::warn(
+        "container={} event=unusable_message message_id={} receive_count={} reason={} "
+        "detail=\"{}\"",
+        options.name, state->id, state->receive_count, problem.reason, problem.detail);
+    if (problem.retry) {
+      state->settle(Outcome::retry);
+      return;
+    }
+    if (unusable_handler) {
+      Message message = detail::MessageAccess::wrap(state);
+      try {
+        unusable_handler(message, problem.reason, problem.detail);
+      } catch (...) {
+        spdlog::error("container={} event=unusable_handler_failed message_id={} error=\"{}\"",
+                      options.name, state->id, runtime::describe_current_exception());
+      }
+      if (state->settled()) return;
+    }
+    state->settle(Outcome::reject, problem.reason + ": " + problem.detail);
   }
 
   void finish_handler(Clock::time_point started, bool ok) {
@@ -804,6 +836,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   SourceFactory source_factory;
   MessageHandler single_handler;
   BatchHandler batch_handler;
+  UnusableHandler unusable_handler;
   std::shared_ptr<ContainerObserver> observer;
 
   asio::io_context io;
@@ -889,6 +922,9 @@ bool Container::running() const {
 }
 void Container::set_observer(std::shared_ptr<ContainerObserver> observer) {
   impl_->observer = std::move(observer);
+}
+void Container::set_unusable_handler(UnusableHandler handler) {
+  impl_->unusable_handler = std::move(handler);
 }
 ContainerStats Container::stats() const {
   return impl_->stats();

@@ -43,6 +43,19 @@ struct MessageState : std::enable_shared_from_this<MessageState> {
   // lease by this number. 0: a source whose leases are never lost as a whole.
   std::uint64_t lease = 0;
 
+  // Set by a source that could not make the message ready for a handler (its
+  // payload could not be fetched): the core settles it so, without a handler.
+  struct Problem {
+    bool retry = false;  // false: reject
+    std::string reason;  // "payload_missing", ...
+    std::string detail;
+  };
+  std::optional<Problem> problem;
+  // The body as the queue holds it, when the source replaced it (an S3 pointer).
+  std::string queue_body;
+  // Held as long as the message is (the byte reservation of a fetched payload).
+  std::shared_ptr<void> resources;
+
   std::weak_ptr<Settler> owner;
   std::atomic<Outcome> outcome{Outcome::none};
   std::atomic<bool> started{false};  // a handler has it

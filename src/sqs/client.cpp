@@ -1,14 +1,10 @@
 #include "sluice/sqs/client.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
-#include "sluice/aws/config.hpp"
+#include "aws/service_client.hpp"
 #include "sluice/aws/error.hpp"
-#include "sluice/aws/sigv4.hpp"
 #include "sqs/codec.hpp"
 
 namespace sluice::sqs {
@@ -50,25 +46,6 @@ std::optional<std::chrono::system_clock::time_point> Message::sent_time() const 
 }
 
 namespace {
-AwsError classify(const aws::HttpResponse& response, const codec::ServiceError& error) {
-  const std::string request_id =
-      std::string(response.header("x-amzn-RequestId")
-                      .value_or(response.header("x-amz-request-id").value_or("")));
-  const std::string message = "SQS error HTTP " + std::to_string(response.status) +
-                              (error.code.empty() ? "" : " " + error.code) +
-                              (error.message.empty() ? "" : ": " + error.message);
-  ErrorKind kind = ErrorKind::client;
-  if (response.status == 429 || aws::is_throttling_code(error.code) ||
-      error.code == "RequestThrottled" || error.code == "KmsThrottled")
-    kind = ErrorKind::throttling;
-  else if (response.status >= 500 || error.code == "ServiceUnavailable" ||
-           error.code == "InternalError" || error.code == "InternalFailure")
-    kind = ErrorKind::server;
-  return AwsError(kind, message, error.code, response.status, request_id);
-}
-}  // namespace
-
-namespace {
 // Outside the coroutines: GCC 12 mis-compiles braced initializer lists inside them.
 std::string encode_object(std::initializer_list<std::pair<const std::string, json>> fields) {
   json out = json::object();
@@ -87,91 +64,45 @@ std::string required_string(const std::string& body, const char* key, const char
 
 struct SqsClient::Impl {
   Impl(asio::any_io_executor ex, SqsClientOptions opts)
-      : executor(ex),
-        options(std::move(opts)),
-        http(ex, options.http),
-        retry(options.retry),
-        signer(aws::SigningOptions{}) {
-    auto region = aws::region_from_environment(options.region);
-    if (!region)
-      throw AwsError(ErrorKind::configuration,
-                     "no AWS region configured for SQS; tried the explicit setting, AWS_REGION, "
-                     "AWS_DEFAULT_REGION and the profile '" +
-                         aws::load_profile().name + "'");
-    region_name = *region;
-    endpoint = aws::resolve_endpoint("sqs", region_name, options.endpoint_url);
-    aws::SigningOptions signing;
-    signing.region = region_name;
-    signing.service = "sqs";
-    signer = aws::SigV4Signer(signing);
-    credentials =
-        options.credentials ? options.credentials : aws::make_default_credentials_chain(ex);
+      : options(std::move(opts)), service(ex, settings(options)) {}
+
+  static aws::ServiceSettings settings(const SqsClientOptions& options) {
+    aws::ServiceSettings s;
+    s.service = "sqs";
+    s.display_name = "SQS";
+    s.region = options.region;
+    s.endpoint_url = options.endpoint_url;
+    s.credentials = options.credentials;
+    s.retry = options.retry;
+    s.http = options.http;
+    return s;
   }
 
   asio::awaitable<std::string> invoke(std::string_view action, std::string body) {
-    const std::string target = "AmazonSQS." + std::string(action);
-    bool skew_retried = false;
-    for (int attempt = 1;; ++attempt) {
-      aws::HttpRequest request;
-      request.method = "POST";
-      request.url = endpoint;
-      request.headers.reserve(6);
-      request.headers.emplace_back("Host", endpoint.host_header());
-      request.headers.emplace_back("Content-Type", "application/x-amz-json-1.0");
-      request.headers.emplace_back("X-Amz-Target", target);
-      request.body = body;
-      if (action == "ReceiveMessage") {
-        // A long poll holds the connection for up to 20 s: give it that much more.
-        request.timeout = options.http.request_timeout + std::chrono::seconds(kMaxWaitTimeSeconds);
-      }
-      const aws::Credentials creds = co_await credentials->get();
-      signer.sign(request, creds, skew.now());
-      requests.fetch_add(1, std::memory_order_relaxed);
-
-      std::optional<AwsError> failure;
-      try {
-        aws::HttpResponse response = co_await http.send(std::move(request));
-        if (response.status == 200) {
-          retry.on_success(attempt > 1);
-          co_return std::move(response.body);
-        }
-        const auto error =
-            codec::decode_error(response.body, response.header("x-amzn-query-error").value_or(""));
-        failure = classify(response, error);
-        if (aws::is_clock_skew_code(error.code) && !skew_retried) {
-          if (auto date = response.header("Date");
-              date && skew.observe(*date, std::chrono::system_clock::now())) {
-            skew_retried = true;
-            --attempt;  // a corrected clock is a new first attempt
-            continue;
-          }
-        }
-      } catch (const AwsError& e) {
-        failure = e;
-      }
-      errors.fetch_add(1, std::memory_order_relaxed);
-      if (failure->kind() == ErrorKind::cancelled) throw *failure;
-      const auto delay = retry.on_failure(*failure, attempt);
-      if (!delay) throw *failure;
-      retries.fetch_add(1, std::memory_order_relaxed);
-      asio::steady_timer timer(co_await asio::this_coro::executor, *delay);
-      auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (ec)
-        throw AwsError(ErrorKind::cancelled,
-                       "SQS " + std::string(action) + " cancelled during retry backoff");
+    aws::HttpRequest request;
+    request.method = "POST";
+    request.url = service.endpoint();
+    request.headers.reserve(6);
+    request.headers.emplace_back("Host", service.endpoint().host_header());
+    request.headers.emplace_back("Content-Type", "application/x-amz-json-1.0");
+    request.headers.emplace_back("X-Amz-Target", "AmazonSQS." + std::string(action));
+    request.body = std::move(body);
+    if (action == "ReceiveMessage") {
+      // A long poll holds the connection for up to 20 s: give it that much more.
+      request.timeout = options.http.request_timeout + std::chrono::seconds(kMaxWaitTimeSeconds);
     }
+    aws::HttpResponse response = co_await service.send(request, error_of, action);
+    co_return std::move(response.body);
   }
 
-  asio::any_io_executor executor;
+  static AwsError error_of(const aws::HttpResponse& response) {
+    auto error =
+        codec::decode_error(response.body, response.header("x-amzn-query-error").value_or(""));
+    return aws::classify_response(response, "SQS", std::move(error.code), error.message);
+  }
+
   SqsClientOptions options;
-  aws::HttpClient http;
-  aws::RetryStrategy retry;
-  aws::SigV4Signer signer;
-  aws::ClockSkew skew;
-  std::string region_name;
-  aws::Url endpoint;
-  std::shared_ptr<aws::CredentialsProvider> credentials;
-  std::atomic<std::uint64_t> requests{0}, retries{0}, errors{0};
+  aws::ServiceClient service;
 };
 
 SqsClient::SqsClient(asio::any_io_executor executor, SqsClientOptions options)
@@ -179,16 +110,17 @@ SqsClient::SqsClient(asio::any_io_executor executor, SqsClientOptions options)
 SqsClient::~SqsClient() = default;
 
 const std::string& SqsClient::region() const {
-  return impl_->region_name;
+  return impl_->service.region();
 }
 const aws::Url& SqsClient::endpoint() const {
-  return impl_->endpoint;
+  return impl_->service.endpoint();
 }
 aws::HttpClient& SqsClient::http() {
-  return impl_->http;
+  return impl_->service.http();
 }
 SqsClientStats SqsClient::stats() const {
-  return {impl_->requests.load(), impl_->retries.load(), impl_->errors.load()};
+  const auto s = impl_->service.stats();
+  return {s.requests, s.retries, s.errors};
 }
 
 asio::awaitable<std::vector<Message>> SqsClient::receive_message(ReceiveMessageRequest request) {

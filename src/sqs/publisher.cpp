@@ -10,6 +10,7 @@
 
 #include "sluice/aws/error.hpp"
 #include "sqs/codec.hpp"
+#include "sqs/large_payload.hpp"
 
 namespace sluice::sqs {
 namespace asio = boost::asio;
@@ -32,7 +33,10 @@ Publisher::Publisher(std::shared_ptr<SqsClient> client, std::string queue_url,
     : client_(std::move(client)),
       queue_url_(std::move(queue_url)),
       options_(options),
-      backoff_(backoff_options(options)) {}
+      backoff_(backoff_options(options)) {
+  if (options_.large_payloads.enabled)
+    offloader_ = std::make_shared<PayloadOffloader>(client_, queue_url_, options_.large_payloads);
+}
 
 asio::awaitable<void> Publisher::wait(int attempt) {
   asio::steady_timer timer(co_await asio::this_coro::executor, backoff_.backoff(attempt, false));
@@ -41,6 +45,17 @@ asio::awaitable<void> Publisher::wait(int attempt) {
 }
 
 asio::awaitable<SendMessageResult> Publisher::send(SendMessageEntry entry) {
+  if (offloader_) {
+    for (int attempt = 1;; ++attempt) {
+      try {
+        co_await offloader_->offload(entry);
+        break;
+      } catch (const AwsError& e) {
+        if (!e.retryable() || attempt >= options_.max_attempts) throw;
+      }
+      co_await wait(attempt);
+    }
+  }
   for (int attempt = 1;; ++attempt) {
     try {
       co_return co_await client_->send_message(queue_url_, entry);
@@ -76,6 +91,7 @@ asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
     outcomes[i].index = i;
     entries[i].id = std::to_string(i);
     try {
+      if (offloader_) co_await offloader_->offload(entries[i]);
       codec::validate_send(entries[i], true);
       pending.push_back(i);
     } catch (const AwsError& e) {  // oversized or invalid: final, never sent

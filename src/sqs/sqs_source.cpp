@@ -12,6 +12,7 @@
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/source.hpp"
 #include "sqs/codec.hpp"
+#include "sqs/large_payload.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
@@ -63,7 +64,8 @@ int visibility_seconds(std::chrono::milliseconds d) {
 struct DeleteEntry {
   std::string receipt;
   int attempts = 0;
-  bool holds_permit = true;  // from ack(); false for the delete after a dead letter
+  bool holds_permit = true;     // from ack(); false for the delete after a dead letter
+  std::string payload_pointer;  // an S3 object to delete after the message (delete_after_ack)
 };
 struct VisibilityEntry {
   std::string receipt;
@@ -79,6 +81,16 @@ class SqsSource final : public runtime::Source {
         settle_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)),
         heartbeat_client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)) {
     fifo_ = options_.fifo == FifoMode::on;
+    if (options_.large_payloads.enabled) {
+      auto payload_options = options_.large_payloads;
+      // The payloads' region is the queue's unless set; the endpoint stays S3's own.
+      if (payload_options.s3.region.empty()) payload_options.s3.region = client_->region();
+      if (!payload_options.s3.credentials)
+        payload_options.s3.credentials = options_.client.credentials;
+      payloads_ =
+          std::make_shared<sqs::PayloadResolver>(context_.executor, std::move(payload_options),
+                                                 [this](const std::string& what) { warn(what); });
+    }
     deletes_ = std::make_shared<runtime::Batcher<DeleteEntry>>(
         context_.executor, static_cast<std::size_t>(options_.delete_batch_size),
         options_.delete_flush_interval,
@@ -131,6 +143,7 @@ class SqsSource final : public runtime::Source {
     request.wait_time_seconds = static_cast<int>(options_.poll_wait.count());
     request.visibility_timeout = static_cast<int>(options_.visibility_timeout.count());
     if (fifo_) request.receive_request_attempt_id = random_attempt_id();
+    if (payloads_) co_await payloads_->wait_for_room();
     std::vector<sqs::Message> messages;
     try {
       messages = co_await client_->receive_message(std::move(request));
@@ -160,10 +173,19 @@ class SqsSource final : public runtime::Source {
       s->attributes = std::move(m.attributes);
       states.push_back(std::move(s));
     }
+    if (payloads_ && !states.empty()) {
+      co_await payloads_->resolve(states, options_.visibility_timeout / 2,
+                                  [this](const StatePtr& s) { release(s); });
+      report_payloads();
+    }
     co_return states;
   }
 
-  void ack(const StatePtr& state) override { deletes_->add({state->receipt, 0, true}); }
+  void ack(const StatePtr& state) override {
+    DeleteEntry entry{state->receipt, 0, true, {}};
+    if (payloads_ && payloads_->delete_after_ack()) entry.payload_pointer = state->queue_body;
+    deletes_->add(std::move(entry));
+  }
   void expedite_acks() override { deletes_->flush_now(); }
 
   void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
@@ -180,7 +202,8 @@ class SqsSource final : public runtime::Source {
       co_return false;
     }
     sqs::SendMessageEntry entry;
-    entry.body = state->body;
+    // A resolved payload goes back as the pointer it came as (its object is kept).
+    entry.body = state->queue_body.empty() ? state->body : state->queue_body;
     entry.message_attributes["sluice-reject-reason"] =
         sqs::MessageAttributeValue::string(reason.empty() ? "rejected" : reason.substr(0, 4096));
     entry.message_attributes["sluice-source-queue"] =
@@ -201,7 +224,7 @@ class SqsSource final : public runtime::Source {
       throw source_error(e);
     }
     // Only once the dead letter is safe. Its permit came back with the reject.
-    deletes_->add({state->receipt, 0, false});
+    deletes_->add({state->receipt, 0, false, {}});
     co_return true;
   }
 
@@ -276,6 +299,7 @@ class SqsSource final : public runtime::Source {
     for (std::size_t i = 0; i < entries.size(); ++i)
       request.push_back({std::to_string(i), entries[i].receipt});
     std::size_t confirmed = 0, abandoned = 0, from_ack = 0;
+    std::vector<sqs::PayloadPointer> objects;  // of the messages now deleted
     auto give_up = [&](const DeleteEntry& entry, const std::string& why) {
       warn("delete abandoned (" + why + "); the message will be delivered again");
       ++abandoned;
@@ -290,6 +314,9 @@ class SqsSource final : public runtime::Source {
           answered[*i] = true;
           ++confirmed;
           from_ack += entries[*i].holds_permit;
+          if (!entries[*i].payload_pointer.empty())
+            if (auto pointer = sqs::parse_payload_pointer(entries[*i].payload_pointer))
+              objects.push_back(std::move(*pointer));
         }
       for (const auto& f : result.failed) {
         auto i = sqs::codec::entry_index(f.id, entries.size());
@@ -317,6 +344,20 @@ class SqsSource final : public runtime::Source {
     }
     if (context_.acks_settled && confirmed + abandoned > 0)
       context_.acks_settled(confirmed, abandoned, from_ack);
+    if (!objects.empty()) co_await payloads_->delete_objects(std::move(objects));
+    if (payloads_) report_payloads();  // bytes held fall as messages are deleted
+  }
+
+  void report_payloads() {
+    if (!context_.gauge) return;
+    const auto s = payloads_->stats();
+    context_.gauge("large_payload_bytes_held", static_cast<double>(payloads_->bytes_held()));
+    context_.gauge("large_payloads_fetched", static_cast<double>(s.fetched));
+    context_.gauge("large_payload_bytes_fetched", static_cast<double>(s.fetched_bytes));
+    context_.gauge("large_payloads_missing", static_cast<double>(s.missing));
+    context_.gauge("large_payload_fetch_failures", static_cast<double>(s.failed));
+    context_.gauge("large_payloads_deferred", static_cast<double>(s.deferred));
+    context_.gauge("large_payloads_deleted", static_cast<double>(s.deleted));
   }
 
   asio::awaitable<void> send_visibility(std::vector<VisibilityEntry> entries) {
@@ -345,6 +386,7 @@ class SqsSource final : public runtime::Source {
   bool fifo_ = false;
   std::shared_ptr<runtime::Batcher<DeleteEntry>> deletes_;
   std::shared_ptr<runtime::Batcher<VisibilityEntry>> visibility_changes_;
+  std::shared_ptr<sqs::PayloadResolver> payloads_;  // with large_payloads.enabled
 };
 
 std::string str(std::chrono::milliseconds d) {
@@ -368,6 +410,8 @@ void validate(const SqsSourceOptions& o) {
                "1..10 (the SQS batch limit)");
   if (o.delete_flush_interval <= std::chrono::milliseconds(0))
     bad_option("delete_flush_interval", str(o.delete_flush_interval), "more than 0");
+  if (o.large_payloads.enabled && o.large_payloads.max_bytes_in_flight == 0)
+    bad_option("large_payloads.max_bytes_in_flight", "0", "at least 1 byte");
 }
 
 SourceFactory make_sqs_source(SqsSourceOptions options) {

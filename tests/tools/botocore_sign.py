@@ -3,7 +3,9 @@
 Usage: /usr/bin/python3 botocore_sign.py IN.jsonl OUT.jsonl
 Each input line: method, url, headers [[name, value]...], body, access_key,
 secret_key, token, region, service, timestamp (YYYYmmddTHHMMSSZ). Each output
-line: {"authorization": ..., "x_amz_date": ...}.
+line: {"authorization": ..., "x_amz_date": ...}. With "s3": true the request is
+signed by botocore's S3 signer (S3SigV4Auth), the payload signed or not as
+"sign_payload" says (botocore's s3 payload_signing_enabled).
 """
 import datetime
 import json
@@ -37,9 +39,17 @@ def main(src, dst):
                                  data=case["body"].encode("utf-8"))
             for name, value in case["headers"]:
                 request.headers[name] = value
-            botocore.auth.SigV4Auth(creds, case["service"], case["region"]).add_auth(request)
+            if case.get("s3"):
+                request.context["client_config"] = types.SimpleNamespace(
+                    s3={"payload_signing_enabled": case["sign_payload"]})
+                signer = botocore.auth.S3SigV4Auth(creds, "s3", case["region"])
+            else:
+                signer = botocore.auth.SigV4Auth(creds, case["service"], case["region"])
+            signer.add_auth(request)
             out.write(json.dumps({"authorization": request.headers["Authorization"],
-                                  "x_amz_date": request.headers["X-Amz-Date"]}) + "\n")
+                                  "x_amz_date": request.headers["X-Amz-Date"],
+                                  "content_sha256": request.headers.get("X-Amz-Content-SHA256")})
+                      + "\n")
 
 
 if __name__ == "__main__":

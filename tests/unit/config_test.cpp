@@ -121,6 +121,41 @@ TEST(Config, TheExampleConfigurationLoads) {
   EXPECT_EQ(c.container.max_in_flight, 400);
 }
 
+TEST(Config, TheTopicAndLargePayloadExampleLoads) {
+  const auto c =
+      load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/topic-large-payloads-pipeline.yaml");
+  EXPECT_TRUE(c.sqs.large_payloads.enabled);
+  EXPECT_EQ(c.sqs.large_payloads.max_bytes_in_flight, 268435456u);
+  EXPECT_TRUE(c.transform.unwrap_sns);
+  EXPECT_EQ(c.sqs.large_payloads.s3.addressing, sluice::s3::AddressingStyle::auto_detect);
+}
+
+TEST(Config, LargePayloadAndSnsOptionsAreChecked) {
+  const std::string base = "source:\n  queue_url: http://127.0.0.1:1/0/q\n";
+  const std::string stages =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\n    - {name: t, meta: sns_topic_arn}\n"
+      "identity:\n  versions:\n    V1: [a]\n";
+  auto error = [&](const std::string& yaml) {
+    try {
+      parse_config(yaml);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error(base + "  large_payloads:\n    max_bytes_in_flight: 0\n" + stages +
+                  "decode:\n  sns_envelope: true\n")
+                .find("source.large_payloads.max_bytes_in_flight"),
+            std::string::npos);
+  EXPECT_NE(error(base + "  large_payloads:\n    addressing: dns\n" + stages +
+                  "decode:\n  sns_envelope: true\n")
+                .find("source.large_payloads.addressing"),
+            std::string::npos);
+  const std::string no_envelope = error(base + stages);
+  EXPECT_NE(no_envelope.find("decode.sns_envelope"), std::string::npos) << no_envelope;
+  EXPECT_EQ(error(base + stages + "decode:\n  sns_envelope: true\n"), "");
+}
+
 TEST(Config, DocumentationMatchesTheOptionTable) {
   std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/docs/configuration.md");
   std::stringstream committed;

@@ -19,6 +19,12 @@ struct SigningOptions {
   bool normalize_path = true;       // false only for S3-style services
   bool sign_body = false;           // add x-amz-content-sha256
   bool omit_session_token = false;  // add the token after signing (e.g. IoT)
+  // Every service but S3 URI-encodes the (already encoded) path once more in the
+  // canonical request; S3 signs the path as it is sent.
+  bool encode_path_twice = true;
+
+  // S3's rules: no path normalization, the path encoded once, x-amz-content-sha256.
+  static SigningOptions s3(std::string region);
 };
 
 // The intermediate artifacts, exposed so that tests can compare them with the
@@ -34,6 +40,8 @@ class SigV4Signer {
   explicit SigV4Signer(SigningOptions options);
 
   // Adds X-Amz-Date, X-Amz-Security-Token (when there is one) and Authorization.
+  // An X-Amz-Content-Sha256 header already on the request (S3's "UNSIGNED-PAYLOAD")
+  // is signed as the payload hash, as botocore does.
   SigningResult sign(HttpRequest& request, const Credentials& credentials,
                      std::chrono::system_clock::time_point now) const;
 

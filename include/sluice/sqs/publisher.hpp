@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sluice/sqs/client.hpp"
+#include "sluice/sqs/large_payload.hpp"
 
 namespace sluice::sqs {
 
@@ -20,7 +21,12 @@ struct PublisherOptions {
   int max_attempts = 5;
   std::chrono::milliseconds base_delay{200};
   std::chrono::milliseconds max_delay{20000};
+  // Bodies over the threshold stored in S3 and sent as the extended clients' pointer
+  // (large_payloads.enabled with a bucket; the S3 region defaults to the queue's).
+  LargePayloadOptions large_payloads;
 };
+
+class PayloadOffloader;
 
 struct PublishOutcome {
   std::size_t index = 0;  // position in the input
@@ -44,10 +50,13 @@ class Publisher {
   }
 
   // Sends one message; throws AwsError once retries are spent or the error is final.
+  // With large payloads, a body over the threshold goes to S3 first.
   boost::asio::awaitable<SendMessageResult> send(SendMessageEntry entry);
 
   // Sends many messages in batches; one outcome per input entry, in input order.
-  // Entry ids are assigned by the publisher (any given are ignored).
+  // Entry ids are assigned by the publisher (any given are ignored). With large
+  // payloads, entries over the threshold go to S3 first (a failed store fails only
+  // that entry, with the S3 error).
   boost::asio::awaitable<std::vector<PublishOutcome>> send_batch(
       std::vector<SendMessageEntry> entries);
 
@@ -61,6 +70,7 @@ class Publisher {
   std::string queue_url_;
   PublisherOptions options_;
   aws::RetryStrategy backoff_;
+  std::shared_ptr<PayloadOffloader> offloader_;  // with large_payloads.enabled
 };
 
 }  // namespace sluice::sqs

@@ -6,6 +6,7 @@
 // Receives are long polls of up to 10 messages; acks become batched DeleteMessageBatch
 // calls (flushed on stop); retries and releases become visibility changes; the
 // heartbeat extends visibility; rejects go to the dead-letter queue with their reason.
+// With large_payloads, bodies stored in S3 by the extended clients are fetched first.
 // A FIFO queue (its FifoQueue attribute) has its message groups kept in order.
 
 #include <chrono>
@@ -13,6 +14,7 @@
 
 #include "sluice/source.hpp"
 #include "sluice/sqs/client.hpp"
+#include "sluice/sqs/large_payload.hpp"
 
 namespace sluice {
 
@@ -32,6 +34,9 @@ struct SqsSourceOptions {
   int delete_batch_size = 10;                            // deletes sent at this many (1..10) ...
   std::chrono::milliseconds delete_flush_interval{100};  // ... or after this long
   std::string dead_letter_queue_url;  // where rejects go (empty: the queue's redrive policy)
+  // S3 pointers of the extended clients resolved before the handler sees the message
+  // (sluice/sqs/large_payload.hpp); the S3 client's region defaults to the queue's.
+  sqs::LargePayloadOptions large_payloads;
 };
 
 // Throws std::invalid_argument naming the option, its value and what was expected.

@@ -1,0 +1,74 @@
+#pragma once
+// What every AWS service client shares: the region and endpoint resolved as the AWS
+// CLI does, credentials, one HTTP pool, SigV4 with a fresh timestamp per attempt
+// (corrected once for a skewed clock), and the standard retry mode. The service
+// clients (SQS, S3, SNS) only encode requests and decode answers.
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "sluice/aws/credentials.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/aws/http.hpp"
+#include "sluice/aws/retry.hpp"
+#include "sluice/aws/sigv4.hpp"
+
+namespace sluice::aws {
+
+struct ServiceSettings {
+  std::string service;       // signing name and endpoint key: "sqs", "s3", "sns"
+  std::string display_name;  // in errors: "SQS"
+  std::string region;        // empty: AWS_REGION, AWS_DEFAULT_REGION, profile
+  std::string endpoint_url;  // empty: AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL, profile
+  std::shared_ptr<CredentialsProvider> credentials;  // null: the default chain
+  RetryOptions retry;
+  HttpClientOptions http;
+  SigningOptions signing;  // region and service are filled in
+};
+
+struct ServiceStats {
+  std::uint64_t requests = 0;
+  std::uint64_t retries = 0;
+  std::uint64_t errors = 0;
+};
+
+// The error a failed response makes: throttling (429 or a throttling code), server
+// (5xx or an internal code), otherwise client; the message names the service.
+AwsError classify_response(const HttpResponse& response, std::string_view service_name,
+                           std::string code, std::string_view message);
+
+class ServiceClient {
+ public:
+  // Throws AwsError{configuration} when no region is found or the endpoint is malformed.
+  ServiceClient(boost::asio::any_io_executor executor, ServiceSettings settings);
+
+  // Signs and sends `request` (copied per attempt) until it gets a 2xx answer,
+  // retrying what the standard mode retries. A non-2xx answer becomes the error
+  // `error_of` makes of it (see classify_response); thrown once retries are spent.
+  boost::asio::awaitable<HttpResponse> send(
+      const HttpRequest& request, const std::function<AwsError(const HttpResponse&)>& error_of,
+      std::string_view what);
+
+  const std::string& region() const { return region_; }
+  const Url& endpoint() const { return endpoint_; }
+  HttpClient& http() { return http_; }
+  ServiceStats stats() const;
+
+ private:
+  ServiceSettings settings_;
+  HttpClient http_;
+  RetryStrategy retry_;
+  SigV4Signer signer_;
+  ClockSkew skew_;
+  std::string region_;
+  Url endpoint_;
+  std::shared_ptr<CredentialsProvider> credentials_;
+  std::atomic<std::uint64_t> requests_{0}, retries_{0}, errors_{0};
+};
+
+}  // namespace sluice::aws

@@ -1,0 +1,334 @@
+#include "sqs/large_payload.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "common/crypto.hpp"
+#include "runtime/log_exceptions.hpp"
+#include "sluice/aws/error.hpp"
+#include "sqs/codec.hpp"
+
+namespace sluice::sqs {
+namespace asio = boost::asio;
+using runtime::StatePtr;
+
+std::shared_ptr<void> ByteBudget::try_take(std::uint64_t n) {
+  {
+    std::lock_guard lock(mutex_);
+    if (n > capacity_ - used_) return nullptr;
+    used_ += n;
+  }
+  return reservation(n);
+}
+
+std::shared_ptr<void> ByteBudget::force_take(std::uint64_t n) {
+  {
+    std::lock_guard lock(mutex_);
+    used_ += n;
+  }
+  return reservation(n);
+}
+
+std::shared_ptr<void> ByteBudget::reservation(std::uint64_t n) {
+  struct Reservation {
+    Reservation(std::shared_ptr<ByteBudget> b, std::uint64_t n) : budget(std::move(b)), bytes(n) {}
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+    ~Reservation() { budget->give(bytes); }
+    std::shared_ptr<ByteBudget> budget;
+    std::uint64_t bytes;
+  };
+  return std::make_shared<Reservation>(shared_from_this(), n);
+}
+
+void ByteBudget::give(std::uint64_t n) {
+  std::lock_guard lock(mutex_);
+  used_ -= n;
+}
+
+std::uint64_t ByteBudget::used() const {
+  std::lock_guard lock(mutex_);
+  return used_;
+}
+
+namespace {
+
+constexpr auto kBudgetPoll = std::chrono::milliseconds(10);
+
+// The declared size: ExtendedPayloadSize, or the first Java client's attribute.
+std::optional<std::uint64_t> declared_size(const std::map<std::string, std::string>& headers,
+                                           std::string& raw) {
+  auto it = headers.find(std::string(kPayloadSizeAttribute));
+  if (it == headers.end()) it = headers.find(std::string(kLegacyPayloadSizeAttribute));
+  if (it == headers.end()) return std::nullopt;
+  raw = it->second;
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), value);
+  if (ec != std::errc{} || end != raw.data() + raw.size()) return std::nullopt;
+  return value;
+}
+
+bool has_size_attribute(const std::map<std::string, std::string>& headers) {
+  return headers.contains(std::string(kPayloadSizeAttribute)) ||
+         headers.contains(std::string(kLegacyPayloadSizeAttribute));
+}
+
+void mark(const StatePtr& state, bool retry, std::string reason, std::string detail) {
+  state->problem = detail::MessageState::Problem{retry, std::move(reason), std::move(detail)};
+}
+
+asio::awaitable<bool> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, d);
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return !ec;
+}
+
+// Returned, not thrown here: GCC 12 mis-compiles calls to [[noreturn]] functions in
+// coroutines.
+runtime::SourceError cancelled() {
+  return runtime::SourceError(runtime::SourceErrorKind::cancelled, "", "payload fetch cancelled");
+}
+
+// Runs the coroutines concurrently on `executor` and waits for all of them; true
+// when none of them was cancelled.
+asio::awaitable<bool> run_all(asio::any_io_executor executor,
+                              std::vector<asio::awaitable<void>> tasks) {
+  struct Round {
+    explicit Round(const asio::any_io_executor& ex)
+        : done(ex, asio::steady_timer::time_point::max()) {}
+    std::size_t left = 0;
+    bool cancelled = false;
+    asio::steady_timer done;
+  };
+  auto round = std::make_shared<Round>(executor);
+  round->left = tasks.size();
+  for (auto& task : tasks)
+    asio::co_spawn(executor, std::move(task), [round](std::exception_ptr error) {
+      round->cancelled = round->cancelled || error != nullptr;
+      if (--round->left == 0) round->done.cancel();
+    });
+  if (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return !round->cancelled;
+}
+
+}  // namespace
+
+PayloadResolver::PayloadResolver(asio::any_io_executor executor, LargePayloadOptions options,
+                                 Warn warn)
+    : executor_(executor),
+      options_(std::move(options)),
+      warn_(std::move(warn)),
+      budget_(std::make_shared<ByteBudget>(options_.max_bytes_in_flight)) {
+  // An object is never larger than the budget that must hold it.
+  auto s3_options = options_.s3;
+  s3_options.http.max_response_bytes =
+      static_cast<std::size_t>(std::min<std::uint64_t>(options_.max_bytes_in_flight, SIZE_MAX));
+  s3_ = std::make_shared<s3::S3Client>(executor, std::move(s3_options));
+}
+
+PayloadStats PayloadResolver::stats() const {
+  return {fetched_.load(), fetched_bytes_.load(), missing_.load(),
+          failed_.load(),  deferred_.load(),      deleted_.load()};
+}
+
+asio::awaitable<void> PayloadResolver::wait_for_room() {
+  for (;;) {
+    if (budget_->used() < budget_->capacity()) co_return;
+    const bool slept = co_await sleep_for(kBudgetPoll);
+    if (!slept) throw cancelled();
+  }
+}
+
+asio::awaitable<void> PayloadResolver::resolve(std::vector<StatePtr>& states,
+                                               std::chrono::milliseconds wait,
+                                               const GiveBack& give_back) {
+  std::vector<asio::awaitable<void>> fetches;
+  std::vector<StatePtr> kept;
+  kept.reserve(states.size());
+  bool waited = false;
+  for (auto& state : states) {
+    if (!has_size_attribute(state->headers)) {
+      kept.push_back(std::move(state));
+      continue;
+    }
+    std::string raw_size;
+    const auto size = declared_size(state->headers, raw_size);
+    auto pointer = parse_payload_pointer(state->body);
+    if (!pointer || !size) {
+      mark(state, false, "malformed",
+           !size ? "payload size attribute is not a byte count: '" + raw_size.substr(0, 40) + "'"
+                 : "the message has a payload size attribute but its body is not an S3 pointer");
+      kept.push_back(std::move(state));
+      continue;
+    }
+    if (*size > budget_->capacity()) {
+      mark(state, false, "payload_too_large",
+           "s3://" + pointer->bucket + "/" + pointer->key + " is " + std::to_string(*size) +
+               " bytes, more than source.large_payloads.max_bytes_in_flight (" +
+               std::to_string(budget_->capacity()) + ")");
+      kept.push_back(std::move(state));
+      continue;
+    }
+    auto reservation = budget_->try_take(*size);
+    // The first payload that does not fit may wait a little for room; holding none of
+    // this batch's bytes yet, it cannot deadlock with another receive doing the same.
+    if (!reservation && !waited && fetches.empty()) {
+      waited = true;
+      const auto until = std::chrono::steady_clock::now() + wait;
+      while (!(reservation = budget_->try_take(*size)) && std::chrono::steady_clock::now() < until)
+        if (!co_await sleep_for(kBudgetPoll)) {
+          for (auto& s : states)
+            if (s) give_back(s);
+          for (auto& s : kept) give_back(s);
+          throw cancelled();
+        }
+    }
+    if (!reservation) {
+      deferred_.fetch_add(1, std::memory_order_relaxed);
+      give_back(state);
+      continue;
+    }
+    fetches.push_back(fetch(state, std::move(*pointer), *size, std::move(reservation)));
+    kept.push_back(std::move(state));
+  }
+  states = std::move(kept);
+  if (!fetches.empty() && !co_await run_all(executor_, std::move(fetches))) {
+    for (auto& s : states) give_back(s);
+    states.clear();
+    throw cancelled();
+  }
+}
+
+asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer pointer,
+                                             std::uint64_t declared,
+                                             std::shared_ptr<void> reservation) {
+  const std::string where = "s3://" + pointer.bucket + "/" + pointer.key;
+  try {
+    std::string payload = co_await s3_->get_object(pointer.bucket, pointer.key);
+    fetched_.fetch_add(1, std::memory_order_relaxed);
+    fetched_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
+    if (payload.size() > declared) {
+      // Larger than its attribute said (never more than the budget: the response cap):
+      // counted at its real size.
+      using Both = std::pair<std::shared_ptr<void>, std::shared_ptr<void>>;
+      reservation = std::make_shared<Both>(std::move(reservation),
+                                           budget_->force_take(payload.size() - declared));
+    }
+    state->queue_body = std::exchange(state->body, std::move(payload));
+    state->resources = std::move(reservation);
+  } catch (const aws::AwsError& e) {
+    if (e.kind() == aws::ErrorKind::cancelled) throw;
+    const bool missing =
+        e.code() == "NoSuchKey" || e.code() == "NoSuchBucket" || e.code() == "NotFound";
+    (missing ? missing_ : failed_).fetch_add(1, std::memory_order_relaxed);
+    mark(state, !missing, missing ? "payload_missing" : "payload_unavailable",
+         where + ": " + e.what());
+  } catch (...) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    mark(state, true, "payload_unavailable", where + ": " + runtime::describe_current_exception());
+  }
+}
+
+asio::awaitable<void> PayloadResolver::delete_objects(std::vector<PayloadPointer> pointers) {
+  std::vector<asio::awaitable<void>> deletes;
+  for (auto& pointer : pointers)
+    deletes.push_back([](PayloadResolver* self, PayloadPointer p) -> asio::awaitable<void> {
+      try {
+        co_await self->s3_->delete_object(p.bucket, p.key);
+        self->deleted_.fetch_add(1, std::memory_order_relaxed);
+      } catch (...) {
+        // The message is gone already: the object stays, which costs storage only.
+        if (self->warn_)
+          self->warn_("payload s3://" + p.bucket + "/" + p.key +
+                      " not deleted: " + runtime::describe_current_exception());
+      }
+    }(this, std::move(pointer)));
+  if (!deletes.empty()) co_await run_all(executor_, std::move(deletes));
+}
+
+std::string random_uuid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uint8_t bytes[16];
+  for (int i = 0; i < 16; i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(bytes + i, &v, 8);
+  }
+  bytes[6] = static_cast<std::uint8_t>((bytes[6] & 0x0f) | 0x40);  // version 4
+  bytes[8] = static_cast<std::uint8_t>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  const std::string hex = crypto::hex(bytes, 16);
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+PayloadOffloader::PayloadOffloader(std::shared_ptr<SqsClient> sqs, std::string queue_url,
+                                   LargePayloadOptions options)
+    : sqs_(std::move(sqs)), queue_url_(std::move(queue_url)), options_(std::move(options)) {
+  if (options_.bucket.empty())
+    throw aws::AwsError(aws::ErrorKind::configuration,
+                        "large payloads: no bucket to store bodies in (large_payloads.bucket)");
+  if (options_.s3.region.empty()) options_.s3.region = sqs_->region();
+}
+
+asio::awaitable<std::size_t> PayloadOffloader::threshold() {
+  if (options_.threshold > 0) co_return options_.threshold;
+  {
+    std::lock_guard lock(mutex_);
+    if (threshold_ > 0) co_return threshold_;
+  }
+  std::size_t found = 262144;      // SQS's default MaximumMessageSize
+  std::vector<std::string> names;  // not braced inside co_await: GCC 12 mis-compiles it
+  names.emplace_back("MaximumMessageSize");
+  try {
+    const auto attributes = co_await sqs_->get_queue_attributes(queue_url_, names);
+    if (auto it = attributes.find("MaximumMessageSize"); it != attributes.end()) {
+      std::size_t value = 0;
+      const auto& text = it->second;
+      if (std::from_chars(text.data(), text.data() + text.size(), value).ec == std::errc{} &&
+          value > 0)
+        found = value;
+    }
+  } catch (const aws::AwsError& e) {
+    if (e.kind() == aws::ErrorKind::cancelled) throw;
+  }
+  std::lock_guard lock(mutex_);
+  threshold_ = found;
+  co_return found;
+}
+
+asio::awaitable<bool> PayloadOffloader::offload(SendMessageEntry& entry) {
+  const std::size_t limit = co_await threshold();
+  if (!options_.always_through_s3 && codec::message_size(entry) <= limit) co_return false;
+  for (auto name : {kPayloadSizeAttribute, kLegacyPayloadSizeAttribute})
+    if (entry.message_attributes.contains(std::string(name)))
+      throw aws::AwsError(
+          aws::ErrorKind::configuration,
+          "large payloads: the message already has the reserved attribute " + std::string(name));
+  if (entry.message_attributes.size() >= 10)
+    throw aws::AwsError(aws::ErrorKind::configuration,
+                        "large payloads: a message sent through S3 may carry at most 9 attributes "
+                        "(ExtendedPayloadSize is the 10th)");
+  const auto executor = co_await asio::this_coro::executor;
+  std::shared_ptr<s3::S3Client> s3;
+  {
+    std::lock_guard lock(mutex_);
+    if (!s3_) s3_ = std::make_shared<s3::S3Client>(executor, options_.s3);
+    s3 = s3_;
+  }
+  const PayloadPointer pointer{options_.bucket, options_.key_prefix + random_uuid()};
+  const std::size_t size = entry.body.size();
+  // A copy: a failed store leaves the entry as it was, to be sent again.
+  co_await s3->put_object(pointer.bucket, pointer.key, entry.body);
+  entry.body = format_payload_pointer(pointer);
+  entry.message_attributes.emplace(std::string(kPayloadSizeAttribute),
+                                   MessageAttributeValue::number(std::to_string(size)));
+  co_return true;
+}
+
+}  // namespace sluice::sqs

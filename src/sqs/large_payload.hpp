@@ -1,0 +1,108 @@
+#pragma once
+// The SQS source's side of large payloads: resolving S3 pointers on receive within
+// a byte budget, and deleting objects after their messages (src/sqs/sqs_source.cpp).
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/source.hpp"
+#include "sluice/sqs/client.hpp"
+#include "sluice/sqs/large_payload.hpp"
+
+namespace sluice::sqs {
+
+// Bytes held by fetched payloads; a reservation is returned when the message that
+// holds it is destroyed. Thread-safe.
+class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
+ public:
+  explicit ByteBudget(std::uint64_t capacity) : capacity_(capacity) {}
+  // A reservation of n bytes, or null when they do not fit now.
+  std::shared_ptr<void> try_take(std::uint64_t n);
+  // A reservation whether or not it fits (a payload larger than it said it was).
+  std::shared_ptr<void> force_take(std::uint64_t n);
+  std::uint64_t used() const;
+  std::uint64_t capacity() const { return capacity_; }
+
+ private:
+  std::shared_ptr<void> reservation(std::uint64_t n);
+  void give(std::uint64_t n);
+  const std::uint64_t capacity_;
+  mutable std::mutex mutex_;
+  std::uint64_t used_ = 0;
+};
+
+struct PayloadStats {
+  std::uint64_t fetched = 0;
+  std::uint64_t fetched_bytes = 0;
+  std::uint64_t missing = 0;
+  std::uint64_t failed = 0;    // transient: the message is retried
+  std::uint64_t deferred = 0;  // no room in the budget: given back to the queue
+  std::uint64_t deleted = 0;
+};
+
+class PayloadResolver {
+ public:
+  using GiveBack = std::function<void(const runtime::StatePtr&)>;
+  using Warn = std::function<void(const std::string&)>;
+  PayloadResolver(boost::asio::any_io_executor executor, LargePayloadOptions options, Warn warn);
+
+  // Before a receive: waits (polling, cancellable) while the budget is full.
+  boost::asio::awaitable<void> wait_for_room();
+  // Replaces the pointers among `states` by their payloads. Messages whose payload
+  // cannot be had are marked (runtime::MessageState::problem): missing or too large
+  // -> reject, an S3 failure -> retry. Messages that do not fit the budget go back to
+  // the queue through `give_back` and are removed from `states`; the first one may
+  // wait up to `wait` for room. Throws SourceError{cancelled} when cancelled.
+  boost::asio::awaitable<void> resolve(std::vector<runtime::StatePtr>& states,
+                                       std::chrono::milliseconds wait, const GiveBack& give_back);
+  // After their messages were deleted (delete_after_ack): deletes the objects.
+  boost::asio::awaitable<void> delete_objects(std::vector<PayloadPointer> pointers);
+
+  bool delete_after_ack() const { return options_.delete_after_ack; }
+  PayloadStats stats() const;
+  std::uint64_t bytes_held() const { return budget_->used(); }
+
+ private:
+  boost::asio::awaitable<void> fetch(runtime::StatePtr state, PayloadPointer pointer,
+                                     std::uint64_t declared, std::shared_ptr<void> reservation);
+  boost::asio::any_io_executor executor_;
+  LargePayloadOptions options_;
+  Warn warn_;
+  std::shared_ptr<s3::S3Client> s3_;
+  std::shared_ptr<ByteBudget> budget_;
+  std::atomic<std::uint64_t> fetched_{0}, fetched_bytes_{0}, missing_{0}, failed_{0}, deferred_{0},
+      deleted_{0};
+};
+
+// The publisher's side: bodies over the threshold are stored in S3 and sent as a
+// pointer, exactly as the Java extended client sends them.
+class PayloadOffloader {
+ public:
+  PayloadOffloader(std::shared_ptr<SqsClient> sqs, std::string queue_url,
+                   LargePayloadOptions options);
+  // Stores the body and makes the entry a pointer when it is over the threshold;
+  // returns whether it did. Throws AwsError (S3's, or configuration: no bucket, an
+  // ExtendedPayloadSize attribute already set, too many attributes).
+  boost::asio::awaitable<bool> offload(SendMessageEntry& entry);
+  // The threshold in force (the queue's MaximumMessageSize when not configured).
+  boost::asio::awaitable<std::size_t> threshold();
+
+ private:
+  std::shared_ptr<SqsClient> sqs_;
+  std::string queue_url_;
+  LargePayloadOptions options_;
+  std::mutex mutex_;
+  std::shared_ptr<s3::S3Client> s3_;  // made on first use, on the caller's executor
+  std::size_t threshold_ = 0;
+};
+
+// A random (version 4) UUID, the extended clients' object key.
+std::string random_uuid();
+
+}  // namespace sluice::sqs
