@@ -31,6 +31,23 @@ struct ServiceSettings {
   SigningOptions signing;  // region and service are filled in
 };
 
+// The settings every client's options carry (region, endpoint_url, credentials, retry,
+// http), for the service `service` ("s3") named `display_name` ("S3") in errors.
+template <class ClientOptions>
+ServiceSettings service_settings(std::string service, std::string display_name,
+                                 const ClientOptions& options, SigningOptions signing = {}) {
+  ServiceSettings s;
+  s.service = std::move(service);
+  s.display_name = std::move(display_name);
+  s.region = options.region;
+  s.endpoint_url = options.endpoint_url;
+  s.credentials = options.credentials;
+  s.retry = options.retry;
+  s.http = options.http;
+  s.signing = std::move(signing);
+  return s;
+}
+
 struct ServiceStats {
   std::uint64_t requests = 0;
   std::uint64_t retries = 0;

@@ -46,20 +46,8 @@ AwsError error_of(const aws::HttpResponse& response) {
 
 struct S3Client::Impl {
   Impl(asio::any_io_executor ex, S3ClientOptions opts)
-      : options(std::move(opts)), service(ex, settings(options)) {}
-
-  static aws::ServiceSettings settings(const S3ClientOptions& options) {
-    aws::ServiceSettings s;
-    s.service = "s3";
-    s.display_name = "S3";
-    s.region = options.region;
-    s.endpoint_url = options.endpoint_url;
-    s.credentials = options.credentials;
-    s.retry = options.retry;
-    s.http = options.http;
-    s.signing = aws::SigningOptions::s3({});
-    return s;
-  }
+      : options(std::move(opts)),
+        service(ex, aws::service_settings("s3", "S3", options, aws::SigningOptions::s3({}))) {}
 
   bool virtual_hosted(const std::string& bucket) const {
     const aws::Url& ep = service.endpoint();

@@ -95,19 +95,7 @@ Params action(const char* name) {
 
 struct SnsClient::Impl {
   Impl(asio::any_io_executor ex, SnsClientOptions opts)
-      : options(std::move(opts)), service(ex, settings(options)) {}
-
-  static aws::ServiceSettings settings(const SnsClientOptions& options) {
-    aws::ServiceSettings s;
-    s.service = "sns";
-    s.display_name = "SNS";
-    s.region = options.region;
-    s.endpoint_url = options.endpoint_url;
-    s.credentials = options.credentials;
-    s.retry = options.retry;
-    s.http = options.http;
-    return s;
-  }
+      : options(std::move(opts)), service(ex, aws::service_settings("sns", "SNS", options)) {}
 
   asio::awaitable<aws::XmlElement> call(const char* name, const Params& params) {
     aws::HttpRequest request;

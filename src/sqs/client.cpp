@@ -64,19 +64,7 @@ std::string required_string(const std::string& body, const char* key, const char
 
 struct SqsClient::Impl {
   Impl(asio::any_io_executor ex, SqsClientOptions opts)
-      : options(std::move(opts)), service(ex, settings(options)) {}
-
-  static aws::ServiceSettings settings(const SqsClientOptions& options) {
-    aws::ServiceSettings s;
-    s.service = "sqs";
-    s.display_name = "SQS";
-    s.region = options.region;
-    s.endpoint_url = options.endpoint_url;
-    s.credentials = options.credentials;
-    s.retry = options.retry;
-    s.http = options.http;
-    return s;
-  }
+      : options(std::move(opts)), service(ex, aws::service_settings("sqs", "SQS", options)) {}
 
   asio::awaitable<std::string> invoke(std::string_view action, std::string body) {
     aws::HttpRequest request;
