@@ -4,15 +4,20 @@
 # business duplicates that are not byte-identical, and a few malformed ones), runs
 # the sluice pipeline into SQLite until the queue is drained, prints a summary and
 # checks that the database holds exactly the distinct business records.
-# Usage: scripts/main-job.sh [--rabbitmq] [EVENTS]   (default 20000)
+# Usage: scripts/main-job.sh [--rabbitmq | --sns | --large-payloads] [EVENTS]   (default 20000)
 #   --rabbitmq: the same demo through a private RabbitMQ broker instead of SQS.
+#   --sns: the events published to an SNS topic that fans out to the queue (enveloped).
+#   --large-payloads: 1% of the events padded to 300 kB and sent through S3 as the AWS
+#     extended clients do (a pointer in the message), fetched back by the pipeline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 broker=sqs
-if [[ "${1:-}" == "--rabbitmq" ]]; then
-  broker=rabbitmq
-  shift
-fi
+mode=plain
+case "${1:-}" in
+  --rabbitmq) broker=rabbitmq; shift ;;
+  --sns) mode=sns; shift ;;
+  --large-payloads) mode=large; shift ;;
+esac
 events="${1:-20000}"
 scripts/install-deps.sh
 dir="$(scripts/build.sh | tail -1)"
@@ -38,11 +43,29 @@ fi
 out="$PWD/out"
 mkdir -p "$out"
 rm -f "$out"/inventory.db*
+config=examples/inventory-pipeline.yaml
 if [[ "$broker" == sqs ]]; then
   "$sluice" queue create --name inventory-events --endpoint-url "$endpoint" >/dev/null
   queue="$endpoint/000000000000/inventory-events"
-  "$sluice" publish --queue-url "$queue" --endpoint-url "$endpoint" --generate "$events" \
-    --duplicates 0.2 --malformed 0.005 2>&1 | tee "$out/publish.log"
+  if [[ "$mode" == sns ]]; then
+    # SNS and S3 share the emulator's endpoint; the queue's ARN is read over SQS.
+    export AWS_ENDPOINT_URL="$endpoint"
+    topic="$("$sluice" topic create --name inventory-topic --subscribe-queue-url "$queue" | head -1)"
+    echo "main-job: topic $topic fans out to the queue"
+    "$sluice" publish --topic-arn "$topic" --generate "$events" --duplicates 0.2 \
+      --malformed 0.005 2>&1 | tee "$out/publish.log"
+    config=examples/sns-pipeline.yaml
+  elif [[ "$mode" == large ]]; then
+    export AWS_ENDPOINT_URL="$endpoint"
+    "$sluice" bucket create --name inventory-payloads >/dev/null
+    "$sluice" publish --queue-url "$queue" --generate "$events" --duplicates 0.2 \
+      --malformed 0.005 --large-share 0.01 --large-bytes 300000 --payload-threshold 262144 \
+      --large-payload-bucket inventory-payloads --s3-path-style 2>&1 | tee "$out/publish.log"
+    config=examples/large-payloads-pipeline.yaml
+  else
+    "$sluice" publish --queue-url "$queue" --endpoint-url "$endpoint" --generate "$events" \
+      --duplicates 0.2 --malformed 0.005 2>&1 | tee "$out/publish.log"
+  fi
 else
   "$sluice" queue create --amqp-url "$amqp_url" --name inventory-events >/dev/null
   "$sluice" publish --amqp-url "$amqp_url" --routing-key inventory-events --generate "$events" \
@@ -51,10 +74,10 @@ fi
 distinct="$(sed -n 's/.* \([0-9]*\) distinct business records.*/\1/p' "$out/publish.log")"
 
 if [[ "$broker" == sqs ]]; then
-  echo "main-job: running the pipeline (examples/inventory-pipeline.yaml) into $out/inventory.db"
+  echo "main-job: running the pipeline ($config) into $out/inventory.db"
   SLUICE_QUEUE_URL="$queue" SLUICE_SQS_ENDPOINT="$endpoint" SLUICE_SQLITE_PATH="$out/inventory.db" \
-  SLUICE_METRICS_LISTEN=127.0.0.1:0 SLUICE_LOG_LEVEL=error \
-    "$sluice" run --config examples/inventory-pipeline.yaml --until-drained
+  SLUICE_S3_ENDPOINT="$endpoint" SLUICE_METRICS_LISTEN=127.0.0.1:0 SLUICE_LOG_LEVEL=error \
+    "$sluice" run --config "$config" --until-drained
 else
   echo "main-job: running the pipeline (examples/rabbitmq-pipeline.yaml) into $out/inventory.db"
   SLUICE_AMQP_URL="$amqp_url" SLUICE_SQLITE_PATH="$out/inventory.db" \

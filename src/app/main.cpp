@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "app/amqp_commands.hpp"
+#include "app/aws_commands.hpp"
 #include "app/config.hpp"
 #include "app/demo.hpp"
 #include "app/publish.hpp"
@@ -200,6 +201,29 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   demo->add_flag("--keep-queue", round_trip.keep_queue, "do not delete the queue afterwards");
 
+  // topic create (SNS), bucket create (S3)
+  sluice::app::TopicCreateOptions topic_options;
+  auto* topic = app.add_subcommand("topic", "SNS topic operations");
+  topic->require_subcommand(1);
+  auto* topic_create = topic->add_subcommand(
+      "create", "Create a topic (idempotent), subscribe queues to it, print the ARNs");
+  topic_create->add_option("--name", topic_options.name, "topic name (.fifo for FIFO)")->required();
+  topic_create->add_option("--subscribe-queue-url", topic_options.subscribe_queue_urls,
+                           "SQS queue to subscribe (repeatable; its SQS endpoint from "
+                           "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL)");
+  topic_create->add_flag("--raw", topic_options.raw,
+                         "RawMessageDelivery: the queues get the message, not the envelope");
+  topic_create->add_option("--endpoint-url", topic_options.endpoint_url, "SNS endpoint");
+  topic_create->add_option("--region", topic_options.region, "AWS region");
+  std::string bucket_name, bucket_endpoint, bucket_region;
+  auto* bucket = app.add_subcommand("bucket", "S3 bucket operations (large payloads)");
+  bucket->require_subcommand(1);
+  auto* bucket_create =
+      bucket->add_subcommand("create", "Create a bucket (idempotent) and print its name");
+  bucket_create->add_option("--name", bucket_name, "bucket name")->required();
+  bucket_create->add_option("--endpoint-url", bucket_endpoint, "S3 endpoint");
+  bucket_create->add_option("--region", bucket_region, "AWS region");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -231,6 +255,10 @@ int main(int argc, char** argv) {
       code = amqp_url.empty()
                  ? queue_create(create_name, create_fifo, create_endpoint, create_region)
                  : sluice::app::amqp_queue_create(amqp_url, create_name, create_quorum, create_dlx);
+    } else if (*topic_create) {
+      code = sluice::app::topic_create(topic_options);
+    } else if (*bucket_create) {
+      code = sluice::app::bucket_create(bucket_name, bucket_endpoint, bucket_region);
     } else if (*docs) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;

@@ -263,6 +263,11 @@ void PipelineMetrics::on_settled(const char* outcome) {
 void PipelineMetrics::on_concurrency(int receives) {
   receives_->Set(receives);
 }
+std::uint64_t PipelineMetrics::source_total(const std::string& name) const {
+  auto it = source_totals_.find(name);
+  return it == source_totals_.end() ? 0 : static_cast<std::uint64_t>(it->second->Value());
+}
+
 void PipelineMetrics::on_source_gauge(const std::string& name, double value) {
   // Totals arrive as running values: the counters advance by the difference.
   auto advance = [](prometheus::Counter* counter, double total) {

@@ -57,6 +57,8 @@ class PipelineMetrics : public ContainerObserver {
   std::uint64_t written() const { return static_cast<std::uint64_t>(written_->Value()); }
   std::uint64_t duplicates() const { return static_cast<std::uint64_t>(duplicates_->Value()); }
   std::uint64_t rejected(const std::string& reason) const;
+  // A source's running total ("large_payloads_fetched", ...); 0 when it reported none.
+  std::uint64_t source_total(const std::string& name) const;
   std::uint64_t failed_writes() const { return static_cast<std::uint64_t>(write_failed_->Value()); }
   // From the first message received to the last one settled: the time spent working,
   // without start-up or the idle wait of --until-drained.

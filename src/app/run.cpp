@@ -312,6 +312,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
   summary.rejected_sink_refused = metrics->rejected("sink_refused");
+  summary.payloads_fetched = metrics->source_total("large_payloads_fetched");
+  summary.payload_bytes_fetched = metrics->source_total("large_payload_bytes_fetched");
   summary.rejected_payload =
       metrics->rejected("payload_missing") + metrics->rejected("payload_too_large");
   // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
@@ -387,8 +389,14 @@ void print_summary(const RunSummary& s) {
             << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
             << ", validation " << s.rejected_validation << ", schema drift "
             << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
-            << ", S3 payload missing or too large " << s.rejected_payload << ")\n"
-            << "  failed writes       " << s.failed << "  (" << s.unresolved
+            << (s.rejected_payload > 0
+                    ? ", S3 payload missing or too large " + std::to_string(s.rejected_payload)
+                    : std::string())
+            << ")\n";
+  if (s.payloads_fetched > 0)
+    std::cout << "  S3 payloads         " << s.payloads_fetched << " fetched ("
+              << s.payload_bytes_fetched << " bytes)\n";
+  std::cout << "  failed writes       " << s.failed << "  (" << s.unresolved
             << " never written since)\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
             << "  receive latency     " << s.poll_latency_ms << " ms mean\n"

@@ -18,6 +18,7 @@ struct RunSummary {
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,
                 rejected_sink_refused = 0, rejected_payload = 0;
   std::uint64_t records_in_sink = 0;
+  std::uint64_t payloads_fetched = 0, payload_bytes_fetched = 0;  // large payloads from S3
   std::uint64_t unresolved = 0;  // messages whose last write failed (not written since)
   double seconds = 0;            // the whole run
   double active_seconds = 0;     // first message received to last settled

@@ -94,7 +94,8 @@ asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
       if (offloader_) co_await offloader_->offload(entries[i]);
       codec::validate_send(entries[i], true);
       pending.push_back(i);
-    } catch (const AwsError& e) {  // oversized or invalid: final, never sent
+    } catch (const AwsError& e) {  // oversized, invalid or not stored: never sent
+      if (e.kind() == ErrorKind::cancelled) throw;
       outcomes[i].error_code = e.code();
       outcomes[i].error_message = e.what();
     }

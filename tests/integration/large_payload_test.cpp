@@ -437,6 +437,7 @@ TEST_F(LargePayload, PipelineStoresEveryRecordOnceWithFivePercentThroughS3) {
   EXPECT_EQ(summary.records_in_sink, events.distinct_records + extra);
   EXPECT_EQ(summary.written, events.distinct_records + extra);
   EXPECT_EQ(summary.rejected_payload, 1u);
+  EXPECT_EQ(summary.payloads_fetched, padded + extra) << "each padded event came through S3";
   EXPECT_EQ(queue_total(url), 0) << "every message settled: written, duplicate or dead-lettered";
   const auto reasons = sqlite_column(db, "SELECT reason || ' ' || detail FROM rejects");
   ASSERT_EQ(reasons.size(), 1u);

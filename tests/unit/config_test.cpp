@@ -121,13 +121,16 @@ TEST(Config, TheExampleConfigurationLoads) {
   EXPECT_EQ(c.container.max_in_flight, 400);
 }
 
-TEST(Config, TheTopicAndLargePayloadExampleLoads) {
-  const auto c =
-      load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/topic-large-payloads-pipeline.yaml");
-  EXPECT_TRUE(c.sqs.large_payloads.enabled);
-  EXPECT_EQ(c.sqs.large_payloads.max_bytes_in_flight, 268435456u);
-  EXPECT_TRUE(c.transform.unwrap_sns);
-  EXPECT_EQ(c.sqs.large_payloads.s3.addressing, sluice::s3::AddressingStyle::auto_detect);
+TEST(Config, TheSnsAndLargePayloadExamplesLoad) {
+  const auto large =
+      load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/large-payloads-pipeline.yaml");
+  EXPECT_TRUE(large.sqs.large_payloads.enabled);
+  EXPECT_EQ(large.sqs.large_payloads.max_bytes_in_flight, 268435456u);
+  EXPECT_EQ(large.sqs.large_payloads.s3.addressing, sluice::s3::AddressingStyle::auto_detect);
+  EXPECT_EQ(large.transform.max_body_bytes, 16777216u);
+  const auto sns = load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/sns-pipeline.yaml");
+  EXPECT_TRUE(sns.transform.unwrap_sns);
+  EXPECT_FALSE(sns.sqs.large_payloads.enabled);
 }
 
 TEST(Config, LargePayloadAndSnsOptionsAreChecked) {
