@@ -441,7 +441,7 @@ const std::vector<Option>& options() {
       {"source.large_payloads.enabled", "boolean", "false",
        "SQS: bodies the AWS extended clients stored in S3 (an S3 pointer with the "
        "ExtendedPayloadSize attribute) are fetched before decode; the pipeline sees the "
-       "real body. Raise decode.max_body_bytes to the largest payload.",
+       "real body (decode.max_body_bytes then defaults to max_bytes_in_flight, at most 1 GiB).",
        [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.enabled = as_bool(n, k); }},
       {"source.large_payloads.max_bytes_in_flight", "integer", "268435456",
        "Payload bytes held at once; a receive waits for room. A payload larger than this is "
@@ -473,8 +473,11 @@ const std::vector<Option>& options() {
                                                                : s3::AddressingStyle::auto_detect;
        }},
       // --- decode
-      {"decode.max_body_bytes", "integer", "262144", "Larger bodies are rejected as malformed.",
+      {"decode.max_body_bytes", "integer", "262144",
+       "Larger bodies are rejected as malformed. With source.large_payloads.enabled the "
+       "default is source.large_payloads.max_bytes_in_flight (at most 1 GiB).",
        [](auto& c, auto& n, auto& k) {
+         c.max_body_bytes_set = true;
          c.transform.max_body_bytes = static_cast<std::size_t>(as_int(n, k, 1, 1 << 30));
        }},
       {"decode.max_depth", "integer", "64", "Deeper JSON nesting is rejected as malformed.",
@@ -818,6 +821,11 @@ void finalize(PipelineConfig& c) {
     if (c.amqp.retry_hold_max < c.container.failure_backoff_base)
       c.container.failure_backoff_base = c.amqp.retry_hold_max;
   }
+  // Fetched payloads are the bodies decode sees: by default it takes what the
+  // budget can hold.
+  if (c.source == SourceType::sqs && c.sqs.large_payloads.enabled && !c.max_body_bytes_set)
+    c.transform.max_body_bytes = static_cast<std::size_t>(
+        std::min<std::uint64_t>(c.sqs.large_payloads.max_bytes_in_flight, 1u << 30));
   c.container.name = "pipeline";
   c.container.ack_mode = AckMode::manual;  // the sink writer settles each message
   // The stages are quick and never block (the writers do the I/O), so a received
@@ -895,6 +903,7 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
   for (const auto& o : options())
     if (!o.default_value.empty() && o.apply)
       o.apply(config, YAML::Load(o.default_value), o.key + " (default)");
+  config.max_body_bytes_set = false;  // only the file or the environment set it
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);

@@ -34,6 +34,7 @@ struct PipelineConfig {
   // or a RabbitMQ queue) and the container core that drains it
   SourceType source = SourceType::sqs;
   SqsSourceOptions sqs;
+  bool max_body_bytes_set = false;  // decode.max_body_bytes given (not its default)
   AmqpSourceOptions amqp;
   ContainerOptions container;
   bool wait_for_queue = false;  // a missing queue at start: wait for it instead of exit 2

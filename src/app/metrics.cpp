@@ -148,9 +148,9 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
       {"large_payload_bytes_fetched", "Bytes of S3 payloads fetched"},
       {"large_payloads_missing", "S3 payloads missing (their messages rejected: payload_missing)"},
       {"large_payload_fetch_failures", "S3 payload fetches that failed (their messages retried)"},
-      {"large_payloads_deferred",
-       "Messages given back to the queue because their payload did not fit "
-       "max_bytes_in_flight"},
+      {"large_payload_waits",
+       "Handler calls that waited for room in max_bytes_in_flight before their payloads were "
+       "fetched"},
       {"large_payloads_deleted", "S3 payloads deleted after their message (delete_after_ack)"},
   };
   for (const auto& [name, help] : source_totals)

@@ -19,6 +19,7 @@
 #include "amqp/connection.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/aws/error.hpp"
+#include "sluice/aws/http.hpp"
 #include "sluice/sns/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 
@@ -135,6 +136,7 @@ asio::awaitable<ChunkResult> publish_chunks(const PublishOptions& options,
       asio::experimental::channel<void(boost::system::error_code, std::size_t, std::size_t)>;
   Done done(executor, static_cast<std::size_t>(options.concurrency));
   int running = 0;
+  std::size_t errors_shown = 0;  // the first few; the count says the rest
   auto last_report = Clock::now();
   while (next < total || running > 0) {
     while (next < total && running < options.concurrency) {
@@ -145,12 +147,13 @@ asio::awaitable<ChunkResult> publish_chunks(const PublishOptions& options,
       next += n;
       ++running;
       asio::co_spawn(executor, send(std::move(chunk), first),
-                     [&done, n](std::exception_ptr e, ChunkResult result) {
+                     [&done, &errors_shown, n](std::exception_ptr e, ChunkResult result) {
                        if (e) {
                          try {
                            std::rethrow_exception(e);
                          } catch (const std::exception& what) {
-                           std::cerr << "sluice publish: " << what.what() << "\n";
+                           if (errors_shown++ < 5)
+                             std::cerr << "sluice publish: " << what.what() << "\n";
                          } catch (...) {
                          }
                          result = {0, n};
@@ -330,6 +333,17 @@ int run_publish(const PublishOptions& options) {
   if (!options.payload_bucket.empty() && options.queue_url.empty()) {
     std::cerr << "sluice publish: --large-payload-bucket: only with --queue-url (SQS)\n";
     return 2;
+  }
+  for (const auto& [flag, url] :
+       {std::pair<const char*, std::string>{"--endpoint-url", options.endpoint_url},
+        {"--s3-endpoint-url", options.s3_endpoint_url}}) {
+    if (url.empty()) continue;
+    try {
+      aws::Url::parse(url);
+    } catch (const aws::AwsError& e) {
+      std::cerr << "sluice publish: " << flag << ": " << e.what() << "\n";
+      return 2;
+    }
   }
   // --queue-url or --topic-arn chooses AWS even when SLUICE_AMQP_URL is set.
   const bool amqp = options.queue_url.empty() && options.topic_arn.empty();

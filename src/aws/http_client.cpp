@@ -345,7 +345,9 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
       req.target(conn->absolute_form ? request.url.origin() + request.url.target
                                      : request.url.target);
       bhttp::response_parser<bhttp::string_body> parser;
-      parser.body_limit(options.max_response_bytes);
+      parser.body_limit(request.max_response_bytes > 0
+                            ? std::min(request.max_response_bytes, options.max_response_bytes)
+                            : options.max_response_bytes);
       parser.header_limit(64 * 1024);
       bool wrote = false;
       conn->lowest().expires_after(timeout);

@@ -65,9 +65,8 @@ ServiceStats ServiceClient::stats() const {
   return {requests_.load(), retries_.load(), errors_.load()};
 }
 
-asio::awaitable<HttpResponse> ServiceClient::send(
-    const HttpRequest& prototype, const std::function<AwsError(const HttpResponse&)>& error_of,
-    std::string_view what) {
+asio::awaitable<HttpResponse> ServiceClient::send(const HttpRequest& prototype, ErrorOf error_of,
+                                                  std::string_view what) {
   bool skew_retried = false;
   for (int attempt = 1;; ++attempt) {
     HttpRequest request = prototype;

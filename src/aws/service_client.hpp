@@ -67,9 +67,10 @@ class ServiceClient {
   // Signs and sends `request` (copied per attempt) until it gets a 2xx answer,
   // retrying what the standard mode retries. A non-2xx answer becomes the error
   // `error_of` makes of it (see classify_response); thrown once retries are spent.
-  boost::asio::awaitable<HttpResponse> send(
-      const HttpRequest& request, const std::function<AwsError(const HttpResponse&)>& error_of,
-      std::string_view what);
+  // (A function pointer, not a std::function: no temporary in the callers' co_await.)
+  using ErrorOf = AwsError (*)(const HttpResponse&);
+  boost::asio::awaitable<HttpResponse> send(const HttpRequest& request, ErrorOf error_of,
+                                            std::string_view what);
 
   const std::string& region() const { return region_; }
   const Url& endpoint() const { return endpoint_; }

@@ -187,9 +187,9 @@ void validate(const TransformSpec& spec) {
       throw std::invalid_argument("normalize.fields[" + f.name +
                                   "]: expected exactly one of from, const, meta");
     if (f.meta && sns_envelope_key(*f.meta) && !spec.unwrap_sns)
-      throw std::invalid_argument("normalize.fields[" + f.name +
-                                  "].meta = " + std::string(sns_envelope_key(*f.meta)) +
-                                  " of the SNS envelope: expected decode.sns_envelope: true");
+      throw std::invalid_argument("normalize.fields[" + f.name + "].meta: the SNS envelope's " +
+                                  std::string(sns_envelope_key(*f.meta)) +
+                                  " needs decode.sns_envelope: true");
     if (!f.pointer.empty() && f.pointer.front() != '/')
       throw std::invalid_argument("normalize.fields[" + f.name + "].from = " + f.pointer +
                                   ": expected a JSON pointer starting with '/'");

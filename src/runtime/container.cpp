@@ -449,6 +449,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       // Messages settled while they waited (a lost lease) are not handled, nor those
       // the source could not make ready.
       std::erase_if(unit, [](const StatePtr& s) { return s->settled(); });
+      if (!draining && !unit.empty()) prepare(unit);
       std::erase_if(unit, [this](const StatePtr& s) {
         if (!s->problem) return false;
         if (!draining) settle_unusable(s);
@@ -509,6 +510,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     finish_handler(started, ok);
     for (auto& s : states) settle_after_handler(s, ok);
+  }
+
+  void prepare(Unit& unit) {
+    try {
+      source->prepare(unit);
+    } catch (...) {
+      const std::string what = runtime::describe_current_exception();
+      for (auto& s : unit)
+        if (!s->problem) s->problem = detail::MessageState::Problem{true, "prepare_failed", what};
+    }
   }
 
   // A message its source could not make ready (an S3 payload that is missing or

@@ -117,6 +117,11 @@ class Source {
   // Extendable sources: extend these leases now; returns how many were extended.
   virtual boost::asio::awaitable<std::size_t> extend(std::vector<StatePtr> states);
 
+  // On a worker, just before the handler gets `unit`: completes its messages (the SQS
+  // source fetches S3 payloads here, while the core holds the messages and extends
+  // their leases). May block. A message that cannot be made ready gets a `problem`.
+  virtual void prepare(std::vector<StatePtr>& /*unit*/) {}
+
   // Push sources: the consumers to run, MIN-MAX (Container::set_concurrent_receives
   // while running). Thread-safe.
   virtual void set_concurrency(int /*min*/, int /*max*/) {}

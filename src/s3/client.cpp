@@ -37,7 +37,8 @@ AwsError error_of(const aws::HttpResponse& response) {
     code = doc->child_text("Code");
     message = doc->child_text("Message");
   }
-  // HEAD and some 404s carry no body: name the status instead.
+  // HEAD answers carry no body; a bare 404 may not even come from S3 (a wrong
+  // endpoint): named, but not taken for a missing object.
   if (code.empty() && response.status == 404) code = "NotFound";
   return aws::classify_response(response, "S3", std::move(code), message);
 }
@@ -102,10 +103,13 @@ aws::HttpRequest S3Client::object_request(const std::string& method, const std::
   return impl_->request(method, bucket, key);
 }
 
-asio::awaitable<std::string> S3Client::get_object(std::string bucket, std::string key) {
+asio::awaitable<std::string> S3Client::get_object(std::string bucket, std::string key,
+                                                  std::size_t max_bytes) {
   auto impl = impl_;
-  auto response = co_await impl->service.send(impl->request("GET", bucket, key), error_of,
-                                              "GetObject s3://" + bucket + "/" + key);
+  aws::HttpRequest request = impl->request("GET", bucket, key);
+  request.max_response_bytes = max_bytes;
+  const std::string what = "GetObject s3://" + bucket + "/" + key;
+  auto response = co_await impl->service.send(request, error_of, what);
   co_return std::move(response.body);
 }
 
@@ -115,15 +119,16 @@ asio::awaitable<std::string> S3Client::put_object(std::string bucket, std::strin
   aws::HttpRequest request = impl->request("PUT", bucket, key);
   request.headers.emplace_back("Content-Type", content_type);
   request.body = std::move(body);
-  auto response =
-      co_await impl->service.send(request, error_of, "PutObject s3://" + bucket + "/" + key);
+  const std::string what = "PutObject s3://" + bucket + "/" + key;
+  auto response = co_await impl->service.send(request, error_of, what);
   co_return std::string(response.header("ETag").value_or(""));
 }
 
 asio::awaitable<void> S3Client::delete_object(std::string bucket, std::string key) {
   auto impl = impl_;
-  co_await impl->service.send(impl->request("DELETE", bucket, key), error_of,
-                              "DeleteObject s3://" + bucket + "/" + key);
+  const aws::HttpRequest request = impl->request("DELETE", bucket, key);
+  const std::string what = "DeleteObject s3://" + bucket + "/" + key;
+  co_await impl->service.send(request, error_of, what);
 }
 
 asio::awaitable<void> S3Client::create_bucket(std::string bucket) {
@@ -136,7 +141,8 @@ asio::awaitable<void> S3Client::create_bucket(std::string bucket) {
         "<LocationConstraint>" +
         impl->service.region() + "</LocationConstraint></CreateBucketConfiguration>";
   }
-  co_await impl->service.send(request, error_of, "CreateBucket " + bucket);
+  const std::string what = "CreateBucket " + bucket;
+  co_await impl->service.send(request, error_of, what);
 }
 
 }  // namespace sluice::s3

@@ -5,6 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 #include <charconv>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -22,15 +23,22 @@ using runtime::StatePtr;
 std::shared_ptr<void> ByteBudget::try_take(std::uint64_t n) {
   {
     std::lock_guard lock(mutex_);
-    if (n > capacity_ - used_) return nullptr;
+    if (oversized_waiting_ > 0 || used_ > capacity_ || n > capacity_ - used_) return nullptr;
     used_ += n;
   }
   return reservation(n);
 }
 
-std::shared_ptr<void> ByteBudget::force_take(std::uint64_t n) {
+std::shared_ptr<void> ByteBudget::take(std::uint64_t n) {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (n <= capacity_) {
+      freed_.wait(lock, [&] { return oversized_waiting_ == 0 && used_ <= capacity_ - n; });
+    } else {
+      ++oversized_waiting_;
+      freed_.wait(lock, [&] { return used_ == 0; });
+      --oversized_waiting_;
+    }
     used_ += n;
   }
   return reservation(n);
@@ -49,8 +57,11 @@ std::shared_ptr<void> ByteBudget::reservation(std::uint64_t n) {
 }
 
 void ByteBudget::give(std::uint64_t n) {
-  std::lock_guard lock(mutex_);
-  used_ -= n;
+  {
+    std::lock_guard lock(mutex_);
+    used_ -= n;
+  }
+  freed_.notify_all();
 }
 
 std::uint64_t ByteBudget::used() const {
@@ -59,8 +70,6 @@ std::uint64_t ByteBudget::used() const {
 }
 
 namespace {
-
-constexpr auto kBudgetPoll = std::chrono::milliseconds(10);
 
 // The declared size: ExtendedPayloadSize, or the first Java client's attribute.
 std::optional<std::uint64_t> declared_size(const std::map<std::string, std::string>& headers,
@@ -84,38 +93,22 @@ void mark(const StatePtr& state, bool retry, std::string reason, std::string det
   state->problem = detail::MessageState::Problem{retry, std::move(reason), std::move(detail)};
 }
 
-asio::awaitable<bool> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, d);
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return !ec;
-}
-
-// Returned, not thrown here: GCC 12 mis-compiles calls to [[noreturn]] functions in
-// coroutines.
-runtime::SourceError cancelled() {
-  return runtime::SourceError(runtime::SourceErrorKind::cancelled, "", "payload fetch cancelled");
-}
-
-// Runs the coroutines concurrently on `executor` and waits for all of them; true
-// when none of them was cancelled.
-asio::awaitable<bool> run_all(asio::any_io_executor executor,
+// Runs the coroutines concurrently on `executor` and waits for all of them.
+asio::awaitable<void> run_all(asio::any_io_executor executor,
                               std::vector<asio::awaitable<void>> tasks) {
   struct Round {
     explicit Round(const asio::any_io_executor& ex)
         : done(ex, asio::steady_timer::time_point::max()) {}
     std::size_t left = 0;
-    bool cancelled = false;
     asio::steady_timer done;
   };
   auto round = std::make_shared<Round>(executor);
   round->left = tasks.size();
   for (auto& task : tasks)
-    asio::co_spawn(executor, std::move(task), [round](std::exception_ptr error) {
-      round->cancelled = round->cancelled || error != nullptr;
+    asio::co_spawn(executor, std::move(task), [round](std::exception_ptr) {
       if (--round->left == 0) round->done.cancel();
     });
-  if (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return !round->cancelled;
+  while (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
 }  // namespace
@@ -126,38 +119,27 @@ PayloadResolver::PayloadResolver(asio::any_io_executor executor, LargePayloadOpt
       options_(std::move(options)),
       warn_(std::move(warn)),
       budget_(std::make_shared<ByteBudget>(options_.max_bytes_in_flight)) {
-  // An object is never larger than the budget that must hold it.
   auto s3_options = options_.s3;
   s3_options.http.max_response_bytes =
       static_cast<std::size_t>(std::min<std::uint64_t>(options_.max_bytes_in_flight, SIZE_MAX));
   s3_ = std::make_shared<s3::S3Client>(executor, std::move(s3_options));
 }
 
+PayloadResolver::~PayloadResolver() = default;
+
 PayloadStats PayloadResolver::stats() const {
   return {fetched_.load(), fetched_bytes_.load(), missing_.load(),
-          failed_.load(),  deferred_.load(),      deleted_.load()};
+          failed_.load(),  waits_.load(),         deleted_.load()};
 }
 
-asio::awaitable<void> PayloadResolver::wait_for_room() {
-  for (;;) {
-    if (budget_->used() < budget_->capacity()) co_return;
-    const bool slept = co_await sleep_for(kBudgetPoll);
-    if (!slept) throw cancelled();
-  }
-}
-
-asio::awaitable<void> PayloadResolver::resolve(std::vector<StatePtr>& states,
-                                               std::chrono::milliseconds wait,
-                                               const GiveBack& give_back) {
-  std::vector<asio::awaitable<void>> fetches;
-  std::vector<StatePtr> kept;
-  kept.reserve(states.size());
-  bool waited = false;
-  for (auto& state : states) {
-    if (!has_size_attribute(state->headers)) {
-      kept.push_back(std::move(state));
+void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
+  std::vector<StatePtr> states;
+  std::vector<PayloadPointer> pointers;
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t total = 0;
+  for (auto& state : unit) {
+    if (state->problem || !has_size_attribute(state->headers) || !state->queue_body.empty())
       continue;
-    }
     std::string raw_size;
     const auto size = declared_size(state->headers, raw_size);
     auto pointer = parse_payload_pointer(state->body);
@@ -165,7 +147,6 @@ asio::awaitable<void> PayloadResolver::resolve(std::vector<StatePtr>& states,
       mark(state, false, "malformed",
            !size ? "payload size attribute is not a byte count: '" + raw_size.substr(0, 40) + "'"
                  : "the message has a payload size attribute but its body is not an S3 pointer");
-      kept.push_back(std::move(state));
       continue;
     }
     if (*size > budget_->capacity()) {
@@ -173,84 +154,107 @@ asio::awaitable<void> PayloadResolver::resolve(std::vector<StatePtr>& states,
            "s3://" + pointer->bucket + "/" + pointer->key + " is " + std::to_string(*size) +
                " bytes, more than source.large_payloads.max_bytes_in_flight (" +
                std::to_string(budget_->capacity()) + ")");
-      kept.push_back(std::move(state));
       continue;
     }
-    auto reservation = budget_->try_take(*size);
-    // The first payload that does not fit may wait a little for room; holding none of
-    // this batch's bytes yet, it cannot deadlock with another receive doing the same.
-    if (!reservation && !waited && fetches.empty()) {
-      waited = true;
-      const auto until = std::chrono::steady_clock::now() + wait;
-      while (!(reservation = budget_->try_take(*size)) && std::chrono::steady_clock::now() < until)
-        if (!co_await sleep_for(kBudgetPoll)) {
-          for (auto& s : states)
-            if (s) give_back(s);
-          for (auto& s : kept) give_back(s);
-          throw cancelled();
-        }
-    }
-    if (!reservation) {
-      deferred_.fetch_add(1, std::memory_order_relaxed);
-      give_back(state);
-      continue;
-    }
-    fetches.push_back(fetch(state, std::move(*pointer), *size, std::move(reservation)));
-    kept.push_back(std::move(state));
+    states.push_back(state);
+    pointers.push_back(std::move(*pointer));
+    sizes.push_back(*size);
+    total += *size;
   }
-  states = std::move(kept);
-  if (!fetches.empty() && !co_await run_all(executor_, std::move(fetches))) {
-    for (auto& s : states) give_back(s);
-    states.clear();
-    throw cancelled();
+  if (states.empty()) return;
+  // One reservation for the unit's declared sizes, taken while holding nothing: the
+  // messages are held (and their leases extended) by the core meanwhile.
+  auto reservation = budget_->try_take(total);
+  if (!reservation) {
+    waits_.fetch_add(1, std::memory_order_relaxed);
+    reservation = budget_->take(total);
   }
+  for (auto& state : states) state->resources = reservation;
+  reservation.reset();
+  asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
+                 asio::use_future)
+      .get();
+}
+
+asio::awaitable<void> PayloadResolver::fetch_all(std::vector<StatePtr> states,
+                                                 std::vector<PayloadPointer> pointers,
+                                                 std::vector<std::uint64_t> sizes) {
+  std::vector<asio::awaitable<void>> fetches;
+  for (std::size_t i = 0; i < states.size(); ++i)
+    fetches.push_back(fetch(states[i], std::move(pointers[i]), sizes[i]));
+  co_await run_all(executor_, std::move(fetches));
 }
 
 asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer pointer,
-                                             std::uint64_t declared,
-                                             std::shared_ptr<void> reservation) {
+                                             std::uint64_t declared) {
   const std::string where = "s3://" + pointer.bucket + "/" + pointer.key;
   try {
-    std::string payload = co_await s3_->get_object(pointer.bucket, pointer.key);
+    // Never more than it said it was: the reservation is its declared size.
+    std::string payload =
+        co_await s3_->get_object(pointer.bucket, pointer.key, static_cast<std::size_t>(declared));
     fetched_.fetch_add(1, std::memory_order_relaxed);
     fetched_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
-    if (payload.size() > declared) {
-      // Larger than its attribute said (never more than the budget: the response cap):
-      // counted at its real size.
-      using Both = std::pair<std::shared_ptr<void>, std::shared_ptr<void>>;
-      reservation = std::make_shared<Both>(std::move(reservation),
-                                           budget_->force_take(payload.size() - declared));
-    }
     state->queue_body = std::exchange(state->body, std::move(payload));
-    state->resources = std::move(reservation);
   } catch (const aws::AwsError& e) {
-    if (e.kind() == aws::ErrorKind::cancelled) throw;
-    const bool missing =
-        e.code() == "NoSuchKey" || e.code() == "NoSuchBucket" || e.code() == "NotFound";
-    (missing ? missing_ : failed_).fetch_add(1, std::memory_order_relaxed);
-    mark(state, !missing, missing ? "payload_missing" : "payload_unavailable",
-         where + ": " + e.what());
+    state->resources.reset();
+    if (e.kind() == aws::ErrorKind::integrity && e.code().empty()) {
+      mark(state, false, "malformed",
+           where + " is larger than its " + std::string(kPayloadSizeAttribute) + " (" +
+               std::to_string(declared) + " bytes)");
+    } else {
+      // A missing key or bucket, as S3 names them; anything else may pass (a bare 404
+      // from a wrong endpoint, AccessDenied without s3:ListBucket, 5xx, throttling).
+      const bool missing = e.code() == "NoSuchKey" || e.code() == "NoSuchBucket";
+      (missing ? missing_ : failed_).fetch_add(1, std::memory_order_relaxed);
+      mark(state, !missing, missing ? "payload_missing" : "payload_unavailable",
+           where + ": " + e.what());
+    }
   } catch (...) {
+    state->resources.reset();
     failed_.fetch_add(1, std::memory_order_relaxed);
     mark(state, true, "payload_unavailable", where + ": " + runtime::describe_current_exception());
   }
 }
 
-asio::awaitable<void> PayloadResolver::delete_objects(std::vector<PayloadPointer> pointers) {
-  std::vector<asio::awaitable<void>> deletes;
-  for (auto& pointer : pointers)
-    deletes.push_back([](PayloadResolver* self, PayloadPointer p) -> asio::awaitable<void> {
-      try {
-        co_await self->s3_->delete_object(p.bucket, p.key);
-        self->deleted_.fetch_add(1, std::memory_order_relaxed);
-      } catch (...) {
-        // The message is gone already: the object stays, which costs storage only.
-        if (self->warn_)
-          self->warn_("payload s3://" + p.bucket + "/" + p.key +
-                      " not deleted: " + runtime::describe_current_exception());
-      }
-    }(this, std::move(pointer)));
-  if (!deletes.empty()) co_await run_all(executor_, std::move(deletes));
+void PayloadResolver::delete_objects(std::vector<PayloadPointer> pointers) {
+  for (auto& pointer : pointers) {
+    deletes_running_->fetch_add(1);
+    // Detached from the SQS deletes that made them due: never holds them up.
+    asio::co_spawn(
+        executor_,
+        [](std::shared_ptr<s3::S3Client> s3, PayloadPointer p) -> asio::awaitable<void> {
+          co_await s3->delete_object(p.bucket, p.key);
+        }(s3_, pointer),
+        [self = weak_from_this(), pointer, running = deletes_running_](std::exception_ptr error) {
+          running->fetch_sub(1);
+          auto resolver = self.lock();
+          if (!resolver) return;  // the source is gone (stopped)
+          if (!error) {
+            resolver->deleted_.fetch_add(1, std::memory_order_relaxed);
+            return;
+          }
+          // The message is gone already: the object stays, which costs storage only.
+          std::string why;
+          try {
+            std::rethrow_exception(error);
+          } catch (...) {
+            why = runtime::describe_current_exception();
+          }
+          if (resolver->warn_)
+            resolver->warn_("payload s3://" + pointer.bucket + "/" + pointer.key +
+                            " not deleted: " + why);
+        });
+  }
+}
+
+asio::awaitable<void> PayloadResolver::wait_for_deletes(std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  asio::steady_timer timer(executor_);
+  while (deletes_running_->load() > 0 && std::chrono::steady_clock::now() < until) {
+    timer.expires_after(std::chrono::milliseconds(10));
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) break;
+  }
 }
 
 std::string random_uuid() {

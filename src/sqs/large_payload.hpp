@@ -6,6 +6,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -17,15 +18,17 @@
 
 namespace sluice::sqs {
 
-// Bytes held by fetched payloads; a reservation is returned when the message that
-// holds it is destroyed. Thread-safe.
+// Bytes held by fetched payloads; a reservation is returned when the last message
+// holding it is destroyed. Thread-safe.
 class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
  public:
   explicit ByteBudget(std::uint64_t capacity) : capacity_(capacity) {}
   // A reservation of n bytes, or null when they do not fit now.
   std::shared_ptr<void> try_take(std::uint64_t n);
-  // A reservation whether or not it fits (a payload larger than it said it was).
-  std::shared_ptr<void> force_take(std::uint64_t n);
+  // Waits until n bytes fit, then takes them. More than the whole capacity waits
+  // until nothing else is held (taking nothing new meanwhile: no starvation) and is
+  // then held alone. Callers hold nothing while they wait, so waiters cannot deadlock.
+  std::shared_ptr<void> take(std::uint64_t n);
   std::uint64_t used() const;
   std::uint64_t capacity() const { return capacity_; }
 
@@ -34,50 +37,54 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   void give(std::uint64_t n);
   const std::uint64_t capacity_;
   mutable std::mutex mutex_;
+  std::condition_variable freed_;
   std::uint64_t used_ = 0;
+  int oversized_waiting_ = 0;
 };
 
 struct PayloadStats {
   std::uint64_t fetched = 0;
   std::uint64_t fetched_bytes = 0;
   std::uint64_t missing = 0;
-  std::uint64_t failed = 0;    // transient: the message is retried
-  std::uint64_t deferred = 0;  // no room in the budget: given back to the queue
+  std::uint64_t failed = 0;  // transient: the message is retried
+  std::uint64_t waits = 0;   // units that waited for room in the budget
   std::uint64_t deleted = 0;
 };
 
-class PayloadResolver {
+class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
  public:
-  using GiveBack = std::function<void(const runtime::StatePtr&)>;
   using Warn = std::function<void(const std::string&)>;
   PayloadResolver(boost::asio::any_io_executor executor, LargePayloadOptions options, Warn warn);
+  ~PayloadResolver();
 
-  // Before a receive: waits (polling, cancellable) while the budget is full.
-  boost::asio::awaitable<void> wait_for_room();
-  // Replaces the pointers among `states` by their payloads. Messages whose payload
-  // cannot be had are marked (runtime::MessageState::problem): missing or too large
-  // -> reject, an S3 failure -> retry. Messages that do not fit the budget go back to
-  // the queue through `give_back` and are removed from `states`; the first one may
-  // wait up to `wait` for room. Throws SourceError{cancelled} when cancelled.
-  boost::asio::awaitable<void> resolve(std::vector<runtime::StatePtr>& states,
-                                       std::chrono::milliseconds wait, const GiveBack& give_back);
-  // After their messages were deleted (delete_after_ack): deletes the objects.
-  boost::asio::awaitable<void> delete_objects(std::vector<PayloadPointer> pointers);
+  // On a worker thread (blocks): replaces the pointers in `unit` by their payloads,
+  // fetched concurrently on the executor once the unit's declared sizes fit the
+  // budget. Messages whose payload cannot be had get a problem: missing, too large
+  // or malformed -> reject; an S3 failure -> retry.
+  void prepare(std::vector<runtime::StatePtr>& unit);
+  // After their messages were deleted (delete_after_ack): deletes the objects in the
+  // background; wait_for_deletes() (on stop) waits up to `limit` for them.
+  void delete_objects(std::vector<PayloadPointer> pointers);
+  boost::asio::awaitable<void> wait_for_deletes(std::chrono::milliseconds limit);
 
   bool delete_after_ack() const { return options_.delete_after_ack; }
   PayloadStats stats() const;
   std::uint64_t bytes_held() const { return budget_->used(); }
 
  private:
+  boost::asio::awaitable<void> fetch_all(std::vector<runtime::StatePtr> states,
+                                         std::vector<PayloadPointer> pointers,
+                                         std::vector<std::uint64_t> sizes);
   boost::asio::awaitable<void> fetch(runtime::StatePtr state, PayloadPointer pointer,
-                                     std::uint64_t declared, std::shared_ptr<void> reservation);
+                                     std::uint64_t declared);
   boost::asio::any_io_executor executor_;
   LargePayloadOptions options_;
   Warn warn_;
   std::shared_ptr<s3::S3Client> s3_;
   std::shared_ptr<ByteBudget> budget_;
-  std::atomic<std::uint64_t> fetched_{0}, fetched_bytes_{0}, missing_{0}, failed_{0}, deferred_{0},
+  std::atomic<std::uint64_t> fetched_{0}, fetched_bytes_{0}, missing_{0}, failed_{0}, waits_{0},
       deleted_{0};
+  std::shared_ptr<std::atomic<int>> deletes_running_ = std::make_shared<std::atomic<int>>(0);
 };
 
 // The publisher's side: bodies over the threshold are stored in S3 and sent as a

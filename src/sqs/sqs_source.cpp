@@ -143,7 +143,6 @@ class SqsSource final : public runtime::Source {
     request.wait_time_seconds = static_cast<int>(options_.poll_wait.count());
     request.visibility_timeout = static_cast<int>(options_.visibility_timeout.count());
     if (fifo_) request.receive_request_attempt_id = random_attempt_id();
-    if (payloads_) co_await payloads_->wait_for_room();
     std::vector<sqs::Message> messages;
     try {
       messages = co_await client_->receive_message(std::move(request));
@@ -173,12 +172,16 @@ class SqsSource final : public runtime::Source {
       s->attributes = std::move(m.attributes);
       states.push_back(std::move(s));
     }
-    if (payloads_ && !states.empty()) {
-      co_await payloads_->resolve(states, options_.visibility_timeout / 2,
-                                  [this](const StatePtr& s) { release(s); });
-      report_payloads();
-    }
     co_return states;
+  }
+
+  // S3 payloads are fetched on the worker, while the core holds the messages (and
+  // extends their visibility): a wait for room in the byte budget never costs a
+  // redelivery.
+  void prepare(std::vector<StatePtr>& unit) override {
+    if (!payloads_) return;
+    payloads_->prepare(unit);
+    report_payloads();
   }
 
   void ack(const StatePtr& state) override {
@@ -209,6 +212,11 @@ class SqsSource final : public runtime::Source {
     entry.message_attributes["sluice-source-queue"] =
         sqs::MessageAttributeValue::string(options_.queue_url);
     entry.message_attributes["sluice-message-id"] = sqs::MessageAttributeValue::string(state->id);
+    // A pointer keeps its size attribute whatever else does not fit: without it the
+    // dead letter would read as an ordinary body after a redrive.
+    for (auto name : {sqs::kPayloadSizeAttribute, sqs::kLegacyPayloadSizeAttribute})
+      if (auto it = state->headers.find(std::string(name)); it != state->headers.end())
+        entry.message_attributes.emplace(it->first, sqs::MessageAttributeValue::number(it->second));
     for (const auto& [name, value] : state->headers) {
       if (entry.message_attributes.size() >= 10) break;
       if (!value.empty())
@@ -284,6 +292,7 @@ class SqsSource final : public runtime::Source {
   asio::awaitable<void> flush() override {
     co_await visibility_changes_->drain();
     co_await deletes_->drain();
+    if (payloads_) co_await payloads_->wait_for_deletes(std::chrono::seconds(5));
   }
 
   std::string describe() const override { return options_.queue_url; }
@@ -344,7 +353,7 @@ class SqsSource final : public runtime::Source {
     }
     if (context_.acks_settled && confirmed + abandoned > 0)
       context_.acks_settled(confirmed, abandoned, from_ack);
-    if (!objects.empty()) co_await payloads_->delete_objects(std::move(objects));
+    if (!objects.empty()) payloads_->delete_objects(std::move(objects));
     if (payloads_) report_payloads();  // bytes held fall as messages are deleted
   }
 
@@ -356,7 +365,7 @@ class SqsSource final : public runtime::Source {
     context_.gauge("large_payload_bytes_fetched", static_cast<double>(s.fetched_bytes));
     context_.gauge("large_payloads_missing", static_cast<double>(s.missing));
     context_.gauge("large_payload_fetch_failures", static_cast<double>(s.failed));
-    context_.gauge("large_payloads_deferred", static_cast<double>(s.deferred));
+    context_.gauge("large_payload_waits", static_cast<double>(s.waits));
     context_.gauge("large_payloads_deleted", static_cast<double>(s.deleted));
   }
 

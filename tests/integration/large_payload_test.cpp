@@ -219,6 +219,9 @@ TEST_F(LargePayload, ContainerHandsOutRealBodiesAndRejectsWhatCannotBeFetched) {
   send_pointer(url, R"({"not": "a pointer"})", "ExtendedPayloadSize", 10);
   send_pointer(url, sqs::format_payload_pointer({bucket, "java-key"}), "ExtendedPayloadSize",
                64 * 1024 * 1024);  // larger than the budget
+  // An object larger than its attribute says: refused as it arrives, never held.
+  test::run(io_, s3_->put_object(bucket, "liar-key", legacy));
+  send_pointer(url, sqs::format_payload_pointer({bucket, "liar-key"}), "ExtendedPayloadSize", 10);
   // A pointer-looking body without the size attribute is an ordinary message.
   const std::string plain = sqs::format_payload_pointer({bucket, "java-key"});
   test::run(io_, client_->send_message(url, {"", plain, {}, {}, {}, {}}));
@@ -228,7 +231,7 @@ TEST_F(LargePayload, ContainerHandsOutRealBodiesAndRejectsWhatCannotBeFetched) {
   options.large_payloads.delete_after_ack = true;
   std::mutex mutex;
   std::multiset<std::string> bodies;
-  std::map<std::string, std::string> unusable;  // reason -> detail
+  std::multimap<std::string, std::string> unusable;  // reason -> detail
   ContainerOptions container_options;
   container_options.failure_backoff_base = 200ms;
   Container container(container_options, make_sqs_source(options), [&](Message& m) {
@@ -239,7 +242,7 @@ TEST_F(LargePayload, ContainerHandsOutRealBodiesAndRejectsWhatCannotBeFetched) {
       [&](Message& m, const std::string& reason, const std::string& detail) {
         {
           std::lock_guard lock(mutex);
-          unusable[reason] = detail;
+          unusable.emplace(reason, detail);
         }
         m.reject(reason);
       });
@@ -247,7 +250,7 @@ TEST_F(LargePayload, ContainerHandsOutRealBodiesAndRejectsWhatCannotBeFetched) {
   ASSERT_TRUE(test::wait_until(
       [&] {
         std::lock_guard lock(mutex);
-        return bodies.size() == 4 && unusable.size() == 3;
+        return bodies.size() == 4 && unusable.size() == 4;
       },
       30s))
       << bodies.size() << " handled, " << unusable.size() << " unusable";
@@ -256,14 +259,23 @@ TEST_F(LargePayload, ContainerHandsOutRealBodiesAndRejectsWhatCannotBeFetched) {
   EXPECT_EQ(bodies.count(python), 1u);
   EXPECT_EQ(bodies.count(legacy), 1u);
   EXPECT_EQ(bodies.count(plain), 1u);
-  EXPECT_NE(unusable["payload_missing"].find("never-stored"), std::string::npos)
-      << unusable["payload_missing"];
-  EXPECT_NE(unusable["payload_missing"].find("NoSuchKey"), std::string::npos);
-  EXPECT_NE(unusable["malformed"].find("not an S3 pointer"), std::string::npos);
-  EXPECT_NE(unusable["payload_too_large"].find("max_bytes_in_flight"), std::string::npos);
+  auto details = [&](const std::string& reason) {
+    std::string all;
+    for (auto [it, end] = unusable.equal_range(reason); it != end; ++it) all += it->second + "\n";
+    return all;
+  };
+  EXPECT_NE(details("payload_missing").find("never-stored"), std::string::npos)
+      << details("payload_missing");
+  EXPECT_NE(details("payload_missing").find("NoSuchKey"), std::string::npos);
+  EXPECT_EQ(unusable.count("malformed"), 2u);
+  EXPECT_NE(details("malformed").find("not an S3 pointer"), std::string::npos);
+  EXPECT_NE(details("malformed").find("liar-key is larger than its ExtendedPayloadSize"),
+            std::string::npos)
+      << details("malformed");
+  EXPECT_NE(details("payload_too_large").find("max_bytes_in_flight"), std::string::npos);
   const auto stats = container.stats();
   EXPECT_EQ(stats.acked, 4u);
-  EXPECT_EQ(stats.rejected, 3u);
+  EXPECT_EQ(stats.rejected, 4u);
   // delete_after_ack: the three resolved payloads' objects are gone once their
   // messages are; java-key went with the Java message even though others named it.
   for (const char* key : {"java-key", "python-key", "legacy-key"}) {
@@ -336,10 +348,10 @@ TEST_F(LargePayload, BytesHeldStayWithinMaxBytesInFlight) {
     send_pointer(url, sqs::format_payload_pointer({bucket, key}), "ExtendedPayloadSize", kPayload);
   }
   struct Observer : ContainerObserver {
-    std::atomic<double> peak_held{0}, deferred{0}, fetched{0};
+    std::atomic<double> peak_held{0}, waits{0}, fetched{0};
     void on_source_gauge(const std::string& name, double value) override {
       if (name == "large_payload_bytes_held" && value > peak_held) peak_held = value;
-      if (name == "large_payloads_deferred") deferred = value;
+      if (name == "large_payload_waits") waits = value;
       if (name == "large_payloads_fetched") fetched = value;
     }
   };
@@ -379,6 +391,10 @@ TEST_F(LargePayload, BytesHeldStayWithinMaxBytesInFlight) {
   // The bound bit: without it 24 payloads fit in max_in_flight 30 at once.
   EXPECT_GE(peak_in_handlers.load(), 2 * kPayload) << "payloads were handled side by side";
   EXPECT_GE(observer->fetched.load(), kMessages);
+  EXPECT_GT(observer->waits.load(), 0) << "handlers waited for room";
+  // Waiting costs no redelivery (a redelivery raises the receive count towards the
+  // queue's redrive policy): each message was received once.
+  EXPECT_EQ(container.stats().received, static_cast<std::uint64_t>(kMessages));
   EXPECT_EQ(queue_total(url), 0);
 }
 

@@ -2,7 +2,9 @@
 // pointer, the byte budget, S3 addressing, the query-protocol form, XML answers.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <thread>
 
 #include "aws/xml.hpp"
 #include "pipeline/transform.hpp"
@@ -68,6 +70,40 @@ TEST(ByteBudget, ReservationsComeBackWhenReleasedAndNeverOverfill) {
   copy.reset();
   EXPECT_EQ(budget->used(), 0u);
   EXPECT_FALSE(budget->try_take(101)) << "larger than the whole budget";
+}
+
+TEST(ByteBudget, TakeWaitsForRoomAndAnOversizedTakeIsHeldAlone) {
+  auto budget = std::make_shared<sqs::ByteBudget>(100);
+  auto held = budget->try_take(80);
+  std::atomic<bool> taken{false};
+  std::shared_ptr<void> second;
+  std::thread waiter([&] {
+    second = budget->take(50);
+    taken = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(taken.load()) << "50 more do not fit while 80 are held";
+  held.reset();
+  waiter.join();
+  EXPECT_TRUE(taken.load());
+  EXPECT_EQ(budget->used(), 50u);
+  // More than the capacity: waits until nothing else is held, and meanwhile nobody
+  // else gets in (no starvation).
+  std::atomic<bool> big_taken{false};
+  std::shared_ptr<void> big;
+  std::thread oversized([&] {
+    big = budget->take(150);
+    big_taken = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(big_taken.load());
+  EXPECT_FALSE(budget->try_take(10)) << "an oversized waiter goes first";
+  second.reset();
+  oversized.join();
+  EXPECT_EQ(budget->used(), 150u);
+  EXPECT_FALSE(budget->try_take(1)) << "over the capacity: nothing more until it is returned";
+  big.reset();
+  EXPECT_EQ(budget->used(), 0u);
 }
 
 TEST(S3Addressing, PathStyleVirtualHostedAndAuto) {

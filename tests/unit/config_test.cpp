@@ -159,6 +159,16 @@ TEST(Config, LargePayloadAndSnsOptionsAreChecked) {
   EXPECT_EQ(error(base + stages + "decode:\n  sns_envelope: true\n"), "");
 }
 
+TEST(Config, LargePayloadsRaiseTheBodyLimitUnlessItIsSet) {
+  const std::string base =
+      "source:\n  queue_url: http://127.0.0.1:1/0/q\n  large_payloads:\n    enabled: true\n"
+      "    max_bytes_in_flight: 50000000\nnormalize:\n  fields:\n    - {name: a, from: /a}\n"
+      "identity:\n  versions:\n    V1: [a]\n";
+  EXPECT_EQ(parse_config(base).transform.max_body_bytes, 50000000u);
+  EXPECT_EQ(parse_config(base + "decode:\n  max_body_bytes: 1000\n").transform.max_body_bytes,
+            1000u);
+}
+
 TEST(Config, DocumentationMatchesTheOptionTable) {
   std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/docs/configuration.md");
   std::stringstream committed;

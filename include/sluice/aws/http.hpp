@@ -40,6 +40,8 @@ struct HttpRequest {
   std::string body;
   // Zero: the client's default request timeout.
   std::chrono::milliseconds timeout{0};
+  // Zero: the client's max_response_bytes; else the smaller of the two.
+  std::size_t max_response_bytes = 0;
 
   void set_header(std::string name, std::string value);  // replaces (case-insensitive)
   std::optional<std::string_view> header(std::string_view name) const;

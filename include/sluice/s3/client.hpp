@@ -43,7 +43,9 @@ class S3Client {
   S3Client(boost::asio::any_io_executor executor, S3ClientOptions options = {});
   ~S3Client();
 
-  boost::asio::awaitable<std::string> get_object(std::string bucket, std::string key);
+  // max_bytes > 0: a larger object is refused (AwsError integrity) as it arrives.
+  boost::asio::awaitable<std::string> get_object(std::string bucket, std::string key,
+                                                 std::size_t max_bytes = 0);
   // Returns the object's ETag.
   boost::asio::awaitable<std::string> put_object(
       std::string bucket, std::string key, std::string body,
