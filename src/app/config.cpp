@@ -444,7 +444,7 @@ const std::vector<Option>& options() {
        "real body (decode.max_body_bytes then defaults to max_bytes_in_flight, at most 1 GiB).",
        [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.enabled = as_bool(n, k); }},
       {"source.large_payloads.max_bytes_in_flight", "integer", "268435456",
-       "Payload bytes held at once; a receive waits for room. A payload larger than this is "
+       "Payload bytes held at once; a handler call waits for room. A payload larger than this is "
        "rejected with reason payload_too_large.",
        [](auto& c, auto& n, auto& k) {
          c.sqs.large_payloads.max_bytes_in_flight =

@@ -745,6 +745,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 
     // 2. Units handed off but not started are released; running handlers go on.
     draining = true;
+    source->stop_preparing();
     // 3. Wait, until the deadline, for running handlers and for messages whose handler
     //    returned but which are settled later (manual acks, e.g. by a sink writer).
     {

@@ -121,6 +121,8 @@ class Source {
   // source fetches S3 payloads here, while the core holds the messages and extends
   // their leases). May block. A message that cannot be made ready gets a `problem`.
   virtual void prepare(std::vector<StatePtr>& /*unit*/) {}
+  // Stopping: prepare() calls waiting now return at once (their units are released).
+  virtual void stop_preparing() {}
 
   // Push sources: the consumers to run, MIN-MAX (Container::set_concurrent_receives
   // while running). Thread-safe.

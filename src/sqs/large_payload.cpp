@@ -8,6 +8,7 @@
 #include <boost/asio/use_future.hpp>
 #include <charconv>
 #include <cstring>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -33,12 +34,14 @@ std::shared_ptr<void> ByteBudget::take(std::uint64_t n) {
   {
     std::unique_lock lock(mutex_);
     if (n <= capacity_) {
-      freed_.wait(lock, [&] { return oversized_waiting_ == 0 && used_ <= capacity_ - n; });
+      freed_.wait(
+          lock, [&] { return cancelled_ || (oversized_waiting_ == 0 && used_ <= capacity_ - n); });
     } else {
       ++oversized_waiting_;
-      freed_.wait(lock, [&] { return used_ == 0; });
+      freed_.wait(lock, [&] { return cancelled_ || used_ == 0; });
       --oversized_waiting_;
     }
+    if (cancelled_) return nullptr;
     used_ += n;
   }
   return reservation(n);
@@ -60,6 +63,14 @@ void ByteBudget::give(std::uint64_t n) {
   {
     std::lock_guard lock(mutex_);
     used_ -= n;
+  }
+  freed_.notify_all();
+}
+
+void ByteBudget::cancel() {
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_ = true;
   }
   freed_.notify_all();
 }
@@ -149,6 +160,11 @@ void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
                  : "the message has a payload size attribute but its body is not an S3 pointer");
       continue;
     }
+    if (*size == 0) {
+      mark(state, false, "malformed",
+           "payload size attribute is 0: an S3 pointer carries a payload");
+      continue;
+    }
     if (*size > budget_->capacity()) {
       mark(state, false, "payload_too_large",
            "s3://" + pointer->bucket + "/" + pointer->key + " is " + std::to_string(*size) +
@@ -165,15 +181,29 @@ void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
   // One reservation for the unit's declared sizes, taken while holding nothing: the
   // messages are held (and their leases extended) by the core meanwhile.
   auto reservation = budget_->try_take(total);
+  auto stopped = [&] {
+    for (auto& state : states)
+      if (!state->problem)
+        state->problem = detail::MessageState::Problem{true, "stopping", "stopped while fetching"};
+  };
   if (!reservation) {
     waits_.fetch_add(1, std::memory_order_relaxed);
     reservation = budget_->take(total);
+    if (!reservation) return stopped();  // stopping: the core releases the unit
   }
   for (auto& state : states) state->resources = reservation;
   reservation.reset();
-  asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
-                 asio::use_future)
-      .get();
+  auto done = asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
+                             asio::use_future);
+  // Stopping stops the executor too: never wait for a fetch past interrupt().
+  while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+    if (stopping_.load()) return stopped();
+  done.get();
+}
+
+void PayloadResolver::interrupt() {
+  stopping_ = true;
+  budget_->cancel();
 }
 
 asio::awaitable<void> PayloadResolver::fetch_all(std::vector<StatePtr> states,

@@ -31,6 +31,8 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   std::shared_ptr<void> take(std::uint64_t n);
   std::uint64_t used() const;
   std::uint64_t capacity() const { return capacity_; }
+  // take() calls waiting now, and later, return null.
+  void cancel();
 
  private:
   std::shared_ptr<void> reservation(std::uint64_t n);
@@ -40,6 +42,7 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   std::condition_variable freed_;
   std::uint64_t used_ = 0;
   int oversized_waiting_ = 0;
+  bool cancelled_ = false;
 };
 
 struct PayloadStats {
@@ -67,6 +70,8 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
   void delete_objects(std::vector<PayloadPointer> pointers);
   boost::asio::awaitable<void> wait_for_deletes(std::chrono::milliseconds limit);
 
+  // Stopping: prepare() calls waiting for room or for fetches return at once.
+  void interrupt();
   bool delete_after_ack() const { return options_.delete_after_ack; }
   PayloadStats stats() const;
   std::uint64_t bytes_held() const { return budget_->used(); }
@@ -84,6 +89,7 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
   std::shared_ptr<ByteBudget> budget_;
   std::atomic<std::uint64_t> fetched_{0}, fetched_bytes_{0}, missing_{0}, failed_{0}, waits_{0},
       deleted_{0};
+  std::atomic<bool> stopping_{false};
   std::shared_ptr<std::atomic<int>> deletes_running_ = std::make_shared<std::atomic<int>>(0);
 };
 

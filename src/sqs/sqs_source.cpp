@@ -178,6 +178,10 @@ class SqsSource final : public runtime::Source {
   // S3 payloads are fetched on the worker, while the core holds the messages (and
   // extends their visibility): a wait for room in the byte budget never costs a
   // redelivery.
+  void stop_preparing() override {
+    if (payloads_) payloads_->interrupt();
+  }
+
   void prepare(std::vector<StatePtr>& unit) override {
     if (!payloads_) return;
     payloads_->prepare(unit);
