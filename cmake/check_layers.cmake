@@ -6,7 +6,8 @@
 #   app/  ->  pipeline/, sinks/, runtime/, sqs/ (and later amqp/), aws/, common/
 #   sinks/ -> pipeline/, runtime/ (messages), common/
 #   sqs/  ->  runtime/ (the Source interface it implements), s3/ (large payloads), aws/, common/
-#   s3/, sns/ -> aws/, common/
+#   s3/, sns/, cloudwatch/, ecs/ -> aws/, common/
+#   scale/ -> nothing: the autoscale signal is pure
 #   runtime/  -> common/ only: the container core knows no source
 #   pipeline/ -> common/ only: pure functions
 #   aws/  ->  common/
@@ -19,6 +20,9 @@ set(rules
   "src/aws|sqs/,s3/,sns/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/"
   "src/s3|sqs/,sns/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/sns/,sluice/amqp/"
   "src/sns|sqs/,s3/,amqp/,runtime/,pipeline/,sinks/,app/,sluice/sqs/,sluice/s3/,sluice/amqp/"
+  "src/cloudwatch|sqs/,s3/,sns/,ecs/,amqp/,runtime/,pipeline/,sinks/,app/,scale/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/ecs/,sluice/amqp/"
+  "src/ecs|sqs/,s3/,sns/,cloudwatch/,amqp/,runtime/,pipeline/,sinks/,app/,scale/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/cloudwatch/,sluice/amqp/"
+  "src/scale|aws/,sqs/,s3/,sns/,cloudwatch/,ecs/,amqp/,runtime/,pipeline/,sinks/,app/,common/,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/,sluice/cloudwatch/,sluice/ecs/"
   "src/sqs|amqp/,sns/,pipeline/,sinks/,app/,sluice/amqp/,sluice/sns/"
   "src/amqp|sqs/,s3/,sns/,aws/,pipeline/,sinks/,app/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/aws/"
   "src/sinks|aws/,sqs/,s3/,sns/,amqp/,app/,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/"

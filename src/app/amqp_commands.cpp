@@ -54,6 +54,55 @@ int amqp_queue_create(const std::string& url, const std::string& queue, bool quo
   return declare_or_inspect("queue create", url, queue, true, quorum, dead_letter_exchange);
 }
 
+ManagementApi::ManagementApi(boost::asio::any_io_executor executor, const std::string& amqp_url,
+                             const std::string& management_url)
+    : client_(std::make_shared<aws::HttpClient>(std::move(executor))) {
+  try {
+    uri_ = amqp::parse_uri(amqp_url);
+  } catch (const std::invalid_argument& e) {
+    throw ManagementError(2, std::string("--amqp-url: ") + e.what());
+  }
+  try {
+    api_ = aws::Url::parse(management_url);
+  } catch (const aws::AwsError&) {
+    throw ManagementError(2, "--management-url: got '" + common::redact_password(management_url) +
+                                 "', expected the management plugin's http(s)://host:port");
+  }
+}
+
+boost::asio::awaitable<ManagementCounts> ManagementApi::queue_counts(std::string queue) {
+  // The same user as the AMQP URL, by HTTP Basic authentication.
+  aws::HttpRequest request;
+  request.url = api_;
+  // Path segments percent-encoded: the vhost "/" is "%2F".
+  request.url.target =
+      "/api/queues/" + text::uri_encode(uri_.vhost, false) + "/" + text::uri_encode(queue, false);
+  request.set_header("Authorization",
+                     "Basic " + crypto::base64_encode(uri_.user + ":" + uri_.password));
+  aws::HttpResponse response;
+  try {
+    auto client = client_;
+    response = co_await client->send(request);
+  } catch (const aws::AwsError& e) {
+    throw ManagementError(1, std::string("--management-url: ") + e.what());
+  }
+  if (response.status == 401)
+    throw ManagementError(2, "the management API refused user '" + uri_.user + "' (401)");
+  if (response.status == 404)
+    throw ManagementError(2, "no queue '" + queue + "' in vhost '" + uri_.vhost + "'");
+  if (response.status != 200)
+    throw ManagementError(1, "the management API answered " + std::to_string(response.status));
+  try {
+    const auto json = nlohmann::json::parse(response.body);
+    co_return ManagementCounts{json.value("messages_ready", 0L),
+                               json.value("messages_unacknowledged", 0L),
+                               json.value("consumers", 0L)};
+  } catch (const nlohmann::json::exception& e) {
+    throw ManagementError(
+        1, std::string("the management API's answer is not what was expected: ") + e.what());
+  }
+}
+
 int amqp_queue_stats(const std::string& url, const std::string& queue,
                      const std::string& management_url) {
   if (queue.empty()) {
@@ -62,62 +111,18 @@ int amqp_queue_stats(const std::string& url, const std::string& queue,
   }
   if (management_url.empty())
     return declare_or_inspect("queue stats", url, queue, false, false, "");
-  amqp::Uri uri;
-  aws::Url api;
-  try {
-    uri = amqp::parse_uri(url);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "sluice queue stats: --amqp-url: " << e.what() << "\n";
-    return 2;
-  }
-  try {
-    api = aws::Url::parse(management_url);
-  } catch (const aws::AwsError&) {
-    std::cerr << "sluice queue stats: --management-url: got '"
-              << common::redact_password(management_url)
-              << "', expected the management plugin's http(s)://host:port\n";
-    return 2;
-  }
-  // The same user as the AMQP URL, by HTTP Basic authentication.
-  aws::HttpRequest request;
-  request.url = api;
-  // Path segments percent-encoded: the vhost "/" is "%2F".
-  request.url.target =
-      "/api/queues/" + text::uri_encode(uri.vhost, false) + "/" + text::uri_encode(queue, false);
-  request.set_header("Authorization",
-                     "Basic " + crypto::base64_encode(uri.user + ":" + uri.password));
   boost::asio::io_context io;
   try {
-    aws::HttpClient client(io.get_executor());
-    auto answer = boost::asio::co_spawn(io, client.send(request), boost::asio::use_future);
+    ManagementApi api(io.get_executor(), url, management_url);
+    auto answer = boost::asio::co_spawn(io, api.queue_counts(queue), boost::asio::use_future);
     io.run();
-    const auto response = answer.get();
-    if (response.status == 401) {
-      std::cerr << "sluice queue stats: the management API refused user '" << uri.user
-                << "' (401)\n";
-      return 2;
-    }
-    if (response.status == 404) {
-      std::cerr << "sluice queue stats: no queue '" << queue << "' in vhost '" << uri.vhost
-                << "'\n";
-      return 2;
-    }
-    if (response.status != 200) {
-      std::cerr << "sluice queue stats: the management API answered " << response.status << "\n";
-      return 1;
-    }
-    const auto json = nlohmann::json::parse(response.body);
-    std::cout << "ready " << json.value("messages_ready", 0L) << "\nunacknowledged "
-              << json.value("messages_unacknowledged", 0L) << "\nconsumers "
-              << json.value("consumers", 0L) << "\n";
+    const auto counts = answer.get();
+    std::cout << "ready " << counts.ready << "\nunacknowledged " << counts.unacknowledged
+              << "\nconsumers " << counts.consumers << "\n";
     return 0;
-  } catch (const aws::AwsError& e) {
-    std::cerr << "sluice queue stats: --management-url: " << e.what() << "\n";
-    return 1;
-  } catch (const nlohmann::json::exception& e) {
-    std::cerr << "sluice queue stats: the management API's answer is not what was expected: "
-              << e.what() << "\n";
-    return 1;
+  } catch (const ManagementError& e) {
+    std::cerr << "sluice queue stats: " << e.what() << "\n";
+    return e.exit_code();
   }
 }
 

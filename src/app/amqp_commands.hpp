@@ -1,6 +1,13 @@
 #pragma once
 // `sluice queue create|stats --amqp-url ...`: RabbitMQ queue operations.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <memory>
+#include <stdexcept>
 #include <string>
+
+#include "amqp/connection.hpp"
+#include "sluice/aws/http.hpp"
 
 namespace sluice::app {
 
@@ -14,5 +21,37 @@ int amqp_queue_create(const std::string& url, const std::string& queue, bool quo
 // plugin's API instead (its figures lag by its statistics interval, 5 s by default).
 int amqp_queue_stats(const std::string& url, const std::string& queue,
                      const std::string& management_url);
+
+struct ManagementCounts {
+  long ready = 0;
+  long unacknowledged = 0;
+  long consumers = 0;
+};
+
+// What went wrong and the exit code it means (2: the user's to fix, 1: otherwise).
+class ManagementError : public std::runtime_error {
+ public:
+  ManagementError(int exit_code, const std::string& what)
+      : std::runtime_error(what), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// The RabbitMQ management plugin's HTTP API, as the AMQP URL's user (Basic auth).
+class ManagementApi {
+ public:
+  // Throws ManagementError naming --amqp-url or --management-url when malformed.
+  ManagementApi(boost::asio::any_io_executor executor, const std::string& amqp_url,
+                const std::string& management_url);
+  // Throws ManagementError (refused user, no such queue, an unexpected answer).
+  boost::asio::awaitable<ManagementCounts> queue_counts(std::string queue);
+
+ private:
+  std::shared_ptr<aws::HttpClient> client_;
+  amqp::Uri uri_;
+  aws::Url api_;
+};
 
 }  // namespace sluice::app

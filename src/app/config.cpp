@@ -19,6 +19,36 @@
 #include "sluice/aws/http.hpp"
 
 namespace sluice::app {
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  long long factor = 0;
+  if (unit == "ms")
+    factor = 1;
+  else if (unit == "s")
+    factor = 1000;
+  else if (unit == "m")
+    factor = 60'000;
+  else if (unit == "h")
+    factor = 3'600'000;
+  else
+    return std::nullopt;
+  long long ms = 0;
+  if (__builtin_mul_overflow(v, factor, &ms)) return std::nullopt;  // never wrap
+  return std::chrono::milliseconds(ms);
+}
+
+std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) + "ms to " +
+         std::to_string(max.count()) + "ms";
+}
+
 namespace {
 
 // ------------------------------------------------------------------ value parsing
@@ -72,36 +102,9 @@ bool as_bool(const YAML::Node& n, const std::string& key) {
 std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& key,
                                       std::chrono::milliseconds min,
                                       std::chrono::milliseconds max) {
-  auto range = [&] {
-    return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) +
-           "ms to " + std::to_string(max.count()) + "ms";
-  };
-  if (!n.IsScalar()) bad(key, n, range());
-  const std::string& s = n.Scalar();
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (...) {
-    bad(key, n, range());
-  }
-  const std::string unit = s.substr(used);
-  long long factor = 0;
-  if (unit == "ms")
-    factor = 1;
-  else if (unit == "s")
-    factor = 1000;
-  else if (unit == "m")
-    factor = 60'000;
-  else if (unit == "h")
-    factor = 3'600'000;
-  else
-    bad(key, n, range());
-  long long ms = 0;
-  if (__builtin_mul_overflow(v, factor, &ms)) bad(key, n, range());  // never wrap
-  const std::chrono::milliseconds d(ms);
-  if (d < min || d > max) bad(key, n, range());
-  return d;
+  const auto d = n.IsScalar() ? parse_duration(n.Scalar()) : std::nullopt;
+  if (!d || *d < min || *d > max) bad(key, n, duration_expected(min, max));
+  return *d;
 }
 
 // For limits the API takes in whole seconds (SQS WaitTimeSeconds, VisibilityTimeout):
@@ -622,6 +625,30 @@ const std::vector<Option>& options() {
          }
        },
        "SLUICE_METRICS_LISTEN"},
+      {"autoscale.period", "duration", "1m",
+       "The in-flight signal's averaging period (seed 004; exported as sluice_autoscale_* and "
+       "GET /autoscale).",
+       [](auto& c, auto& n, auto& k) {
+         c.autoscale.period = as_duration(n, k, milliseconds(1000), seconds(3600));
+       }},
+      {"autoscale.periods", "integer", "5", "Periods whose largest average counts.",
+       [](auto& c, auto& n, auto& k) {
+         c.autoscale.periods = static_cast<int>(as_int(n, k, 1, 1000));
+       }},
+      {"autoscale.spare", "integer", "1", "Idle tasks kept ready (seed 004: 1 or 2).",
+       [](auto& c, auto& n, auto& k) {
+         c.autoscale.spare = static_cast<int>(as_int(n, k, 0, 10000));
+       }},
+      {"autoscale.capacity", "integer", "0",
+       "Messages one task works on at once; 0: this pipeline's max_in_flight.",
+       [](auto& c, auto& n, auto& k) {
+         c.autoscale_capacity = static_cast<int>(as_int(n, k, 0, 1'000'000));
+       }},
+      {"autoscale.running_tasks", "integer", "1",
+       "Tasks running the pipeline (the utilization's denominator; desired_tasks does not "
+       "need it).",
+       [](auto& c, auto& n, auto& k) { c.autoscale_running = as_int(n, k, 0, 1'000'000); },
+       "SLUICE_AUTOSCALE_RUNNING_TASKS"},
       {"logging.level", "enum: trace | debug | info | warn | error", "info", "Log level.",
        [](auto& c, auto& n, auto& k) {
          c.log_level = as_enum(n, k, {"trace", "debug", "info", "warn", "error"});

@@ -15,6 +15,7 @@
 #include "sinks/writer.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
+#include "sluice/scale/in_flight.hpp"
 #include "sluice/sqs/source.hpp"
 
 namespace sluice::app {
@@ -48,10 +49,18 @@ struct PipelineConfig {
   sinks::MongoOptions mongodb;
   sinks::WriterOptions writer;
   // operations
+  scale::SignalOptions autoscale;  // capacity below
+  int autoscale_capacity = 0;      // 0: container.max_in_flight
+  long autoscale_running = 1;
   std::string metrics_listen = "127.0.0.1:9464";
   std::string log_level = "info";
   std::vector<std::string> log_fields;  // business fields carried in log lines
 };
+
+// "250ms", "20s", "5m", "1h"; nullopt for anything else (or a value that would overflow).
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);
+// What a duration option expects, for error messages.
+std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max);
 
 // Loads and validates; environment overrides applied (see the table).
 PipelineConfig load_config(const std::string& path);

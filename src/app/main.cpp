@@ -13,9 +13,11 @@
 #include <iostream>
 
 #include "app/amqp_commands.hpp"
+#include "app/autoscale.hpp"
 #include "app/aws_commands.hpp"
 #include "app/config.hpp"
 #include "app/demo.hpp"
+#include "app/plan.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/aws/error.hpp"
@@ -224,6 +226,93 @@ int main(int argc, char** argv) {
   bucket_create->add_option("--endpoint-url", bucket_endpoint, "S3 endpoint");
   bucket_create->add_option("--region", bucket_region, "AWS region");
 
+  // autoscale
+  sluice::app::AutoscaleOptions scale;
+  auto* autoscale = app.add_subcommand(
+      "autoscale",
+      "Seed 004's in-flight scaling signal: desired tasks and task utilization for a queue");
+  autoscale->add_option("--queue-url", scale.queue_url, "SQS queue");
+  autoscale->add_option("--endpoint-url", scale.endpoint_url, "SQS endpoint");
+  autoscale->add_option("--region", scale.region, "AWS region");
+  autoscale
+      ->add_option("--amqp-url", scale.amqp_url,
+                   "RabbitMQ instead: amqp://user:password@host/vhost (or SLUICE_AMQP_URL)")
+      ->envname("SLUICE_AMQP_URL");
+  autoscale->add_option("--queue", scale.amqp_queue, "RabbitMQ queue name");
+  autoscale->add_option("--management-url", scale.management_url,
+                        "RabbitMQ: the management plugin (http://host:15672): unacknowledged "
+                        "messages are the in-flight count");
+  autoscale->add_option("--period", scale.period, "averaging period (1s to 1h)")
+      ->capture_default_str();
+  autoscale->add_option("--periods", scale.periods, "periods whose largest average counts")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  autoscale->add_option("--spare", scale.spare, "idle tasks kept ready (seed 004: 1 or 2)")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  autoscale
+      ->add_option("--capacity", scale.capacity,
+                   "messages one task works on at once (1: the seed's one per task)")
+      ->capture_default_str();
+  autoscale->add_option("--running", scale.running, "tasks running now")
+      ->check(CLI::Range(0L, 1'000'000L));
+  autoscale->add_option("--ecs-cluster", scale.ecs_cluster,
+                        "read the running count from this ECS cluster's service");
+  autoscale->add_option("--ecs-service", scale.ecs_service, "the ECS service");
+  autoscale->add_option("--ecs-endpoint-url", scale.ecs_endpoint_url, "ECS endpoint");
+  autoscale
+      ->add_option("--min-backlog", scale.min_backlog,
+                   "gate: scale out only with at least this many visible messages (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  autoscale
+      ->add_option("--min-oldest-age", scale.min_oldest_age,
+                   "gate: scale out only once the oldest message is this old (--from "
+                   "cloudwatch; 0s: off)")
+      ->capture_default_str();
+  autoscale
+      ->add_option("--from", scale.from,
+                   "queue: sample the queue's attributes; cloudwatch: AWS/SQS one-minute "
+                   "statistics")
+      ->check(CLI::IsMember({"queue", "cloudwatch"}))
+      ->capture_default_str();
+  autoscale->add_option("--sample-every", scale.sample_every,
+                        "queue sampling interval (default: period / 6, 100ms to 10s)");
+  autoscale->add_flag("--once", scale.once, "compute one value over periods x period and exit");
+  autoscale->add_option("--serve", scale.serve,
+                        "HOST:PORT: serve /metrics (Prometheus) and /autoscale (JSON, KEDA's "
+                        "metrics-api scaler) continuously");
+  autoscale->add_option("--cloudwatch", scale.cloudwatch_namespace,
+                        "publish TaskUtilization (Percent) to this CloudWatch namespace every "
+                        "period (ECS target tracking)");
+  autoscale->add_option("--cloudwatch-endpoint-url", scale.cloudwatch_endpoint_url,
+                        "CloudWatch endpoint");
+  autoscale->add_option("--output", scale.output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  // plan
+  sluice::app::PlanOptions plan_options;
+  auto* plan = app.add_subcommand(
+      "plan",
+      "Seed 001's sizing from a running pipeline's /metrics: visibility timeout, "
+      "max_in_flight, concurrency, sink writers and batch size, with their formulas");
+  plan->add_option("--metrics-url", plan_options.metrics_url, "the pipeline's /metrics")
+      ->capture_default_str();
+  plan->add_option("--duration", plan_options.duration, "how long to observe")
+      ->capture_default_str();
+  plan->add_option("--interval", plan_options.interval, "between scrapes")->capture_default_str();
+  plan->add_option("--window", plan_options.window,
+                   "span whose slowest rate is the minimum sustained rate")
+      ->capture_default_str();
+  plan->add_option("--headroom", plan_options.headroom,
+                   "added to the visibility timeout (seed 001's GC-pause headroom)")
+      ->capture_default_str();
+  plan->add_option("--output", plan_options.output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  plan->add_option("--write", plan_options.write, "also write the values as a YAML fragment");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -259,6 +348,10 @@ int main(int argc, char** argv) {
       code = sluice::app::topic_create(topic_options);
     } else if (*bucket_create) {
       code = sluice::app::bucket_create(bucket_name, bucket_endpoint, bucket_region);
+    } else if (*plan) {
+      code = sluice::app::run_plan(plan_options);
+    } else if (*autoscale) {
+      code = sluice::app::run_autoscale(scale);
     } else if (*docs) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;

@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cmath>
 
 namespace sluice::app {
 namespace asio = boost::asio;
@@ -24,8 +25,10 @@ namespace {
 double seconds(std::chrono::nanoseconds d) {
   return std::chrono::duration<double>(d).count();
 }
-const Histogram::BucketBoundaries kLatency{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                           0.25,   0.5,   1,      2.5,   5,    10,    25};
+// From 10 us (a stage's work per message) to 25 s (a long poll, a stalled database).
+const Histogram::BucketBoundaries kLatency{
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+    0.025,   0.05,     0.1,     0.25,   0.5,     1,      2.5,   5,      10,    25};
 }  // namespace
 
 PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -191,6 +194,73 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
            .Help("Records per batch write")
            .Register(r)
            .Add({}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
+  auto& quantiles = BuildGauge()
+                        .Name("sluice_latency_quantile_seconds")
+                        .Help(
+                            "p50 and p99 since start, from the latency histograms (receive: "
+                            "sluice_poll_latency_seconds, handler: sluice_stage_latency_seconds, "
+                            "sink_batch: sluice_sink_write_latency_seconds)")
+                        .Register(r);
+  for (const auto& [stage, histogram] :
+       {std::pair{"receive", poll_latency_}, std::pair{"handler", handler_latency_},
+        std::pair{"sink_batch", sink_latency_}})
+    for (double q : {0.5, 0.99})
+      quantiles_.push_back(
+          {histogram, q,
+           &quantiles.Add({{"stage", stage}, {"quantile", q == 0.5 ? "0.5" : "0.99"}})});
+  settings_ = &BuildGauge()
+                   .Name("sluice_setting")
+                   .Help("The running configuration's sizes (what sluice plan compares with)")
+                   .Register(r);
+  autoscale_ = std::make_unique<AutoscaleGauges>(r);
+}
+
+void PipelineMetrics::set_setting(const std::string& name, double value) {
+  settings_->Add({{"name", name}}).Set(value);
+}
+
+double histogram_quantile(const prometheus::ClientMetric::Histogram& h, double q) {
+  if (h.sample_count == 0) return 0;
+  const double rank = q * static_cast<double>(h.sample_count);
+  double lower = 0, below = 0;
+  for (const auto& bucket : h.bucket) {
+    const double count = static_cast<double>(bucket.cumulative_count);
+    if (count >= rank) {
+      if (std::isinf(bucket.upper_bound)) return lower;  // beyond the last bound: its bound
+      const double in_bucket = count - below;
+      return in_bucket > 0 ? lower + (bucket.upper_bound - lower) * (rank - below) / in_bucket
+                           : bucket.upper_bound;
+    }
+    lower = bucket.upper_bound;
+    below = count;
+  }
+  return lower;
+}
+
+AutoscaleGauges::AutoscaleGauges(prometheus::Registry& r) {
+  auto gauge = [&](const char* name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Register(r).Add({});
+  };
+  desired_ = gauge("sluice_autoscale_desired_tasks",
+                   "ceil(in-flight max average / capacity + spare) (seed 004)");
+  utilization_ = gauge("sluice_autoscale_task_utilization_percent",
+                       "100 x (in-flight max average / capacity + spare) / running tasks");
+  max_average_ = gauge("sluice_autoscale_in_flight_max_average",
+                       "The largest of the last periods' average in-flight counts");
+  running_ = gauge("sluice_autoscale_running_tasks", "Tasks running (given or read from ECS)");
+  spare_ = gauge("sluice_autoscale_spare_tasks", "Spare tasks added to the desired count");
+  capacity_ = gauge("sluice_autoscale_task_capacity", "Messages one task works on at once");
+  gated_ = gauge("sluice_autoscale_gated", "1 while a gate holds scaling out");
+}
+
+void AutoscaleGauges::set(const scale::Signal& signal) {
+  desired_->Set(static_cast<double>(signal.desired_tasks));
+  utilization_->Set(signal.utilization_percent);
+  max_average_->Set(signal.in_flight_max_average);
+  running_->Set(static_cast<double>(signal.running));
+  spare_->Set(signal.spare);
+  capacity_->Set(signal.capacity);
+  gated_->Set(signal.gated ? 1 : 0);
 }
 
 namespace {
@@ -326,6 +396,8 @@ std::uint64_t PipelineMetrics::rejected(const std::string& reason) const {
   return static_cast<std::uint64_t>(rejected_->Add({{"reason", reason}}).Value());
 }
 std::string PipelineMetrics::serialize() const {
+  for (const auto& q : quantiles_)
+    q.gauge->Set(histogram_quantile(q.histogram->Collect().histogram, q.q));
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
@@ -336,6 +408,7 @@ struct MetricsServer::Impl {
   asio::ip::tcp::acceptor acceptor{io};
   std::function<std::string()> metrics;
   std::function<bool()> ready;
+  std::map<std::string, MetricsServer::Route> routes;
   std::thread thread;
 
   asio::awaitable<void> session(asio::ip::tcp::socket socket) {
@@ -352,6 +425,9 @@ struct MetricsServer::Impl {
       if (target == "/metrics") {
         res.set(http::field::content_type, "text/plain; version=0.0.4");
         res.body() = metrics();
+      } else if (auto route = routes.find(std::string(target)); route != routes.end()) {
+        res.set(http::field::content_type, route->second.content_type);
+        res.body() = route->second.body();
       } else if (target == "/healthz") {
         res.body() = "ok\n";
       } else if (target == "/readyz") {
@@ -401,19 +477,19 @@ std::pair<asio::ip::address, unsigned short> parse_listen_address(const std::str
 }
 
 MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> metrics,
-                             std::function<bool()> ready)
+                             std::function<bool()> ready, std::map<std::string, Route> routes,
+                             const std::string& setting)
     : impl_(std::make_shared<Impl>()) {
   const auto [address, port] = parse_listen_address(listen);
   impl_->metrics = std::move(metrics);
   impl_->ready = std::move(ready);
+  impl_->routes = std::move(routes);
   const asio::ip::tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
   impl_->acceptor.open(endpoint.protocol());
   impl_->acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true));
   boost::system::error_code ec;
   impl_->acceptor.bind(endpoint, ec);
-  if (ec)
-    throw std::runtime_error("metrics.listen (SLUICE_METRICS_LISTEN) " + listen + ": " +
-                             ec.message());
+  if (ec) throw std::runtime_error(setting + " " + listen + ": " + ec.message());
   impl_->acceptor.listen();
   port_ = impl_->acceptor.local_endpoint().port();
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);

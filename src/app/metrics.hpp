@@ -16,11 +16,29 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "sinks/sink.hpp"
 #include "sluice/container.hpp"
+#include "sluice/scale/in_flight.hpp"
 
 namespace sluice::app {
+
+// The autoscale signal's gauges (sluice_autoscale_*): `sluice autoscale --serve` and
+// `sluice run` export the same names.
+class AutoscaleGauges {
+ public:
+  explicit AutoscaleGauges(prometheus::Registry& registry);
+  void set(const scale::Signal& signal);
+
+ private:
+  prometheus::Gauge *desired_, *utilization_, *max_average_, *running_, *spare_, *capacity_,
+      *gated_;
+};
+
+// The q-quantile of a Prometheus histogram, interpolated within its bucket as
+// PromQL's histogram_quantile does.
+double histogram_quantile(const prometheus::ClientMetric::Histogram& histogram, double q);
 
 class PipelineMetrics : public ContainerObserver {
  public:
@@ -49,6 +67,9 @@ class PipelineMetrics : public ContainerObserver {
   // From one thread (the main loop).
   void update(const ContainerStats& stats);
   void set_backlog(double visible, double not_visible);
+  // sluice_setting{name=...}: max_in_flight, sink_writers, ... (for sluice plan).
+  void set_setting(const std::string& name, double value);
+  AutoscaleGauges& autoscale() { return *autoscale_; }
 
   std::string serialize() const;
 
@@ -104,6 +125,14 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Histogram* handler_latency_;
   prometheus::Histogram* sink_latency_;
   prometheus::Histogram* sink_batch_size_;
+  struct Quantile {
+    prometheus::Histogram* histogram;
+    double q;
+    prometheus::Gauge* gauge;
+  };
+  std::vector<Quantile> quantiles_;
+  prometheus::Family<prometheus::Gauge>* settings_;
+  std::unique_ptr<AutoscaleGauges> autoscale_;
 };
 
 // GET /metrics, /healthz (the process answers), /readyz (200 when ready() is true,
@@ -113,8 +142,15 @@ std::pair<boost::asio::ip::address, unsigned short> parse_listen_address(const s
 
 class MetricsServer {
  public:
+  // More paths: a JSON document, say.
+  struct Route {
+    std::string content_type;
+    std::function<std::string()> body;
+  };
+  // `setting` names the option in errors (a port already taken).
   MetricsServer(const std::string& listen, std::function<std::string()> metrics,
-                std::function<bool()> ready);
+                std::function<bool()> ready, std::map<std::string, Route> routes = {},
+                const std::string& setting = "metrics.listen (SLUICE_METRICS_LISTEN)");
   ~MetricsServer();
   int port() const { return port_; }
 

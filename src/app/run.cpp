@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "app/autoscale.hpp"
 #include "app/metrics.hpp"
 #include "app/queue_watch.hpp"
 #include "sinks/writer.hpp"
@@ -91,6 +92,24 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   const double cpu_started = cpu_now();
   auto metrics = std::make_shared<PipelineMetrics>();
   const pipeline::Transformer transformer(config.transform);
+  const bool rabbitmq = config.source == SourceType::rabbitmq;
+  // The sizes sluice plan compares its recommendations with.
+  metrics->set_setting("max_in_flight", config.container.max_in_flight);
+  metrics->set_setting("min_concurrent_receives", config.container.min_concurrent_receives);
+  metrics->set_setting("max_concurrent_receives", config.container.max_concurrent_receives);
+  metrics->set_setting("worker_threads", config.container.worker_threads);
+  metrics->set_setting("sink_writers", config.writer.writers);
+  metrics->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
+  if (!rabbitmq)
+    metrics->set_setting("visibility_timeout_seconds",
+                         static_cast<double>(config.sqs.visibility_timeout.count()));
+  // Seed 004's signal for this pipeline's own queue (sluice_autoscale_*, /autoscale).
+  scale::SignalOptions signal_options = config.autoscale;
+  signal_options.capacity =
+      config.autoscale_capacity > 0 ? config.autoscale_capacity : config.container.max_in_flight;
+  scale::InFlightWindow in_flight_window(signal_options);
+  std::mutex signal_mutex;
+  std::string signal_document = "{}";
 
   sinks::WriterEvents events;
   events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) {
@@ -225,7 +244,12 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     try {
       server = std::make_unique<MetricsServer>(
           config.metrics_listen, [&] { return metrics->serialize(); },
-          [&] { return ready.load() && writer.healthy() && metrics->receiving(); });
+          [&] { return ready.load() && writer.healthy() && metrics->receiving(); },
+          std::map<std::string, MetricsServer::Route>{{"/autoscale", {"application/json", [&] {
+                                                                        std::lock_guard lock(
+                                                                            signal_mutex);
+                                                                        return signal_document;
+                                                                      }}}});
       spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen,
                    server->port());
     } catch (const std::exception& e) {
@@ -260,6 +284,21 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     counts_seen_ns = read_at;
     const long visible = counts.visible.load(), not_visible = counts.not_visible.load();
     metrics->set_backlog(static_cast<double>(visible), static_cast<double>(not_visible));
+    {
+      // RabbitMQ does not report the queue's unacknowledged count over AMQP: this
+      // instance's own (held plus waiting in the source) stands in for it.
+      const double in_flight =
+          rabbitmq ? static_cast<double>(stats.in_flight + metrics->source_unacknowledged())
+                   : static_cast<double>(not_visible);
+      in_flight_window.add(Clock::now(), in_flight);
+      scale::GateInputs gates;
+      gates.backlog = static_cast<double>(visible);
+      const auto signal = scale::compute_signal(in_flight_window.period_averages(),
+                                                config.autoscale_running, signal_options, gates);
+      metrics->autoscale().set(signal);
+      std::lock_guard lock(signal_mutex);
+      signal_document = signal_json(signal, {});
+    }
     if (!options.until_drained) continue;
     const bool idle = visible == 0 && not_visible == 0 && stats.in_flight == 0 &&
                       stats.pending_acks == 0 && metrics->source_unacknowledged() == 0 &&

@@ -46,7 +46,7 @@ boost::asio::awaitable<std::string> resolve_region(boost::asio::any_io_executor 
 }
 
 Url resolve_endpoint(const std::string& service, const std::string& region,
-                     const std::string& explicit_url) {
+                     const std::string& explicit_url, const std::string& service_id) {
   auto parse_from = [](const std::string& value, const std::string& origin) {
     try {
       return Url::parse(value);
@@ -56,7 +56,7 @@ Url resolve_endpoint(const std::string& service, const std::string& region,
   };
   if (!explicit_url.empty()) return parse_from(explicit_url, "endpoint setting");
   std::string service_var = "AWS_ENDPOINT_URL_";
-  for (char c : service)
+  for (char c : service_id.empty() ? service : service_id)
     service_var += (c == '-' || c == ' ') ? '_' : static_cast<char>(std::toupper(c));
   if (auto v = env(service_var.c_str())) return parse_from(*v, service_var);
   if (auto v = env("AWS_ENDPOINT_URL")) return parse_from(*v, "AWS_ENDPOINT_URL");

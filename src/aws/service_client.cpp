@@ -55,7 +55,8 @@ ServiceClient::ServiceClient(asio::any_io_executor executor, ServiceSettings set
       retry_(settings_.retry),
       signer_(SigningOptions{}),
       region_(resolve_region_or_throw(settings_)),
-      endpoint_(resolve_endpoint(settings_.service, region_, settings_.endpoint_url)),
+      endpoint_(resolve_endpoint(settings_.service, region_, settings_.endpoint_url,
+                                 settings_.service_id)),
       credentials_(settings_.credentials ? settings_.credentials
                                          : make_default_credentials_chain(executor)) {
   signer_ = make_signer(settings_, region_);

@@ -23,6 +23,7 @@ namespace sluice::aws {
 struct ServiceSettings {
   std::string service;       // signing name and endpoint key: "sqs", "s3", "sns"
   std::string display_name;  // in errors: "SQS"
+  std::string service_id;    // AWS_ENDPOINT_URL_<ID> when not the signing name ("cloudwatch")
   std::string region;        // empty: AWS_REGION, AWS_DEFAULT_REGION, profile
   std::string endpoint_url;  // empty: AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL, profile
   std::shared_ptr<CredentialsProvider> credentials;  // null: the default chain

@@ -14,6 +14,29 @@ int hex_value(char c) {
 }
 }  // namespace
 
+std::string encode_form(const std::vector<std::pair<std::string, std::string>>& params) {
+  // As the AWS SDKs write forms (Python's urlencode): percent-encoding, a space as '+'.
+  auto append = [](std::string& out, std::string_view part) {
+    const std::string encoded = uri_encode(part, false);
+    for (std::size_t i = 0; i < encoded.size(); ++i) {
+      if (encoded.compare(i, 3, "%20") == 0) {
+        out += '+';
+        i += 2;
+      } else {
+        out += encoded[i];
+      }
+    }
+  };
+  std::string out;
+  for (const auto& [name, value] : params) {
+    if (!out.empty()) out += '&';
+    append(out, name);
+    out += '=';
+    append(out, value);
+  }
+  return out;
+}
+
 std::string uri_encode(std::string_view in, bool keep_slash) {
   static constexpr char digits[] = "0123456789ABCDEF";
   std::string out;

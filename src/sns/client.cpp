@@ -14,17 +14,6 @@ using aws::AwsError;
 using aws::ErrorKind;
 using Params = std::vector<std::pair<std::string, std::string>>;
 
-std::string encode_form(const Params& params) {
-  std::string out;
-  for (const auto& [name, value] : params) {
-    if (!out.empty()) out += '&';
-    out += text::uri_encode(name, false);
-    out += '=';
-    out += text::uri_encode(value, false);
-  }
-  return out;
-}
-
 namespace {
 
 constexpr const char* kVersion = "2010-03-31";
@@ -104,7 +93,7 @@ struct SnsClient::Impl {
     request.headers.emplace_back("Host", service.endpoint().host_header());
     request.headers.emplace_back("Content-Type",
                                  "application/x-www-form-urlencoded; charset=utf-8");
-    request.body = encode_form(params);
+    request.body = text::encode_form(params);
     auto response = co_await service.send(request, error_of, name);
     co_return parse_answer(response.body, name);
   }

@@ -869,6 +869,15 @@ TEST_F(AmqpTest, QueueCommandsCreateAndCount) {
   std::tie(code, text) = run(stats);
   EXPECT_NE(text.find("ready 25\n"), std::string::npos) << text;
   EXPECT_NE(text.find("consumers 1\n"), std::string::npos) << text;
+  // The autoscale signal of a RabbitMQ queue: its unacknowledged messages are the
+  // in-flight count: 5 + 1 spare = 6 tasks, 150 % of 4.
+  std::tie(code, text) =
+      run(sluice + " autoscale --amqp-url " + url + " --queue " + queue + " --management-url " +
+          broker_->management_url() + " --once --period 1s --periods 2 --running 4 --spare 1");
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_NE(text.find("in_flight_max_average  5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("desired_tasks          6\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("utilization_percent    150\n"), std::string::npos) << text;
   gate.open();
   container.stop();
   // Wrong password at the management API: exit 2, the password not shown.

@@ -8,7 +8,11 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <array>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "app/config.hpp"
@@ -20,7 +24,9 @@
 #include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
+#include "support/process.hpp"
 #include "support/run.hpp"
+#include "support/wait.hpp"
 
 extern char** environ;
 namespace asio = boost::asio;
@@ -275,4 +281,127 @@ TEST(MetricsServer, ServesMetricsHealthAndReadiness) {
   ready = true;
   EXPECT_EQ(get("/readyz").status, 200);
   EXPECT_EQ(get("/nope").status, 404);
+}
+
+// `sluice plan` against a live pipeline working through a backlog: every recommendation
+// follows from the figures it reports (the arithmetic redone here), the figures agree
+// with the run, and the pipeline exports the autoscale signal and latency quantiles.
+TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
+  const std::string url = make_queue("pipe-plan");
+  const int published = 10000;
+  publish(url, published, 0.1, 0.0);
+  const std::string db = ::testing::TempDir() + "/sluice-plan-" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(db);
+  const int port = test::free_port();
+  std::string yaml = pipeline_yaml(
+      url, "sink:\n  type: sqlite\n  batch_size: 50\n  sqlite:\n    path: " + db + "\n");
+  // Few held messages and one receive: a drain of several seconds to observe.
+  yaml.replace(yaml.find("concurrency: 2-4"), 16, "concurrency: 1  ");
+  yaml.replace(yaml.find("max_in_flight: 200"), 18, "max_in_flight: 20 ");
+  yaml.replace(yaml.find("listen: 127.0.0.1:0"), 19, "listen: 127.0.0.1:" + std::to_string(port));
+  yaml += "autoscale:\n  period: 1s\n  periods: 2\n  spare: 1\n  running_tasks: 2\n";
+  const auto config = app::parse_config(yaml);
+  std::thread pipeline([&] { run_until_drained(config); });
+  asio::io_context io;
+  aws::HttpClientOptions http_options;
+  http_options.use_env_proxy = false;
+  aws::HttpClient http(io.get_executor(), http_options);
+  auto get = [&](const std::string& path) {
+    aws::HttpRequest r;
+    r.url = aws::Url::parse("http://127.0.0.1:" + std::to_string(port) + path);
+    return test::run(io, http.send(r));
+  };
+  // Observed once it works (its endpoint up, messages settled).
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        try {
+          if (get("/metrics").body.find("sluice_messages_settled_total{") == std::string::npos)
+            return false;
+          const auto signal = nlohmann::json::parse(get("/autoscale").body);
+          return signal.contains("in_flight_max_average") &&
+                 signal["in_flight_max_average"].get<double>() > 0;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      20s));
+  // The pipeline's own endpoints, while it works; then the plan.
+  const auto metrics = get("/metrics").body;
+  const auto autoscale = nlohmann::json::parse(get("/autoscale").body);
+
+  const std::string fragment =
+      ::testing::TempDir() + "/sluice-plan-" + std::to_string(getpid()) + ".yaml";
+  std::string out;
+  FILE* pipe = popen(
+      (std::string(SLUICE_BINARY) + " plan --metrics-url http://127.0.0.1:" + std::to_string(port) +
+       "/metrics --duration 4s --interval 200ms --window 1s --headroom 10s "
+       "--output json --write " +
+       fragment + " 2>&1")
+          .c_str(),
+      "r");
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
+  const int status = pclose(pipe);
+
+  pipeline.join();
+  std::filesystem::remove(db);
+
+  ASSERT_EQ(WEXITSTATUS(status), 0) << out;
+  const auto doc = nlohmann::json::parse(out.substr(out.find('{')));
+  const auto& m = doc["measured"];
+  const double rate = m["rate"], min_rate = m["min_sustained_rate"], peak = m["peak_rate"];
+  EXPECT_GT(min_rate, 0) << out;
+  EXPECT_LE(min_rate, rate * 1.0001) << out;
+  EXPECT_GE(peak * 1.0001, rate) << out;
+  // No more settled than were published, and the run was busy for the whole window.
+  EXPECT_LE(rate * m["seconds"].get<double>(), published) << out;
+  EXPECT_EQ(m["max_in_flight"], 20.0);
+  EXPECT_EQ(m["sink_batch_size"], 50.0);
+  EXPECT_GT(m["receive_p99_s"].get<double>(), 0);
+  EXPECT_GE(m["receive_p99_s"].get<double>(), m["receive_p50_s"].get<double>());
+  EXPECT_GE(m["sink_batch_p99_s"].get<double>(), m["sink_batch_p50_s"].get<double>());
+  EXPECT_GT(m["batches_per_s"].get<double>(), 0);
+  const auto& r = doc["recommended"];
+  // Seed 001: ceil(20 / min rate + sink p99 + 10 s).
+  const double visibility = std::ceil(20.0 / min_rate + m["sink_batch_p99_s"].get<double>() + 10.0);
+  EXPECT_EQ(r["source.visibility_timeout"]["value"],
+            std::to_string(static_cast<long>(visibility)) + "s")
+      << out;
+  // 20 held at once all the time: the limit held throughput, so it doubles.
+  EXPECT_GE(m["in_flight_peak"].get<double>(), 18.0) << out;
+  EXPECT_EQ(r["source.max_in_flight"]["value"], "40") << out;
+  const double loops = rate * m["receive_mean_s"].get<double>() / 10.0;
+  const long min_loops = std::max(1L, static_cast<long>(std::ceil(loops)));
+  const long max_loops = std::max(min_loops + 1, static_cast<long>(std::ceil(2 * loops)));
+  EXPECT_EQ(r["source.concurrency"]["value"],
+            std::to_string(min_loops) + "-" + std::to_string(max_loops))
+      << out;
+  const double busy = m["batches_per_s"].get<double>() * m["sink_batch_mean_s"].get<double>();
+  EXPECT_EQ(r["sink.writers"]["value"],
+            std::to_string(std::max(1L, static_cast<long>(std::ceil(busy / 0.7)))))
+      << out;
+  EXPECT_FALSE(r["sink.batch_size"]["formula"].get<std::string>().empty());
+  std::ifstream written(fragment);
+  const std::string text((std::istreambuf_iterator<char>(written)), {});
+  EXPECT_NE(text.find("source:\n  visibility_timeout: " +
+                      std::to_string(static_cast<long>(visibility)) + "s  # ceil("),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sink:\n  writers: "), std::string::npos) << text;
+  std::filesystem::remove(fragment);
+
+  // The latency quantiles and the autoscale signal of the pipeline's own queue.
+  EXPECT_NE(metrics.find("sluice_latency_quantile_seconds{quantile=\"0.99\",stage=\"sink_batch\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_setting{name=\"max_in_flight\"} 20"), std::string::npos);
+  EXPECT_NE(metrics.find("sluice_autoscale_desired_tasks "), std::string::npos);
+  // About 20 in flight, capacity 20 (max_in_flight), 1 spare: 2 tasks, 2 running.
+  EXPECT_GT(autoscale["in_flight_max_average"].get<double>(), 0) << autoscale.dump();
+  EXPECT_EQ(autoscale["capacity"], 20.0);
+  EXPECT_EQ(autoscale["running"], 2);
+  EXPECT_EQ(autoscale["desired_tasks"],
+            static_cast<long>(
+                std::ceil(autoscale["in_flight_max_average"].get<double>() / 20 + 1 - 1e-9)))
+      << autoscale.dump();
 }

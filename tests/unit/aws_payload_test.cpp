@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <thread>
 
+#include "aws/text.hpp"
 #include "aws/xml.hpp"
 #include "pipeline/transform.hpp"
 #include "sluice/s3/client.hpp"
@@ -142,11 +143,11 @@ TEST(S3Addressing, PathStyleVirtualHostedAndAuto) {
   EXPECT_FALSE(s3::dns_compatible_bucket("a.b-c", true));
 }
 
-TEST(SnsForm, EveryNameAndValuePercentEncoded) {
-  EXPECT_EQ(sns::encode_form({{"Action", "Publish"},
-                              {"Message", "{\"a\": 1} & é+="},
-                              {"MessageAttributes.entry.1.Name", "k"}}),
-            "Action=Publish&Message=%7B%22a%22%3A%201%7D%20%26%20%C3%A9%2B%3D&"
+TEST(QueryForm, EveryNameAndValuePercentEncoded) {
+  EXPECT_EQ(text::encode_form({{"Action", "Publish"},
+                               {"Message", "{\"a\": 1} & é+="},
+                               {"MessageAttributes.entry.1.Name", "k"}}),
+            "Action=Publish&Message=%7B%22a%22%3A+1%7D+%26+%C3%A9%2B%3D&"
             "MessageAttributes.entry.1.Name=k");
 }
 

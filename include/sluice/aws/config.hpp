@@ -35,10 +35,12 @@ std::optional<std::string> region_from_environment(const std::string& explicit_r
 boost::asio::awaitable<std::string> resolve_region(boost::asio::any_io_executor executor,
                                                    std::string explicit_region = {});
 
-// Endpoint for a service: the explicit URL, AWS_ENDPOINT_URL_<SERVICE>,
+// Endpoint for a service: the explicit URL, AWS_ENDPOINT_URL_<SERVICE ID>,
 // AWS_ENDPOINT_URL, the profile's endpoint_url, then https://<service>.<region>.amazonaws.com.
+// The service id names the variable when it differs from the endpoint prefix
+// (CloudWatch: prefix "monitoring", AWS_ENDPOINT_URL_CLOUDWATCH).
 // Throws AwsError{configuration} when the URL is malformed (naming where it came from).
 Url resolve_endpoint(const std::string& service, const std::string& region,
-                     const std::string& explicit_url = {});
+                     const std::string& explicit_url = {}, const std::string& service_id = {});
 
 }  // namespace sluice::aws

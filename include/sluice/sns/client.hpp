@@ -84,8 +84,4 @@ class SnsClient {
   std::shared_ptr<Impl> impl_;
 };
 
-// The query-protocol form of a request (exposed for tests): "Action=...&Version=...&..."
-// with every name and value percent-encoded.
-std::string encode_form(const std::vector<std::pair<std::string, std::string>>& params);
-
 }  // namespace sluice::sns

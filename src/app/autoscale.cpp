@@ -1,0 +1,462 @@
+#include "app/autoscale.hpp"
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cmath>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "app/amqp_commands.hpp"
+#include "app/config.hpp"
+#include "app/metrics.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/cloudwatch/client.hpp"
+#include "sluice/ecs/client.hpp"
+#include "sluice/sqs/client.hpp"
+
+namespace sluice::app {
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples) {
+  nlohmann::json doc;
+  doc["desired_tasks"] = signal.desired_tasks;
+  doc["utilization_percent"] = signal.utilization_percent;
+  doc["in_flight_max_average"] = signal.in_flight_max_average;
+  doc["tasks_needed"] = signal.tasks_needed;
+  doc["running"] = signal.running;
+  doc["spare"] = signal.spare;
+  doc["capacity"] = signal.capacity;
+  doc["gated"] = signal.gated;
+  doc["gate"] = signal.gate;
+  doc["period_averages"] = signal.period_averages;
+  auto& list = doc["samples"] = nlohmann::json::array();
+  for (const auto& s : samples) {
+    nlohmann::json sample{{"at_s", s.at_s}, {"in_flight", s.in_flight}};
+    if (s.visible >= 0) sample["visible"] = s.visible;
+    list.push_back(std::move(sample));
+  }
+  return doc.dump();
+}
+
+namespace {
+
+// What a flag was given and what it expected; exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Reading {
+  double in_flight = 0;
+  double visible = -1;
+};
+
+// The queue's own figures: SQS attributes or the RabbitMQ management API.
+class QueueReader {
+ public:
+  virtual ~QueueReader() = default;
+  virtual asio::awaitable<Reading> read() = 0;
+};
+
+class SqsReader final : public QueueReader {
+ public:
+  SqsReader(asio::any_io_executor ex, const AutoscaleOptions& o) : url_(o.queue_url) {
+    sqs::SqsClientOptions options;
+    options.endpoint_url = o.endpoint_url;
+    options.region = o.region;
+    client_.emplace(ex, options);
+  }
+  asio::awaitable<Reading> read() override {
+    const auto attributes = co_await client_->get_queue_attributes(url_);
+    auto number = [&](const char* name) {
+      auto it = attributes.find(name);
+      if (it == attributes.end())
+        throw aws::AwsError(aws::ErrorKind::integrity,
+                            std::string("GetQueueAttributes answer has no ") + name,
+                            "MalformedResponse");
+      return std::stod(it->second);
+    };
+    co_return Reading{number("ApproximateNumberOfMessagesNotVisible"),
+                      number("ApproximateNumberOfMessages")};
+  }
+
+ private:
+  std::string url_;
+  std::optional<sqs::SqsClient> client_;
+};
+
+class AmqpReader final : public QueueReader {
+ public:
+  AmqpReader(asio::any_io_executor ex, const AutoscaleOptions& o)
+      : api_(std::move(ex), o.amqp_url, o.management_url), queue_(o.amqp_queue) {}
+  asio::awaitable<Reading> read() override {
+    const auto counts = co_await api_.queue_counts(queue_);
+    co_return Reading{static_cast<double>(counts.unacknowledged),
+                      static_cast<double>(counts.ready)};
+  }
+
+ private:
+  ManagementApi api_;
+  std::string queue_;
+};
+
+std::string queue_name_of(const std::string& url) {
+  const auto slash = url.find_last_of('/');
+  return slash == std::string::npos ? url : url.substr(slash + 1);
+}
+
+milliseconds duration_flag(const std::string& flag, const std::string& value, milliseconds min,
+                           milliseconds max) {
+  const auto d = parse_duration(value);
+  if (!d || *d < min || *d > max)
+    throw UsageError(flag + ": got '" + value + "', expected " + duration_expected(min, max));
+  return *d;
+}
+
+class Autoscaler {
+ public:
+  explicit Autoscaler(const AutoscaleOptions& o) : o_(o) {
+    if (o.queue_url.empty() == o.amqp_url.empty())
+      throw UsageError(
+          "give --queue-url (SQS) or --amqp-url (or SLUICE_AMQP_URL) with --queue and "
+          "--management-url (RabbitMQ), not both");
+    if (!o.amqp_url.empty() && (o.amqp_queue.empty() || o.management_url.empty()))
+      throw UsageError(
+          "RabbitMQ: --queue and --management-url are needed (the in-flight count is the "
+          "queue's unacknowledged messages, which only the management API reports)");
+    options_.period =
+        duration_flag("--period", o.period, milliseconds(1000), std::chrono::hours(1));
+    options_.periods = o.periods;
+    options_.spare = o.spare;
+    if (!(o.capacity > 0) || !std::isfinite(o.capacity))
+      throw UsageError("--capacity: got " + std::to_string(o.capacity) +
+                       ", expected a number of messages above 0");
+    options_.capacity = o.capacity;
+    options_.min_backlog = o.min_backlog;
+    options_.min_oldest_age_s =
+        static_cast<double>(duration_flag("--min-oldest-age", o.min_oldest_age, milliseconds(0),
+                                          std::chrono::hours(24 * 14))
+                                .count()) /
+        1000.0;
+    cloudwatch_source_ = o.from == "cloudwatch";
+    if (cloudwatch_source_) {
+      if (o.queue_url.empty())
+        throw UsageError("--from cloudwatch: only for SQS queues (AWS/SQS metrics)");
+      if (options_.period.count() % 60'000 != 0)
+        throw UsageError("--period: got '" + o.period +
+                         "', expected whole minutes with --from cloudwatch (AWS/SQS metrics "
+                         "have one-minute resolution)");
+    } else if (options_.min_oldest_age_s > 0) {
+      throw UsageError(
+          "--min-oldest-age: needs --from cloudwatch (the queue's attributes do not carry the "
+          "age of its oldest message; CloudWatch's ApproximateAgeOfOldestMessage does)");
+    }
+    if (o.running < 0 && (o.ecs_cluster.empty() || o.ecs_service.empty()))
+      throw UsageError(
+          "give --running N, or --ecs-cluster and --ecs-service to read the running count "
+          "from ECS");
+    if (o.once && !o.serve.empty()) throw UsageError("--once and --serve: choose one");
+    const milliseconds default_every =
+        std::clamp<milliseconds>(options_.period / 6, milliseconds(100), milliseconds(10'000));
+    sample_every_ = o.sample_every.empty() ? default_every
+                                           : duration_flag("--sample-every", o.sample_every,
+                                                           milliseconds(50), options_.period);
+    window_.emplace(options_);
+    running_ = o.running;
+  }
+
+  int run() {
+    try {
+      if (!cloudwatch_source_)
+        reader_ = o_.queue_url.empty()
+                      ? std::unique_ptr<QueueReader>(new AmqpReader(io_.get_executor(), o_))
+                      : std::unique_ptr<QueueReader>(new SqsReader(io_.get_executor(), o_));
+      if (cloudwatch_source_ || !o_.cloudwatch_namespace.empty()) {
+        cloudwatch::CloudWatchClientOptions options;
+        options.region = o_.region;
+        options.endpoint_url = o_.cloudwatch_endpoint_url;
+        cloudwatch_.emplace(io_.get_executor(), options);
+      }
+      if (o_.running < 0) {
+        ecs::EcsClientOptions options;
+        options.region = o_.region;
+        options.endpoint_url = o_.ecs_endpoint_url;
+        ecs_.emplace(io_.get_executor(), options);
+      }
+    } catch (const ManagementError& e) {
+      throw UsageError(e.what());
+    } catch (const aws::AwsError& e) {
+      if (e.kind() == aws::ErrorKind::configuration) throw UsageError(e.what());
+      throw;
+    }
+    prometheus::Registry registry;
+    gauges_ = std::make_unique<AutoscaleGauges>(registry);
+    std::unique_ptr<MetricsServer> server;
+    if (!o_.serve.empty()) {
+      try {
+        server = std::make_unique<MetricsServer>(
+            o_.serve,
+            [&] {
+              std::lock_guard lock(mutex_);
+              return prometheus::TextSerializer().Serialize(registry.Collect());
+            },
+            [&] {
+              std::lock_guard lock(mutex_);
+              return latest_.has_value();
+            },
+            std::map<std::string, MetricsServer::Route>{{"/autoscale",
+                                                         {"application/json",
+                                                          [&] {
+                                                            std::lock_guard lock(mutex_);
+                                                            return latest_json_.empty()
+                                                                       ? std::string("{}")
+                                                                       : latest_json_;
+                                                          }}}},
+            "--serve");
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--serve: ") + e.what());
+      } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());
+      }
+      spdlog::info("event=autoscale_serving address={} port={} paths=/metrics,/autoscale", o_.serve,
+                   server->port());
+    }
+    asio::signal_set signals(io_, SIGINT, SIGTERM);
+    signals.async_wait([&](const boost::system::error_code& ec, int) {
+      if (!ec) io_.stop();
+    });
+    asio::co_spawn(io_, loop(), [&](std::exception_ptr e) {
+      failure_ = e;
+      io_.stop();
+    });
+    io_.run();
+    if (failure_) std::rethrow_exception(failure_);
+    return exit_code_;
+  }
+
+ private:
+  asio::awaitable<void> sleep_until(Clock::time_point at) {
+    asio::steady_timer timer(io_);
+    timer.expires_at(at);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+
+  asio::awaitable<void> refresh_running() {
+    if (!ecs_) co_return;
+    // Named locals: GCC 12 mishandles some temporaries inside co_await expressions.
+    std::vector<std::string> services{o_.ecs_service};
+    const auto result = co_await ecs_->describe_services(o_.ecs_cluster, std::move(services));
+    if (result.services.empty()) throw service_not_found(result);
+    running_ = result.services.front().running_count;
+  }
+
+  aws::AwsError service_not_found(const ecs::DescribeServicesResult& result) const {
+    std::string reason = "no answer";
+    if (!result.failures.empty()) reason = result.failures.front().reason;
+    return aws::AwsError(
+        aws::ErrorKind::client,
+        "ECS service '" + o_.ecs_service + "' in cluster '" + o_.ecs_cluster + "': " + reason,
+        "ServiceNotFound");
+  }
+
+  void publish(const scale::Signal& signal) {
+    std::lock_guard lock(mutex_);
+    latest_ = signal;
+    latest_json_ = signal_json(signal, samples_in_window());
+    gauges_->set(signal);
+  }
+
+  std::vector<AutoscaleSample> samples_in_window() const {
+    return {samples_.begin(), samples_.end()};
+  }
+
+  void print(const scale::Signal& s) {
+    if (o_.output == "json") {
+      std::cout << signal_json(s, samples_in_window()) << std::endl;
+      return;
+    }
+    std::cout << "desired_tasks          " << s.desired_tasks << "\n"
+              << "utilization_percent    " << s.utilization_percent << "\n"
+              << "in_flight_max_average  " << s.in_flight_max_average << "\n"
+              << "running                " << s.running << "\n"
+              << "spare                  " << s.spare << "\n"
+              << "capacity               " << s.capacity << "\n"
+              << "period_averages       ";
+    for (double a : s.period_averages) std::cout << " " << a;
+    std::cout << "\nsamples                " << samples_.size() << "\n";
+    if (s.gated) std::cout << "gated                  " << s.gate << "\n";
+    std::cout << std::endl;
+  }
+
+  // (Built outside the coroutines: GCC 12 miscompiles braced string literals in them.)
+  cloudwatch::MetricDatum utilization_datum(const scale::Signal& s) const {
+    cloudwatch::MetricDatum datum;
+    datum.metric_name = "TaskUtilization";
+    datum.dimensions.push_back(
+        {"QueueName", o_.queue_url.empty() ? o_.amqp_queue : queue_name_of(o_.queue_url)});
+    if (!o_.ecs_service.empty()) {
+      datum.dimensions.push_back({"ClusterName", o_.ecs_cluster});
+      datum.dimensions.push_back({"ServiceName", o_.ecs_service});
+    }
+    datum.value = s.utilization_percent;
+    datum.unit = "Percent";
+    return datum;
+  }
+
+  asio::awaitable<void> put_utilization(const scale::Signal& s) {
+    if (o_.cloudwatch_namespace.empty()) co_return;
+    std::vector<cloudwatch::MetricDatum> data{utilization_datum(s)};
+    co_await cloudwatch_->put_metric_data(o_.cloudwatch_namespace, std::move(data));
+    spdlog::info("event=task_utilization_put namespace={} value={}", o_.cloudwatch_namespace,
+                 s.utilization_percent);
+  }
+
+  std::vector<cloudwatch::MetricQuery> queue_metric_queries() const {
+    const int period_s = static_cast<int>(options_.period.count() / 1000);
+    const std::vector<cloudwatch::Dimension> queue{{"QueueName", queue_name_of(o_.queue_url)}};
+    return {
+        {"inflight", "AWS/SQS", "ApproximateNumberOfMessagesNotVisible", queue, period_s,
+         "Average"},
+        {"visible", "AWS/SQS", "ApproximateNumberOfMessagesVisible", queue, period_s, "Maximum"},
+        {"oldest", "AWS/SQS", "ApproximateAgeOfOldestMessage", queue, period_s, "Maximum"}};
+  }
+
+  // One evaluation over CloudWatch's one-minute statistics.
+  asio::awaitable<scale::Signal> evaluate_from_cloudwatch() {
+    const int period_s = static_cast<int>(options_.period.count() / 1000);
+    std::vector<cloudwatch::MetricQuery> queries = queue_metric_queries();
+    const auto now = std::chrono::system_clock::now();
+    const auto start = std::chrono::time_point_cast<std::chrono::seconds>(
+        now - options_.period * options_.periods);
+    const auto end = std::chrono::time_point_cast<std::chrono::seconds>(now);
+    const auto series = co_await cloudwatch_->get_metric_data(std::move(queries), start, end);
+    std::vector<double> averages = series[0].values;
+    if (averages.size() > static_cast<std::size_t>(options_.periods))
+      averages.erase(averages.begin(), averages.end() - options_.periods);
+    scale::GateInputs gates;
+    if (!series[1].values.empty()) gates.backlog = series[1].values.back();
+    if (!series[2].values.empty()) gates.oldest_age_s = series[2].values.back();
+    samples_.clear();
+    for (std::size_t i = 0; i < averages.size(); ++i)
+      samples_.push_back(AutoscaleSample{static_cast<double>(i) * period_s, averages[i], -1});
+    co_return scale::compute_signal(averages, running_, options_, gates);
+  }
+
+  asio::awaitable<void> loop() {
+    co_await refresh_running();
+    if (cloudwatch_source_) {
+      for (;;) {
+        const auto signal = co_await evaluate_from_cloudwatch();
+        publish(signal);
+        if (o_.serve.empty()) print(signal);
+        co_await put_utilization(signal);
+        if (o_.once) co_return;
+        co_await sleep_until(Clock::now() + options_.period);
+        co_await refresh_running();
+      }
+    }
+    const auto first = Clock::now();
+    const auto window = options_.period * options_.periods;
+    auto next_evaluation = first + options_.period;
+    for (long k = 0;; ++k) {
+      const auto at = first + sample_every_ * k;
+      if (o_.once && at - first >= window) break;  // the window is periods x period exactly
+      co_await sleep_until(at);
+      try {
+        const Reading r = co_await reader_->read();
+        window_->add(at, r.in_flight);
+        backlog_ = r.visible;
+        samples_.push_back(AutoscaleSample{std::chrono::duration<double>(at - first).count(),
+                                           r.in_flight, r.visible});
+        while (!samples_.empty() && samples_.back().at_s - samples_.front().at_s >=
+                                        std::chrono::duration<double>(window).count())
+          samples_.pop_front();
+      } catch (const ManagementError& e) {
+        if (o_.once) throw;
+        spdlog::warn("event=autoscale_sample_failed error=\"{}\"", e.what());
+        continue;
+      } catch (const aws::AwsError& e) {
+        if (o_.once) throw;
+        spdlog::warn("event=autoscale_sample_failed error=\"{}\"", e.what());
+        continue;
+      }
+      if (o_.once) continue;
+      const auto signal = compute();
+      publish(signal);
+      if (Clock::now() >= next_evaluation) {
+        next_evaluation += options_.period;
+        if (o_.serve.empty()) print(signal);
+        try {
+          co_await put_utilization(signal);
+          co_await refresh_running();
+        } catch (const aws::AwsError& e) {
+          spdlog::warn("event=autoscale_aws_call_failed error=\"{}\"", e.what());
+        }
+      }
+    }
+    const auto signal = compute();
+    publish(signal);
+    print(signal);
+    co_await put_utilization(signal);
+  }
+
+  scale::Signal compute() const {
+    scale::GateInputs gates;
+    gates.backlog = backlog_;
+    return scale::compute_signal(window_->period_averages(), running_, options_, gates);
+  }
+
+  const AutoscaleOptions& o_;
+  scale::SignalOptions options_;
+  milliseconds sample_every_{};
+  bool cloudwatch_source_ = false;
+  asio::io_context io_;
+  std::unique_ptr<QueueReader> reader_;
+  std::optional<cloudwatch::CloudWatchClient> cloudwatch_;
+  std::optional<ecs::EcsClient> ecs_;
+  std::optional<scale::InFlightWindow> window_;
+  std::deque<AutoscaleSample> samples_;
+  double backlog_ = -1;
+  long running_ = 0;
+  std::unique_ptr<AutoscaleGauges> gauges_;
+  std::mutex mutex_;
+  std::optional<scale::Signal> latest_;
+  std::string latest_json_;
+  std::exception_ptr failure_;
+  int exit_code_ = 0;
+};
+
+}  // namespace
+
+int run_autoscale(const AutoscaleOptions& options) {
+  try {
+    Autoscaler autoscaler(options);
+    return autoscaler.run();
+  } catch (const UsageError& e) {
+    std::cerr << "sluice autoscale: " << e.what() << "\n";
+    return 2;
+  } catch (const ManagementError& e) {
+    std::cerr << "sluice autoscale: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice autoscale: " << e.what() << "\n";
+    const bool users_to_fix = e.kind() == aws::ErrorKind::configuration ||
+                              e.code() == "QueueDoesNotExist" ||
+                              e.code().ends_with("NonExistentQueue");
+    return users_to_fix ? 2 : 1;
+  }
+}
+
+}  // namespace sluice::app

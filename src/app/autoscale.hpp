@@ -1,0 +1,53 @@
+#pragma once
+// `sluice autoscale`: seed 004's in-flight signal for a queue, printed once, served
+// continuously (Prometheus gauges, a JSON document for KEDA's metrics-api scaler) or
+// published to CloudWatch (TaskUtilization, for ECS target tracking).
+#include <string>
+
+#include "sluice/scale/in_flight.hpp"
+
+namespace sluice::app {
+
+struct AutoscaleOptions {
+  // the queue: SQS, or RabbitMQ through its management API
+  std::string queue_url;
+  std::string endpoint_url;
+  std::string region;
+  std::string amqp_url;
+  std::string amqp_queue;
+  std::string management_url;
+  // the signal
+  std::string period = "1m";
+  int periods = 5;
+  int spare = 1;
+  double capacity = 1;
+  long running = -1;  // -1: read from ECS
+  std::string ecs_cluster;
+  std::string ecs_service;
+  std::string ecs_endpoint_url;
+  double min_backlog = 0;
+  std::string min_oldest_age = "0s";
+  std::string from = "queue";  // or "cloudwatch" (AWS/SQS one-minute statistics)
+  std::string sample_every;    // empty: period / 6, from 100ms to 10s
+  // outputs
+  bool once = false;
+  std::string serve;                 // HOST:PORT
+  std::string cloudwatch_namespace;  // PutMetricData TaskUtilization
+  std::string cloudwatch_endpoint_url;
+  std::string output = "text";  // or json
+};
+
+int run_autoscale(const AutoscaleOptions& options);
+
+struct AutoscaleSample {
+  double at_s = 0;  // since the first sample
+  double in_flight = 0;
+  double visible = -1;
+};
+
+// The JSON document (--output json, GET /autoscale): desired_tasks,
+// utilization_percent, in_flight_max_average, running, spare, capacity, gated, gate,
+// period_averages, samples.
+std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples);
+
+}  // namespace sluice::app
