@@ -17,6 +17,7 @@
 #include "app/aws_commands.hpp"
 #include "app/config.hpp"
 #include "app/demo.hpp"
+#include "app/metrics.hpp"
 #include "app/plan.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
@@ -313,6 +314,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   plan->add_option("--write", plan_options.write, "also write the values as a YAML fragment");
 
+  // health
+  std::string health_url = "http://127.0.0.1:9464/healthz";
+  auto* health = app.add_subcommand(
+      "health", "Exit 0 when a sluice endpoint answers 200 (container health checks without curl)");
+  health->add_option("--url", health_url, "/healthz or /readyz of a running sluice")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -320,6 +328,11 @@ int main(int argc, char** argv) {
     // (README), not CLI11's own codes.
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
+  }
+  // Deployment checks: the command line as a manifest gives it parses, nothing runs.
+  if (const char* check = std::getenv("SLUICE_CHECK_COMMAND_LINE"); check && *check == '1') {
+    std::cout << "sluice: command line ok\n";
+    return 0;
   }
   setup_logging(log_level);
   int code = EXIT_FAILURE;
@@ -348,6 +361,8 @@ int main(int argc, char** argv) {
       code = sluice::app::topic_create(topic_options);
     } else if (*bucket_create) {
       code = sluice::app::bucket_create(bucket_name, bucket_endpoint, bucket_region);
+    } else if (*health) {
+      code = sluice::app::probe(health_url);
     } else if (*plan) {
       code = sluice::app::run_plan(plan_options);
     } else if (*autoscale) {

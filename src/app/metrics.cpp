@@ -8,9 +8,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cmath>
+#include <iostream>
+
+#include "sluice/aws/error.hpp"
+#include "sluice/aws/http.hpp"
 
 namespace sluice::app {
 namespace asio = boost::asio;
@@ -494,6 +499,31 @@ MetricsServer::MetricsServer(const std::string& listen, std::function<std::strin
   port_ = impl_->acceptor.local_endpoint().port();
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
   impl_->thread = std::thread([impl = impl_] { impl->io.run(); });
+}
+
+int probe(const std::string& url) {
+  aws::HttpRequest request;
+  try {
+    request.url = aws::Url::parse(url);
+  } catch (const aws::AwsError&) {
+    std::cerr << "sluice health: --url: got '" << url << "', expected http://host:port/healthz\n";
+    return 2;
+  }
+  request.timeout = std::chrono::seconds(5);
+  asio::io_context io;
+  aws::HttpClientOptions options;
+  options.use_env_proxy = false;
+  aws::HttpClient client(io.get_executor(), options);
+  auto answer = asio::co_spawn(io, client.send(request), asio::use_future);
+  io.run();
+  try {
+    const auto response = answer.get();
+    if (response.status == 200) return 0;
+    std::cerr << "sluice health: " << url << " answered " << response.status << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "sluice health: " << url << ": " << e.what() << "\n";
+  }
+  return 1;
 }
 
 MetricsServer::~MetricsServer() {

@@ -140,6 +140,10 @@ class PipelineMetrics : public ContainerObserver {
 // "127.0.0.1:9464", "[::1]:0": throws std::invalid_argument saying what was expected.
 std::pair<boost::asio::ip::address, unsigned short> parse_listen_address(const std::string& listen);
 
+// GET `url` (a sluice /healthz or /readyz): 0 when it answers 200 within 5 s, 1
+// otherwise (saying why on stderr), 2 when the URL is malformed.
+int probe(const std::string& url);
+
 class MetricsServer {
  public:
   // More paths: a JSON document, say.

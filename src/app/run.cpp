@@ -31,7 +31,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // What the stop may take beyond shutdown_deadline (documented in README, RELIABILITY.md).
-constexpr std::chrono::milliseconds kShutdownMargin{3000};
 
 std::atomic<int> g_signal{0};
 void on_signal(int number) {

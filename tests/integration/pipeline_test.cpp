@@ -278,8 +278,14 @@ TEST(MetricsServer, ServesMetricsHealthAndReadiness) {
   EXPECT_NE(m.body.find("sluice_sink_write_latency_seconds"), std::string::npos);
   EXPECT_EQ(get("/healthz").status, 200);
   EXPECT_EQ(get("/readyz").status, 503);
+  // `sluice health`: the exit code a container health check reads.
+  const std::string base = "http://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(app::probe(base + "/healthz"), 0);
+  EXPECT_EQ(app::probe(base + "/readyz"), 1);
+  EXPECT_EQ(app::probe("not a url"), 2);
   ready = true;
   EXPECT_EQ(get("/readyz").status, 200);
+  EXPECT_EQ(app::probe(base + "/readyz"), 0);
   EXPECT_EQ(get("/nope").status, 404);
 }
 
