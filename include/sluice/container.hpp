@@ -61,6 +61,10 @@ struct ContainerOptions {
   int max_in_flight = 100;  // messages held at once (received, not settled)
   int min_concurrent_receives = 1;
   int max_concurrent_receives = 4;
+  // Measure instead of MIN-MAX: receives double while throughput rises, settle where it
+  // plateaus, step down when the handlers are the bottleneck, fall back when idle
+  // (at most max_in_flight / the source's batch size, and 256).
+  bool auto_concurrency = false;
   int worker_threads = 16;   // handler threads
   int handoff_capacity = 0;  // handler calls queued for the workers; 0: max_in_flight
   // Elastic receives (Spring AMQP's triggers): add a receive after this many
@@ -74,7 +78,9 @@ struct ContainerOptions {
 
 // Throws std::invalid_argument naming the option, its value and what was expected.
 void validate(const ContainerOptions& options);
-// "4" or "2-4" (Spring's concurrency syntax) into min/max concurrent receives.
+inline constexpr int kMaxAutoReceives = 256;
+// "4" or "2-4" (Spring's concurrency syntax) into min/max concurrent receives; "auto"
+// sets auto_concurrency.
 void parse_concurrency(const std::string& text, ContainerOptions& options);
 
 using MessageHandler = std::function<void(Message&)>;

@@ -357,12 +357,14 @@ const std::vector<Option>& options() {
        }},
       {"source.concurrency", "string", "1-4",
        "N or MIN-MAX (Spring's syntax), elastic between MIN and MAX: concurrent receives (SQS), "
-       "consumers (RabbitMQ).",
+       "consumers (RabbitMQ). auto: SQS receives found by measuring (doubled while throughput "
+       "rises, settled where it plateaus, fewer when the sink is the bottleneck, one when "
+       "idle); RabbitMQ consumers elastic from 1 to max_in_flight / prefetch (at most 64).",
        [](auto& c, auto& n, auto& k) {
          try {
            parse_concurrency(as_string(n, k), c.container);
          } catch (const std::invalid_argument&) {
-           bad(k, n, "N or MIN-MAX with 1 <= MIN <= MAX, e.g. 2-8");
+           bad(k, n, "N or MIN-MAX with 1 <= MIN <= MAX, e.g. 2-8, or auto");
          }
        }},
       {"source.consecutive_full_trigger", "integer", "3",
@@ -838,6 +840,9 @@ void finalize(PipelineConfig& c) {
           "source.queue: missing, expected the RabbitMQ queue's name (source.type is rabbitmq)");
     // Spring's concurrency: consumers. The container's own receive loop is single:
     // a push source's receive only takes what has arrived.
+    if (c.container.auto_concurrency)
+      c.container.max_concurrent_receives =
+          std::clamp(c.container.max_in_flight / std::max(1, c.amqp.prefetch), 1, 64);
     c.amqp.min_consumers = c.container.min_concurrent_receives;
     c.amqp.max_consumers = c.container.max_concurrent_receives;
     if (c.amqp.max_consumers > c.container.max_in_flight)
@@ -1027,9 +1032,14 @@ std::string describe(const PipelineConfig& c) {
         << " (consumers " << c.amqp.min_consumers << "-" << c.amqp.max_consumers << ", prefetch "
         << c.amqp.prefetch << ", max_in_flight " << c.container.max_in_flight << ")\n";
   else
-    out << "source: " << c.sqs.queue_url << " (receives " << c.container.min_concurrent_receives
-        << "-" << c.container.max_concurrent_receives << ", max_in_flight "
-        << c.container.max_in_flight << ")\n";
+    out << "source: " << c.sqs.queue_url << " (receives "
+        << (c.container.auto_concurrency
+                ? std::string("auto, at most ") +
+                      std::to_string(
+                          std::clamp(c.container.max_in_flight / 10, 1, kMaxAutoReceives))
+                : std::to_string(c.container.min_concurrent_receives) + "-" +
+                      std::to_string(c.container.max_concurrent_receives))
+        << ", max_in_flight " << c.container.max_in_flight << ")\n";
   out << "sink: "
       << (c.sink == SinkType::sqlite ? "sqlite " + c.sqlite.path
           : c.sink == SinkType::postgres

@@ -33,6 +33,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "runtime/auto_concurrency.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/dispatch.hpp"
 #include "runtime/log_exceptions.hpp"
@@ -98,6 +99,13 @@ void validate(const ContainerOptions& o) {
 }
 
 void parse_concurrency(const std::string& text, ContainerOptions& options) {
+  if (text == "auto") {
+    options.auto_concurrency = true;
+    options.min_concurrent_receives = 1;
+    options.max_concurrent_receives = kMaxAutoReceives;
+    return;
+  }
+  options.auto_concurrency = false;
   auto number = [&](const std::string& part) {
     std::size_t used = 0;
     int value = 0;
@@ -328,6 +336,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     const int max_batch = capabilities.max_batch;
     while (!intake_closed) {
       int taken = 0;
+      const auto waiting_since = Clock::now();
       try {
         taken = co_await permits.acquire_up_to(max_batch);
       } catch (const boost::system::system_error&) {
@@ -394,6 +403,21 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         }
         // A cancellation here leaves them held and unstarted: stop() releases those.
         if (!co_await send_units(dispatch->admit(std::move(states)).ready)) co_return;
+      }
+      if (auto_concurrency) {
+        const int wanted = auto_concurrency->after_poll(count, taken, max_batch, latency,
+                                                        Clock::now(), started - waiting_since);
+        if (intake_closed) continue;
+        if (active_receivers > wanted) {
+          spdlog::info("container={} event=receivers_down receivers={} mode=auto", options.name,
+                       active_receivers - 1);
+          co_return;
+        }
+        if (active_receivers < wanted)
+          spdlog::info("container={} event=receivers_up receivers={} mode=auto", options.name,
+                       wanted);
+        while (active_receivers < wanted) spawn_receiver();
+        continue;
       }
       const bool full = static_cast<int>(count) >= max_batch;
       const auto decision = scaler.after_poll(loop, count, full, active_receivers,
@@ -709,6 +733,15 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     }
     // A push source's receive only takes what has arrived: one loop does it.
     if (capabilities.push) scaler.reconfigure(1, 1);
+    if (options.auto_concurrency && !capabilities.push) {
+      // Never more receives than max_in_flight can fill with full batches.
+      runtime::AutoConcurrency::Config c;
+      c.min = 1;
+      c.max = std::clamp(options.max_in_flight / std::max(1, capabilities.max_batch), 1,
+                         kMaxAutoReceives);
+      auto_concurrency.emplace(c);
+      scaler.reconfigure(1, c.max);
+    }
     for (int i = 0; i < scaler.config().min_receives; ++i) spawn_receiver();
     spdlog::info(
         "container={} event=started source={} ordered_groups={} max_in_flight={} receives={}-{} "
@@ -861,6 +894,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   runtime::Permits permits;
   Handoff handoff;
   runtime::ReceiveScaler scaler;
+  std::optional<runtime::AutoConcurrency> auto_concurrency;  // concurrency: auto
 
   std::mutex lifecycle_mutex;
   State state = State::idle;

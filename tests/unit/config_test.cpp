@@ -253,3 +253,44 @@ TEST(Config, ADirectoryIsNotAConfigurationFile) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
 }
+
+TEST(Config, ConcurrencyAutoAndTheAutoscaleOptions) {
+  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
+    for (const char* p : parts)
+      if (message.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << message << " lacks " << p;
+    return ::testing::AssertionSuccess();
+  };
+  const std::string fields = R"(normalize:
+  fields:
+    - {name: skuId, from: /skuId, required: true}
+identity:
+  versions:
+    V1: [skuId]
+)";
+  auto sqs = parse_config(
+      "source:\n  queue_url: http://127.0.0.1:1/000000000000/q\n"
+      "  concurrency: auto\n  max_in_flight: 500\n" +
+      fields +
+      "autoscale:\n  period: 30s\n  periods: 3\n  spare: 2\n"
+      "  capacity: 50\n  running_tasks: 4\n");
+  EXPECT_TRUE(sqs.container.auto_concurrency);
+  EXPECT_EQ(sqs.container.min_concurrent_receives, 1);
+  EXPECT_NE(describe(sqs).find("receives auto, at most 50"), std::string::npos) << describe(sqs);
+  EXPECT_EQ(sqs.autoscale.period, std::chrono::seconds(30));
+  EXPECT_EQ(sqs.autoscale.periods, 3);
+  EXPECT_EQ(sqs.autoscale.spare, 2);
+  EXPECT_EQ(sqs.autoscale_capacity, 50);
+  EXPECT_EQ(sqs.autoscale_running, 4);
+  // RabbitMQ: consumers elastic from 1 to max_in_flight / prefetch.
+  auto rabbit = parse_config(
+      "source:\n  type: rabbitmq\n  queue: q\n  concurrency: auto\n"
+      "  max_in_flight: 1000\n  prefetch: 100\n" +
+      fields);
+  EXPECT_EQ(rabbit.amqp.min_consumers, 1);
+  EXPECT_EQ(rabbit.amqp.max_consumers, 10);
+  EXPECT_TRUE(has(error_of(with("autoscale:\n  periods: 0\n")), {"autoscale.periods", "'0'"}));
+  EXPECT_TRUE(has(error_of(with("autoscale:\n  period: 500ms\n")), {"autoscale.period", "500ms"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  concurrency: automatic\n")),
+                  {"source.concurrency", "or auto"}));
+}

@@ -127,3 +127,109 @@ TEST(LatencyQuantiles, InterpolatedWithinTheBucketAsPromQLDoes) {
   h.sample_count = 0;
   EXPECT_DOUBLE_EQ(app::histogram_quantile(h, 0.5), 0);
 }
+
+// ------------------------------------------------------------ concurrency: auto
+#include "runtime/auto_concurrency.hpp"
+
+namespace {
+
+// A queue behind a round trip: each receive loop brings 10 messages per round trip
+// until the server's ceiling (messages per second) is reached; `asked` below 10 when
+// permits are short. Runs `seconds` of simulated time; returns the levels seen.
+struct SimulatedQueue {
+  double ceiling;                 // messages per second the server gives at most
+  std::chrono::milliseconds rtt;  // one receive's round trip
+  int permits_per_poll = 10;      // what a loop may ask for
+  bool idle = false;
+
+  std::vector<int> run(runtime::AutoConcurrency& auto_c, double seconds,
+                       runtime::AutoConcurrency::Clock::time_point& now) {
+    std::vector<int> levels;
+    const auto end = now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::duration<double>(seconds));
+    while (now < end) {
+      const int loops = auto_c.level();
+      // Each loop completes one receive per round trip; the server shares its ceiling.
+      const double per_poll =
+          std::min(static_cast<double>(permits_per_poll),
+                   ceiling * std::chrono::duration<double>(rtt).count() / std::max(loops, 1));
+      const auto step = std::chrono::nanoseconds(rtt) / std::max(loops, 1);
+      for (int i = 0; i < loops; ++i) {
+        now += step;
+        const auto got = idle ? 0 : static_cast<std::size_t>(per_poll + 0.5);
+        auto_c.after_poll(got, permits_per_poll, 10, rtt, now);
+      }
+      levels.push_back(auto_c.level());
+    }
+    return levels;
+  }
+};
+
+}  // namespace
+
+TEST(AutoConcurrency, ClimbsToThePlateauAndStaysThere) {
+  runtime::AutoConcurrency::Config config;
+  config.max = 100;
+  runtime::AutoConcurrency auto_c(config);
+  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  // 50 ms round trips, a ceiling of 4,000 messages/s: linear up to 20 loops.
+  SimulatedQueue queue{4000, std::chrono::milliseconds(50)};
+  queue.run(auto_c, 30, now);
+  EXPECT_EQ(auto_c.phase(), runtime::AutoConcurrency::Phase::holding);
+  EXPECT_GE(auto_c.level(), 19);  // 0.95 of the ceiling needs 19
+  EXPECT_LE(auto_c.level(), 24);
+  // No oscillation: over the next minute, at most the probes of the hold (one step up,
+  // back down), never below where it settled.
+  const int settled = auto_c.level();
+  const auto levels = queue.run(auto_c, 60, now);
+  int changes = 0;
+  for (std::size_t i = 1; i < levels.size(); ++i) changes += levels[i] != levels[i - 1];
+  EXPECT_LE(changes, 4);
+  EXPECT_EQ(*std::min_element(levels.begin(), levels.end()), settled);
+  EXPECT_EQ(auto_c.level(), settled);
+}
+
+TEST(AutoConcurrency, FollowsTheLatencyAndNeverPassesTheMaximum) {
+  for (const auto& [rtt_ms, ceiling, expected_min, expected_max] :
+       std::vector<std::tuple<int, double, int, int>>{{20, 4000, 7, 10}, {5, 4000, 1, 3}}) {
+    runtime::AutoConcurrency::Config config;
+    config.max = 100;
+    runtime::AutoConcurrency auto_c(config);
+    auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+    SimulatedQueue queue{ceiling, std::chrono::milliseconds(rtt_ms)};
+    queue.run(auto_c, 30, now);
+    EXPECT_GE(auto_c.level(), expected_min) << rtt_ms;
+    EXPECT_LE(auto_c.level(), expected_max) << rtt_ms;
+  }
+  // A ceiling beyond reach: it stops at the maximum (max_in_flight / batch).
+  runtime::AutoConcurrency::Config config;
+  config.max = 12;
+  runtime::AutoConcurrency auto_c(config);
+  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  SimulatedQueue queue{1e9, std::chrono::milliseconds(50)};
+  const auto levels = queue.run(auto_c, 30, now);
+  EXPECT_EQ(*std::max_element(levels.begin(), levels.end()), 12);
+  EXPECT_EQ(auto_c.level(), 12);
+}
+
+TEST(AutoConcurrency, ASlowConsumerGetsFewerReceivesAndIdleFallsBackToOne) {
+  runtime::AutoConcurrency::Config config;
+  config.max = 100;
+  runtime::AutoConcurrency auto_c(config);
+  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  SimulatedQueue queue{4000, std::chrono::milliseconds(50)};
+  queue.run(auto_c, 30, now);
+  ASSERT_GE(auto_c.level(), 19);
+  // The sink slows: permits are short, receives can ask for 3 at a time.
+  queue.permits_per_poll = 3;
+  const auto levels = queue.run(auto_c, 40, now);
+  EXPECT_EQ(auto_c.level(), 1);
+  for (std::size_t i = 1; i < levels.size(); ++i) EXPECT_LE(levels[i], levels[i - 1]);
+  // Work and permits return: it climbs again; then the queue empties: one receive.
+  queue.permits_per_poll = 10;
+  queue.run(auto_c, 40, now);
+  EXPECT_GE(auto_c.level(), 19);
+  queue.idle = true;
+  queue.run(auto_c, 5, now);
+  EXPECT_EQ(auto_c.level(), 1);
+}

@@ -1,0 +1,206 @@
+#pragma once
+// `concurrency: auto`: the number of concurrent receives found by measuring, as the
+// seed author tuned it by hand (seed 001): raise receives while throughput rises and
+// the consumer keeps up; stop where throughput plateaus; fall back when idle.
+//
+// Measured in windows (at least `min_window`, and `window_polls` round trips long);
+// the first round trips after a change are not counted. Phases:
+//  - growing: double the receives while each doubling brings at least `grow_gain` more
+//    messages per second (a linear region doubles; a plateau does not);
+//  - refining: the plateau lies between the last two levels: bisect for the smallest
+//    level within `near_best` of the best rate seen;
+//  - holding: keep it; after `hold`, probe one step up (a quarter more) and keep the
+//    step only if it brings `probe_gain`, else step back and hold again.
+// Never above `max` (which the container derives from max_in_flight / batch size, so
+// receives can never ask for more than max_in_flight). When most receives could not
+// ask for a full batch, or the loops waited for permits longer than they spent
+// receiving (the handlers or the sink are the bottleneck), half the receives per
+// window, never more. When a window received nothing: back to
+// `min`, and the search starts again when work returns.
+// Pure logic; called from the container's I/O thread only.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <map>
+
+namespace sluice::runtime {
+
+class AutoConcurrency {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Config {
+    int min = 1;
+    int max = 64;
+    std::chrono::milliseconds min_window{750};
+    int window_polls = 10;  // a window spans at least this many mean round trips
+    double grow_gain = 0.25;
+    double near_best = 0.95;
+    double probe_gain = 0.10;
+    std::chrono::milliseconds hold{30000};
+  };
+  enum class Phase { growing, refining, holding, probing };
+
+  explicit AutoConcurrency(Config config) : config_(config), level_(config.min) {}
+
+  int level() const { return level_; }
+  Phase phase() const { return phase_; }
+  // The rate measured at each level in the current search (messages per second).
+  const std::map<int, double>& rates() const { return rates_; }
+
+  // After each completed receive: how many messages it brought, how many it could ask
+  // for (fewer than `max_batch`: permits were short), its round trip, and how long it
+  // waited for permits before it could ask. Returns the wanted number of receive loops.
+  int after_poll(std::size_t received, int asked, int max_batch, Clock::duration latency,
+                 Clock::time_point now, Clock::duration permit_wait = {}) {
+    if (!started_) {
+      started_ = true;
+      begin_window(now, latency);
+    }
+    // A moving mean: an idle spell of long polls must not stretch the windows for long.
+    mean_latency_ = latency_count_++ == 0 ? latency : (mean_latency_ * 7 + latency) / 8;
+    if (now < counting_from_) return level_;  // round trips begun before the last change
+    if (window_polls_ == 0) window_start_ = now;
+    ++window_polls_;
+    window_messages_ += received;
+    window_waited_ += permit_wait;
+    window_busy_ += latency;
+    if (static_cast<int>(received) >= max_batch) ++window_full_;
+    if (asked < max_batch) ++window_short_;
+    const auto mean_latency = mean_latency_;
+    const auto span = now - window_start_;
+    if (span < config_.min_window || span < mean_latency * config_.window_polls ||
+        window_polls_ < level_)
+      return level_;
+    decide(static_cast<double>(window_messages_) / std::chrono::duration<double>(span).count(), now,
+           mean_latency);
+    return level_;
+  }
+
+ private:
+  void begin_window(Clock::time_point now, Clock::duration latency) {
+    // Skip the round trips already under way at the old level (two of them).
+    counting_from_ = now + 2 * latency;
+    window_start_ = counting_from_;
+    window_polls_ = window_messages_ = 0;
+    window_full_ = window_short_ = 0;
+    window_waited_ = window_busy_ = {};
+  }
+
+  void set_level(int level, Phase phase, Clock::time_point now, Clock::duration latency) {
+    level_ = std::clamp(level, config_.min, config_.max);
+    phase_ = phase;
+    begin_window(now, latency);
+  }
+
+  double best_rate() const {
+    double best = 0;
+    for (const auto& [level, rate] : rates_) best = std::max(best, rate);
+    return best;
+  }
+
+  // The smallest level measured within near_best of the best rate.
+  int smallest_near_best() const {
+    const double best = best_rate();
+    for (const auto& [level, rate] : rates_)
+      if (rate >= config_.near_best * best) return level;
+    return level_;
+  }
+
+  void decide(double rate, Clock::time_point now, Clock::duration latency) {
+    const double polls = static_cast<double>(window_polls_);
+    if (window_messages_ == 0) {  // idle: fall back, search again when work returns
+      rates_.clear();
+      set_level(config_.min, Phase::growing, now, latency);
+      return;
+    }
+    const double waited = std::chrono::duration<double>(window_waited_).count();
+    const double busy = std::chrono::duration<double>(window_busy_).count();
+    if (window_short_ / polls > 0.5 || waited > busy) {
+      // The consumer, not the queue, is the bottleneck: more receives would only wait
+      // for permits (and ask for small batches).
+      rates_.clear();
+      set_level(level_ / 2, Phase::holding, now, latency);
+      hold_until_ = now + config_.hold;
+      return;
+    }
+    const bool backlog = window_full_ / polls >= 0.5;  // receives come back full
+    rates_[level_] = rate;
+    switch (phase_) {
+      case Phase::growing: {
+        auto previous = rates_.find(previous_level_);
+        const bool first = previous_level_ == 0 || previous == rates_.end();
+        const bool rose = first || rate >= previous->second * (1 + config_.grow_gain);
+        if (rose && backlog && level_ < config_.max) {
+          previous_level_ = level_;
+          set_level(level_ * 2, Phase::growing, now, latency);
+        } else if (first || level_ - previous_level_ <= 1) {
+          settle(now, latency);  // at the maximum, or nothing to bisect
+        } else {
+          // It stopped paying, or receives no longer come back full: the smallest level
+          // near the best lies between the last two.
+          low_ = previous_level_;
+          high_ = level_;
+          refine(now, latency);
+        }
+        break;
+      }
+      case Phase::refining:
+        if (rate >= config_.near_best * best_rate())
+          high_ = level_;
+        else
+          low_ = level_;
+        refine(now, latency);
+        break;
+      case Phase::holding:
+        if (now >= hold_until_ && backlog && level_ < config_.max) {
+          previous_level_ = level_;
+          set_level(level_ + std::max(1, level_ / 4), Phase::probing, now, latency);
+        } else {
+          begin_window(now, latency);
+        }
+        break;
+      case Phase::probing: {
+        const double before = rates_.count(previous_level_) ? rates_[previous_level_] : 0;
+        if (rate >= before * (1 + config_.probe_gain)) {
+          previous_level_ = level_;
+          set_level(level_ * 2, Phase::growing, now, latency);  // the plateau moved up
+        } else {
+          set_level(previous_level_, Phase::holding, now, latency);
+          hold_until_ = now + config_.hold;
+        }
+        break;
+      }
+    }
+  }
+
+  void refine(Clock::time_point now, Clock::duration latency) {
+    if (high_ - low_ <= std::max(1, high_ / 8)) {
+      settle(now, latency);
+      return;
+    }
+    set_level((low_ + high_) / 2, Phase::refining, now, latency);
+  }
+
+  void settle(Clock::time_point now, Clock::duration latency) {
+    set_level(smallest_near_best(), Phase::holding, now, latency);
+    hold_until_ = now + config_.hold;
+  }
+
+  Config config_;
+  int level_;
+  Phase phase_ = Phase::growing;
+  bool started_ = false;
+  int previous_level_ = 0;
+  int low_ = 0, high_ = 0;
+  std::map<int, double> rates_;
+  Clock::time_point counting_from_{}, window_start_{}, hold_until_{};
+  long window_polls_ = 0;
+  std::size_t window_messages_ = 0;
+  long window_full_ = 0, window_short_ = 0;
+  Clock::duration window_waited_{}, window_busy_{};  // for permits; in receives
+  Clock::duration mean_latency_{};
+  long latency_count_ = 0;
+};
+
+}  // namespace sluice::runtime
