@@ -144,6 +144,9 @@ class Autoscaler {
       throw UsageError("--capacity: got " + std::to_string(o.capacity) +
                        ", expected a number of messages above 0");
     options_.capacity = o.capacity;
+    if (!(o.min_backlog >= 0) || !std::isfinite(o.min_backlog))
+      throw UsageError("--min-backlog: got " + std::to_string(o.min_backlog) +
+                       ", expected a number of messages, 0 or more");
     options_.min_backlog = o.min_backlog;
     options_.min_oldest_age_s =
         static_cast<double>(duration_flag("--min-oldest-age", o.min_oldest_age, milliseconds(0),
@@ -220,9 +223,7 @@ class Autoscaler {
                                                          {"application/json",
                                                           [&] {
                                                             std::lock_guard lock(mutex_);
-                                                            return latest_json_.empty()
-                                                                       ? std::string("{}")
-                                                                       : latest_json_;
+                                                            return served_json();
                                                           }}}},
             "--serve");
       } catch (const std::invalid_argument& e) {
@@ -234,8 +235,11 @@ class Autoscaler {
                    server->port());
     }
     asio::signal_set signals(io_, SIGINT, SIGTERM);
-    signals.async_wait([&](const boost::system::error_code& ec, int) {
-      if (!ec) io_.stop();
+    signals.async_wait([&](const boost::system::error_code& ec, int number) {
+      if (ec) return;
+      // --once interrupted has no value to give: not a success (128 + the signal).
+      if (o_.once) exit_code_ = 128 + number;
+      io_.stop();
     });
     asio::co_spawn(io_, loop(), [&](std::exception_ptr e) {
       failure_ = e;
@@ -274,12 +278,24 @@ class Autoscaler {
   void publish(const scale::Signal& signal) {
     std::lock_guard lock(mutex_);
     latest_ = signal;
-    latest_json_ = signal_json(signal, samples_in_window());
+    latest_at_ = Clock::now();
+    latest_json_ = signal_json(signal, samples_in_window(kServedSamples));
     gauges_->set(signal);
   }
 
-  std::vector<AutoscaleSample> samples_in_window() const {
-    return {samples_.begin(), samples_.end()};
+  // The last `limit` samples (the served document stays small whatever the window).
+  std::vector<AutoscaleSample> samples_in_window(std::size_t limit = SIZE_MAX) const {
+    const std::size_t skip = samples_.size() > limit ? samples_.size() - limit : 0;
+    return {samples_.begin() + static_cast<std::ptrdiff_t>(skip), samples_.end()};
+  }
+
+  // The served JSON with the value's age and whether its window is complete.
+  std::string served_json() const {
+    if (latest_json_.empty()) return "{}";
+    auto doc = nlohmann::json::parse(latest_json_);
+    doc["age_s"] = std::chrono::duration<double>(Clock::now() - latest_at_).count();
+    doc["window_complete"] = cloudwatch_source_ || window_->full(Clock::now());
+    return doc.dump();
   }
 
   void print(const scale::Signal& s) {
@@ -343,6 +359,16 @@ class Autoscaler {
     const auto end = std::chrono::time_point_cast<std::chrono::seconds>(now);
     const auto series = co_await cloudwatch_->get_metric_data(std::move(queries), start, end);
     std::vector<double> averages = series[0].values;
+    if (averages.empty())
+      // No data is not "nothing in flight": a wrong queue name, region or a metric still
+      // on its way would otherwise scale the service in.
+      throw aws::AwsError(aws::ErrorKind::client,
+                          "CloudWatch has no ApproximateNumberOfMessagesNotVisible data for "
+                          "queue " +
+                              queue_name_of(o_.queue_url) + " over the last " +
+                              std::to_string(options_.periods) +
+                              " periods (wrong queue or region, or no data yet): no value",
+                          "NoData");
     if (averages.size() > static_cast<std::size_t>(options_.periods))
       averages.erase(averages.begin(), averages.end() - options_.periods);
     scale::GateInputs gates;
@@ -358,13 +384,24 @@ class Autoscaler {
     co_await refresh_running();
     if (cloudwatch_source_) {
       for (;;) {
-        const auto signal = co_await evaluate_from_cloudwatch();
-        publish(signal);
-        if (o_.serve.empty()) print(signal);
-        co_await put_utilization(signal);
+        try {
+          const auto signal = co_await evaluate_from_cloudwatch();
+          publish(signal);
+          if (o_.serve.empty()) print(signal);
+          co_await put_utilization(signal);
+        } catch (const aws::AwsError& e) {
+          // Continuous: a failed period publishes nothing (the last value stands, its
+          // age in the JSON) and the next one tries again.
+          if (o_.once) throw;
+          spdlog::warn("event=autoscale_period_failed error=\"{}\"", e.what());
+        }
         if (o_.once) co_return;
         co_await sleep_until(Clock::now() + options_.period);
-        co_await refresh_running();
+        try {
+          co_await refresh_running();
+        } catch (const aws::AwsError& e) {
+          spdlog::warn("event=autoscale_aws_call_failed error=\"{}\"", e.what());
+        }
       }
     }
     const auto first = Clock::now();
@@ -383,6 +420,8 @@ class Autoscaler {
         while (!samples_.empty() && samples_.back().at_s - samples_.front().at_s >=
                                         std::chrono::duration<double>(window).count())
           samples_.pop_front();
+        // A slow read: the ticks it overran are skipped, not caught up with stale stamps.
+        if (!o_.once) k = std::max(k, static_cast<long>((Clock::now() - first) / sample_every_));
       } catch (const ManagementError& e) {
         if (o_.once) throw;
         spdlog::warn("event=autoscale_sample_failed error=\"{}\"", e.what());
@@ -433,6 +472,8 @@ class Autoscaler {
   std::unique_ptr<AutoscaleGauges> gauges_;
   std::mutex mutex_;
   std::optional<scale::Signal> latest_;
+  Clock::time_point latest_at_{};
+  static constexpr std::size_t kServedSamples = 120;
   std::string latest_json_;
   std::exception_ptr failure_;
   int exit_code_ = 0;

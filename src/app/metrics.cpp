@@ -14,6 +14,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "common/redact.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
 
@@ -506,7 +507,8 @@ int probe(const std::string& url) {
   try {
     request.url = aws::Url::parse(url);
   } catch (const aws::AwsError&) {
-    std::cerr << "sluice health: --url: got '" << url << "', expected http://host:port/healthz\n";
+    std::cerr << "sluice health: --url: got '" << common::redact_password(url)
+              << "', expected http://host:port/healthz\n";
     return 2;
   }
   request.timeout = std::chrono::seconds(5);
@@ -519,9 +521,11 @@ int probe(const std::string& url) {
   try {
     const auto response = answer.get();
     if (response.status == 200) return 0;
-    std::cerr << "sluice health: " << url << " answered " << response.status << "\n";
+    std::cerr << "sluice health: " << common::redact_password(url) << " answered "
+              << response.status << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "sluice health: " << url << ": " << e.what() << "\n";
+    std::cerr << "sluice health: " << common::redact_password(url) << ": "
+              << common::redact_secret(e.what(), url) << "\n";
   }
   return 1;
 }

@@ -14,6 +14,7 @@
 
 #include "app/config.hpp"
 #include "app/metrics.hpp"
+#include "common/redact.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
 
@@ -119,7 +120,7 @@ double mean_of(const prometheus::ClientMetric::Histogram& h) {
   return h.sample_count ? h.sample_sum / static_cast<double>(h.sample_count) : 0;
 }
 
-std::string number(double v, int precision = 3) {
+std::string number(double v, int precision = 6) {
   std::ostringstream out;
   out.precision(precision);
   out << v;
@@ -192,14 +193,6 @@ Measured measure(const std::vector<Scrape>& scrapes, double window_s) {
 
 std::vector<Recommendation> recommend(const Measured& m, double headroom_s) {
   std::vector<Recommendation> out;
-  // Seed 001: queue_capacity / min_sustained_processing_rate + write p99 + headroom.
-  const double visibility = std::clamp(
-      std::ceil(m.max_in_flight / m.min_sustained_rate + m.sink_batch_p99_s + headroom_s), 1.0,
-      43200.0);
-  out.push_back({"source.visibility_timeout", number(visibility, 10) + "s",
-                 "ceil(max_in_flight " + number(m.max_in_flight) + " / min sustained rate " +
-                     number(m.min_sustained_rate) + "/s + sink batch p99 " +
-                     number(m.sink_batch_p99_s) + "s + headroom " + number(headroom_s) + "s)"});
   // Held messages at the limit: the limit is what holds throughput (seed 001: raise it
   // while throughput rises); otherwise room above the peak seen.
   const bool saturated = m.in_flight_peak >= 0.9 * m.max_in_flight;
@@ -210,6 +203,14 @@ std::vector<Recommendation> recommend(const Measured& m, double headroom_s) {
                      ? "2 x max_in_flight " + number(m.max_in_flight) + " (peak held " +
                            number(m.in_flight_peak) + " >= 90 % of it: the limit held throughput)"
                      : "max(10, ceil(1.5 x peak held " + number(m.in_flight_peak) + "))"});
+  // Seed 001: queue_capacity / min_sustained_processing_rate + write p99 + headroom.
+  const double visibility = std::clamp(
+      std::ceil(in_flight / m.min_sustained_rate + m.sink_batch_p99_s + headroom_s), 1.0, 43200.0);
+  out.push_back({"source.visibility_timeout", number(visibility, 10) + "s",
+                 "ceil(max_in_flight " + number(in_flight) +
+                     " (as recommended) / min sustained rate " + number(m.min_sustained_rate) +
+                     "/s + sink batch p99 " + number(m.sink_batch_p99_s) + "s + headroom " +
+                     number(headroom_s) + "s)"});
   // A receive brings at most 10 messages per round trip: loops = rate x latency / 10.
   const double loops = m.rate * m.receive_mean_s / 10.0;
   const double min_loops = std::max(1.0, std::ceil(loops));
@@ -292,12 +293,16 @@ int run_plan(const PlanOptions& options) {
     duration =
         duration_of("--duration", options.duration, milliseconds(1000), std::chrono::hours(1));
     interval = duration_of("--interval", options.interval, milliseconds(100), duration);
-    window = duration_of("--window", options.window, interval, duration);
+    // The default window never asks for more than the observation.
+    window = options.window == "5s" && duration < milliseconds(5000)
+                 ? duration
+                 : duration_of("--window", options.window, interval, duration);
     headroom = duration_of("--headroom", options.headroom, milliseconds(0), std::chrono::hours(1));
     try {
       url = aws::Url::parse(options.metrics_url);
     } catch (const aws::AwsError&) {
-      throw std::invalid_argument("--metrics-url: got '" + options.metrics_url +
+      throw std::invalid_argument("--metrics-url: got '" +
+                                  common::redact_password(options.metrics_url) +
                                   "', expected http://host:port/metrics");
     }
   } catch (const std::invalid_argument& e) {
@@ -358,7 +363,7 @@ int run_plan(const PlanOptions& options) {
     }
     if (!options.write.empty()) {
       std::ofstream out(options.write);
-      out << yaml_fragment(recs, options.metrics_url);
+      out << yaml_fragment(recs, common::redact_password(options.metrics_url));
       if (!out) {
         std::cerr << "sluice plan: --write: cannot write " << options.write << "\n";
         return 1;
@@ -366,7 +371,8 @@ int run_plan(const PlanOptions& options) {
     }
     return 0;
   } catch (const aws::AwsError& e) {
-    std::cerr << "\nsluice plan: --metrics-url " << options.metrics_url << ": " << e.what() << "\n";
+    std::cerr << "\nsluice plan: --metrics-url " << common::redact_password(options.metrics_url)
+              << ": " << common::redact_secret(e.what(), options.metrics_url) << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "\nsluice plan: " << e.what() << "\n";

@@ -7,17 +7,18 @@
 // the first round trips after a change are not counted. Phases:
 //  - growing: double the receives while each doubling brings at least `grow_gain` more
 //    messages per second (a linear region doubles; a plateau does not);
-//  - refining: the plateau lies between the last two levels: bisect for the smallest
-//    level within `near_best` of the best rate seen;
+//  - refining: bisect between the largest level measured below `near_best` of the best
+//    rate and the smallest measured at it, for the smallest level that reaches it
+//    (more receives than that only ask for smaller batches: more requests);
 //  - holding: keep it; after `hold`, probe one step up (a quarter more) and keep the
 //    step only if it brings `probe_gain`, else step back and hold again.
 // Never above `max` (which the container derives from max_in_flight / batch size, so
 // receives can never ask for more than max_in_flight). When most receives could not
 // ask for a full batch, or the loops waited for permits longer than they spent
-// receiving (the handlers or the sink are the bottleneck), half the receives per
-// window, never more. When a window received nothing: back to
-// `min`, and the search starts again when work returns.
-// Pure logic; called from the container's I/O thread only.
+// receiving, the consumer (handlers, sink, acknowledgements) is the bottleneck: no
+// more receives, and a quarter fewer per window for as long as the rate holds. When a window
+// received nothing: back to `min`, and the search starts again when work returns. Pure logic;
+// called from the container's I/O thread only.
 
 #include <algorithm>
 #include <chrono>
@@ -32,14 +33,14 @@ class AutoConcurrency {
   struct Config {
     int min = 1;
     int max = 64;
-    std::chrono::milliseconds min_window{750};
+    std::chrono::milliseconds min_window{1000};
     int window_polls = 10;  // a window spans at least this many mean round trips
-    double grow_gain = 0.25;
+    double grow_gain = 0.10;
     double near_best = 0.95;
     double probe_gain = 0.10;
     std::chrono::milliseconds hold{30000};
   };
-  enum class Phase { growing, refining, holding, probing };
+  enum class Phase { growing, refining, holding, probing, probing_down };
 
   explicit AutoConcurrency(Config config) : config_(config), level_(config.min) {}
 
@@ -47,6 +48,28 @@ class AutoConcurrency {
   Phase phase() const { return phase_; }
   // The rate measured at each level in the current search (messages per second).
   const std::map<int, double>& rates() const { return rates_; }
+  double last_rate() const { return last_rate_; }
+  static const char* name(Phase p) {
+    switch (p) {
+      case Phase::growing:
+        return "growing";
+      case Phase::refining:
+        return "refining";
+      case Phase::holding:
+        return "holding";
+      case Phase::probing:
+        return "probing";
+      case Phase::probing_down:
+        return "probing_down";
+    }
+    return "?";
+  }
+
+  // A receive failed (endpoint down, throttled): the time it took says nothing of
+  // throughput; the window starts again.
+  void interrupted(Clock::time_point now) {
+    if (started_) begin_window(now, mean_latency_);
+  }
 
   // After each completed receive: how many messages it brought, how many it could ask
   // for (fewer than `max_batch`: permits were short), its round trip, and how long it
@@ -99,15 +122,8 @@ class AutoConcurrency {
     return best;
   }
 
-  // The smallest level measured within near_best of the best rate.
-  int smallest_near_best() const {
-    const double best = best_rate();
-    for (const auto& [level, rate] : rates_)
-      if (rate >= config_.near_best * best) return level;
-    return level_;
-  }
-
   void decide(double rate, Clock::time_point now, Clock::duration latency) {
+    last_rate_ = rate;
     const double polls = static_cast<double>(window_polls_);
     if (window_messages_ == 0) {  // idle: fall back, search again when work returns
       rates_.clear();
@@ -116,14 +132,9 @@ class AutoConcurrency {
     }
     const double waited = std::chrono::duration<double>(window_waited_).count();
     const double busy = std::chrono::duration<double>(window_busy_).count();
-    if (window_short_ / polls > 0.5 || waited > busy) {
-      // The consumer, not the queue, is the bottleneck: more receives would only wait
-      // for permits (and ask for small batches).
-      rates_.clear();
-      set_level(level_ / 2, Phase::holding, now, latency);
-      hold_until_ = now + config_.hold;
-      return;
-    }
+    // The consumer (handlers, sink, acknowledgements), not the queue, holds the permits:
+    // more receives would only wait for them and ask for small batches.
+    const bool permit_bound = window_short_ / polls > 0.5 || waited > busy;
     const bool backlog = window_full_ / polls >= 0.5;  // receives come back full
     rates_[level_] = rate;
     switch (phase_) {
@@ -131,16 +142,23 @@ class AutoConcurrency {
         auto previous = rates_.find(previous_level_);
         const bool first = previous_level_ == 0 || previous == rates_.end();
         const bool rose = first || rate >= previous->second * (1 + config_.grow_gain);
-        if (rose && backlog && level_ < config_.max) {
+        if (rose && backlog && !permit_bound && level_ < config_.max) {
           previous_level_ = level_;
           set_level(level_ * 2, Phase::growing, now, latency);
-        } else if (first || level_ - previous_level_ <= 1) {
-          settle(now, latency);  // at the maximum, or nothing to bisect
         } else {
-          // It stopped paying, or receives no longer come back full: the smallest level
-          // near the best lies between the last two.
-          low_ = previous_level_;
+          // The plateau (or the end of the backlog) is reached: bisect between the
+          // largest level measured below near_best of the best rate and the smallest
+          // one measured at it.
+          const double target = config_.near_best * best_rate();
           high_ = level_;
+          for (const auto& [level, r] : rates_)
+            if (r >= target) {
+              high_ = level;
+              break;
+            }
+          low_ = 0;
+          for (const auto& [level, r] : rates_)
+            if (level < high_ && r < target) low_ = level;
           refine(now, latency);
         }
         break;
@@ -153,13 +171,28 @@ class AutoConcurrency {
         refine(now, latency);
         break;
       case Phase::holding:
-        if (now >= hold_until_ && backlog && level_ < config_.max) {
+        if (permit_bound && level_ > config_.min) {
+          // Fewer receives, kept only if the rate holds (the consumer sets it).
+          previous_level_ = level_;
+          set_level(level_ * 3 / 4, Phase::probing_down, now, latency);
+        } else if (now >= hold_until_ && backlog && level_ < config_.max) {
           previous_level_ = level_;
           set_level(level_ + std::max(1, level_ / 4), Phase::probing, now, latency);
         } else {
           begin_window(now, latency);
         }
         break;
+      case Phase::probing_down: {
+        const double before = rates_.count(previous_level_) ? rates_[previous_level_] : 0;
+        if (rate >= config_.near_best * before) {
+          rates_.erase(previous_level_);  // the consumer's rate, not that level's any more
+          set_level(level_, Phase::holding, now, latency);
+        } else {
+          set_level(previous_level_, Phase::holding, now, latency);
+        }
+        hold_until_ = now + config_.hold;
+        break;
+      }
       case Phase::probing: {
         const double before = rates_.count(previous_level_) ? rates_[previous_level_] : 0;
         if (rate >= before * (1 + config_.probe_gain)) {
@@ -174,17 +207,14 @@ class AutoConcurrency {
     }
   }
 
+  // Bisects (low_, high_]: low_ measured below near_best of the best, high_ at it.
   void refine(Clock::time_point now, Clock::duration latency) {
-    if (high_ - low_ <= std::max(1, high_ / 8)) {
-      settle(now, latency);
+    if (low_ == 0 || high_ - low_ <= std::max(1, high_ / 8)) {
+      set_level(high_, Phase::holding, now, latency);
+      hold_until_ = now + config_.hold;
       return;
     }
     set_level((low_ + high_) / 2, Phase::refining, now, latency);
-  }
-
-  void settle(Clock::time_point now, Clock::duration latency) {
-    set_level(smallest_near_best(), Phase::holding, now, latency);
-    hold_until_ = now + config_.hold;
   }
 
   Config config_;
@@ -194,6 +224,7 @@ class AutoConcurrency {
   int previous_level_ = 0;
   int low_ = 0, high_ = 0;
   std::map<int, double> rates_;
+  double last_rate_ = 0;
   Clock::time_point counting_from_{}, window_start_{}, hold_until_{};
   long window_polls_ = 0;
   std::size_t window_messages_ = 0;

@@ -379,6 +379,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                      options.name, id, error_backoff.count(), what);
       }
       if (receive_failed) {
+        if (auto_concurrency) auto_concurrency->interrupted(Clock::now());
         // Queue missing, credentials failing, endpoint down: back off, keep trying.
         if (!co_await back_off(timer, error_backoff)) co_return;
         continue;
@@ -408,14 +409,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         const int wanted = auto_concurrency->after_poll(count, taken, max_batch, latency,
                                                         Clock::now(), started - waiting_since);
         if (intake_closed) continue;
-        if (active_receivers > wanted) {
-          spdlog::info("container={} event=receivers_down receivers={} mode=auto", options.name,
-                       active_receivers - 1);
-          co_return;
-        }
-        if (active_receivers < wanted)
-          spdlog::info("container={} event=receivers_up receivers={} mode=auto", options.name,
-                       wanted);
+        if (wanted != last_auto_level)
+          spdlog::info("container={} event=receivers_auto receivers={} phase={} window_rate={:.0f}",
+                       options.name, wanted,
+                       runtime::AutoConcurrency::name(auto_concurrency->phase()),
+                       auto_concurrency->last_rate());
+        last_auto_level = wanted;
+        if (active_receivers > wanted) co_return;
         while (active_receivers < wanted) spawn_receiver();
         continue;
       }
@@ -895,6 +895,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   Handoff handoff;
   runtime::ReceiveScaler scaler;
   std::optional<runtime::AutoConcurrency> auto_concurrency;  // concurrency: auto
+  int last_auto_level = 0;                                   // its last logged level
 
   std::mutex lifecycle_mutex;
   State state = State::idle;

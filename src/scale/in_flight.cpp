@@ -15,7 +15,8 @@ Signal compute_signal(const std::vector<double>& period_averages, long running,
   s.capacity = options.capacity;
   for (double average : period_averages)
     s.in_flight_max_average = std::max(s.in_flight_max_average, average);
-  s.tasks_needed = s.in_flight_max_average / options.capacity + options.spare;
+  // Saturated, never wrapped: a tiny capacity cannot overflow the task count.
+  s.tasks_needed = std::min(s.in_flight_max_average / options.capacity + options.spare, kMaxTasks);
   // A tolerance for averages such as 6.999999999 that are 7 in decimal.
   s.desired_tasks = static_cast<long>(std::ceil(s.tasks_needed - 1e-9));
   std::ostringstream why;

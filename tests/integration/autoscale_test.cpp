@@ -2,6 +2,7 @@
 // known number of messages in flight, the capacity and gate variants, the served
 // Prometheus and JSON endpoints, and the CloudWatch/ECS paths against loopback
 // servers that answer as AWS does.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -277,4 +278,44 @@ TEST_F(AutoscaleTest, RunningFromEcsAndUtilizationToCloudWatch) {
   EXPECT_NE(signal["gate"].get<std::string>().find("oldest message age 42s below 60s"),
             std::string::npos)
       << text;
+}
+
+TEST_F(AutoscaleTest, NoCloudWatchDataIsNoValueAndASignalDuringOnceIsNotASuccess) {
+  // CloudWatch answering with no data points (a wrong queue name or region): an error,
+  // not "nothing in flight" (which would scale the service in).
+  test::HttpServer empty([](const test::ServerRequest&) -> test::ServerResponse {
+    return {200,
+            {{"Content-Type", "text/xml"}},
+            "<GetMetricDataResponse><GetMetricDataResult><MetricDataResults>"
+            "<member><Id>inflight</Id><Timestamps/><Values/><StatusCode>Complete</StatusCode>"
+            "</member></MetricDataResults></GetMetricDataResult></GetMetricDataResponse>"};
+  });
+  auto [code, text] =
+      run(autoscale("--once --from cloudwatch --period 1m --running 4 "
+                    "--cloudwatch-endpoint-url " +
+                    empty.url()));
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_NE(text.find("no ApproximateNumberOfMessagesNotVisible data"), std::string::npos) << text;
+  EXPECT_EQ(text.find("desired_tasks"), std::string::npos) << text;
+
+  // SIGTERM while --once samples: exit 128 + 15, no value printed. A fake SQS counts
+  // the samples taken, proving the work had started.
+  test::HttpServer sqs([](const test::ServerRequest&) -> test::ServerResponse {
+    return {
+        200,
+        {{"Content-Type", "application/x-amz-json-1.0"}},
+        R"({"Attributes":{"ApproximateNumberOfMessages":"3","ApproximateNumberOfMessagesNotVisible":"2"}})"};
+  });
+  const std::string command = kEnv + SLUICE_BINARY + " autoscale --queue-url " +
+                              sqs.url("/000000000000/q") + " --endpoint-url " + sqs.url() +
+                              " --once --period 20s --periods 1 --running 1 --sample-every 100ms";
+  const int out = ::open("/dev/null", O_WRONLY);
+  const pid_t pid = test::spawn_child({"/bin/sh", "-c", "exec env " + command}, -1, out, out);
+  ::close(out);
+  ASSERT_TRUE(test::wait_until([&] { return sqs.requests().size() >= 3; }, 10s));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
 }

@@ -169,12 +169,13 @@ TEST(Deploy, EcsTaskDefinitionsAndTheTargetTrackingPolicyAgree) {
   const std::string listen = env.at("SLUICE_METRICS_LISTEN");
   EXPECT_EQ(c["portMappings"][0]["containerPort"].get<int>(),
             std::stoi(listen.substr(listen.rfind(':') + 1)));
-  // The health check is a sluice command against that port.
+  // The health check is a sluice command against that port: /healthz (the process
+  // answers), not /readyz (a database outage must not have ECS replace every task).
   auto health = strings(c["healthCheck"]["command"]);
   ASSERT_EQ(health.front(), "CMD");
   health.erase(health.begin(), health.begin() + 2);  // CMD, the binary
   expect_command_parses(health, "ecs health check");
-  EXPECT_NE(flag(health, "--url").find(listen.substr(listen.rfind(':')) + "/readyz"),
+  EXPECT_NE(flag(health, "--url").find(listen.substr(listen.rfind(':')) + "/healthz"),
             std::string::npos);
   EXPECT_GT(c["stopTimeout"].get<long>() * 1000,
             (ContainerOptions{}.shutdown_deadline + app::kShutdownMargin).count());

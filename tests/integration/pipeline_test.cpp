@@ -389,8 +389,10 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   EXPECT_FALSE(r["sink.batch_size"]["formula"].get<std::string>().empty());
   std::ifstream written(fragment);
   const std::string text((std::istreambuf_iterator<char>(written)), {});
-  EXPECT_NE(text.find("source:\n  visibility_timeout: " +
-                      std::to_string(static_cast<long>(visibility)) + "s  # ceil("),
+  EXPECT_NE(text.find("source:\n  max_in_flight: 40  # 2 x max_in_flight 20"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  visibility_timeout: " + std::to_string(static_cast<long>(visibility)) +
+                      "s  # ceil("),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("sink:\n  writers: "), std::string::npos) << text;

@@ -140,6 +140,7 @@ struct SimulatedQueue {
   double ceiling;                 // messages per second the server gives at most
   std::chrono::milliseconds rtt;  // one receive's round trip
   int permits_per_poll = 10;      // what a loop may ask for
+  double consumer = 1e12;         // messages per second the handlers take at most
   bool idle = false;
 
   std::vector<int> run(runtime::AutoConcurrency& auto_c, double seconds,
@@ -148,16 +149,22 @@ struct SimulatedQueue {
     const auto end = now + std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::duration<double>(seconds));
     while (now < end) {
-      const int loops = auto_c.level();
-      // Each loop completes one receive per round trip; the server shares its ceiling.
+      const int loops = std::max(auto_c.level(), 1);
+      // Each loop completes one receive per round trip; the server shares its ceiling,
+      // the consumer its rate.
+      const double rtt_s = std::chrono::duration<double>(rtt).count();
       const double per_poll =
-          std::min(static_cast<double>(permits_per_poll),
-                   ceiling * std::chrono::duration<double>(rtt).count() / std::max(loops, 1));
-      const auto step = std::chrono::nanoseconds(rtt) / std::max(loops, 1);
+          std::min(static_cast<double>(permits_per_poll), ceiling * rtt_s / loops);
+      // A slower consumer frees permits at its own pace: each loop's cycle stretches by
+      // the wait for them.
+      const double cycle = std::max(rtt_s, loops * per_poll / consumer);
+      const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::duration<double>(cycle - rtt_s));
+      const auto step = (std::chrono::nanoseconds(rtt) + wait) / loops;
       for (int i = 0; i < loops; ++i) {
         now += step;
         const auto got = idle ? 0 : static_cast<std::size_t>(per_poll + 0.5);
-        auto_c.after_poll(got, permits_per_poll, 10, rtt, now);
+        auto_c.after_poll(got, permits_per_poll, 10, rtt, now, wait);
       }
       levels.push_back(auto_c.level());
     }
@@ -220,14 +227,18 @@ TEST(AutoConcurrency, ASlowConsumerGetsFewerReceivesAndIdleFallsBackToOne) {
   SimulatedQueue queue{4000, std::chrono::milliseconds(50)};
   queue.run(auto_c, 30, now);
   ASSERT_GE(auto_c.level(), 19);
-  // The sink slows: permits are short, receives can ask for 3 at a time.
-  queue.permits_per_poll = 3;
+  // The sink slows to 800 messages/s: the loops wait for permits. Fewer receives take
+  // as much (4 loops of 10 per 50 ms is 800/s): it steps down and never up.
+  queue.consumer = 800;
+  const int before = auto_c.level();
   const auto levels = queue.run(auto_c, 40, now);
-  EXPECT_EQ(auto_c.level(), 1);
-  for (std::size_t i = 1; i < levels.size(); ++i) EXPECT_LE(levels[i], levels[i - 1]);
-  // Work and permits return: it climbs again; then the queue empties: one receive.
-  queue.permits_per_poll = 10;
-  queue.run(auto_c, 40, now);
+  EXPECT_GE(auto_c.level(), 3);
+  EXPECT_LE(auto_c.level(), before / 2);
+  // Never above where it was (a step down that lost throughput is taken back).
+  EXPECT_LE(*std::max_element(levels.begin(), levels.end()), before);
+  // The sink recovers: it climbs again; then the queue empties: one receive.
+  queue.consumer = 1e12;
+  queue.run(auto_c, 60, now);
   EXPECT_GE(auto_c.level(), 19);
   queue.idle = true;
   queue.run(auto_c, 5, now);

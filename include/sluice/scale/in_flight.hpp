@@ -26,6 +26,8 @@
 
 namespace sluice::scale {
 
+inline constexpr double kMaxTasks = 1e9;  // tasks_needed saturates here
+
 struct SignalOptions {
   int periods = 5;
   std::chrono::milliseconds period{60'000};
