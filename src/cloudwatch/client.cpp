@@ -5,8 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "aws/query_protocol.hpp"
 #include "aws/service_client.hpp"
-#include "aws/text.hpp"
 #include "aws/xml.hpp"
 #include "sluice/aws/error.hpp"
 
@@ -56,20 +56,11 @@ namespace {
 constexpr const char* kVersion = "2010-08-01";
 
 AwsError error_of(const aws::HttpResponse& response) {
-  std::string code, message;
-  if (auto doc = aws::parse_xml(response.body))
-    if (const aws::XmlElement* error = doc->find("Error")) {
-      code = error->child_text("Code");
-      message = error->child_text("Message");
-    }
-  return aws::classify_response(response, "CloudWatch", std::move(code), message);
+  return aws::query_error(response, "CloudWatch");
 }
 
 Params action(const char* name) {
-  Params params;
-  params.emplace_back("Action", name);
-  params.emplace_back("Version", kVersion);
-  return params;
+  return aws::query_action(name, kVersion);
 }
 
 void add_dimensions(Params& params, const std::string& prefix,
@@ -104,19 +95,7 @@ struct CloudWatchClient::Impl {
       : options(std::move(opts)), service(ex, settings(options)) {}
 
   asio::awaitable<aws::XmlElement> call(const char* name, const Params& params) {
-    aws::HttpRequest request;
-    request.method = "POST";
-    request.url = service.endpoint();
-    request.headers.emplace_back("Host", service.endpoint().host_header());
-    request.headers.emplace_back("Content-Type",
-                                 "application/x-www-form-urlencoded; charset=utf-8");
-    request.body = text::encode_form(params);
-    auto response = co_await service.send(request, error_of, name);
-    auto doc = aws::parse_xml(response.body);
-    if (!doc)
-      throw AwsError(ErrorKind::integrity, std::string("CloudWatch ") + name + " answer is not XML",
-                     "MalformedResponse");
-    co_return std::move(*doc);
+    co_return co_await aws::query_call(service, params, error_of, name);
   }
 
   CloudWatchClientOptions options;

@@ -36,6 +36,10 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
         send_(std::move(send)),
         max_flushes_(max_concurrent_flushes) {}
 
+  // More (or fewer) batches in flight from now on: a long round trip needs more of them
+  // to carry the same rate. Any thread.
+  void set_max_concurrent_flushes(int n) { max_flushes_.store(std::max(1, n)); }
+
   void set_eager(bool eager) { eager_ = eager; }
 
   void start() {
@@ -170,7 +174,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   const std::size_t batch_size_;
   const std::chrono::milliseconds interval_;
   Send send_;
-  const int max_flushes_;
+  std::atomic<int> max_flushes_;
   mutable std::mutex mutex_;
   std::vector<Entry> pending_;
   int flushes_ = 0;

@@ -2,8 +2,8 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include "aws/query_protocol.hpp"
 #include "aws/service_client.hpp"
-#include "aws/text.hpp"
 #include "aws/xml.hpp"
 #include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
@@ -19,21 +19,7 @@ namespace {
 constexpr const char* kVersion = "2010-03-31";
 
 AwsError error_of(const aws::HttpResponse& response) {
-  std::string code, message;
-  if (auto doc = aws::parse_xml(response.body))
-    if (const aws::XmlElement* error = doc->find("Error")) {
-      code = error->child_text("Code");
-      message = error->child_text("Message");
-    }
-  return aws::classify_response(response, "SNS", std::move(code), message);
-}
-
-aws::XmlElement parse_answer(const std::string& body, const char* action) {
-  auto doc = aws::parse_xml(body);
-  if (!doc)
-    throw AwsError(ErrorKind::integrity, std::string("SNS ") + action + " answer is not XML",
-                   "MalformedResponse");
-  return std::move(*doc);
+  return aws::query_error(response, "SNS");
 }
 
 std::string required(const aws::XmlElement& doc, const char* name, const char* action) {
@@ -74,10 +60,7 @@ void add_entry(Params& params, const std::string& prefix, const PublishEntry& en
 }
 
 Params action(const char* name) {
-  Params params;
-  params.emplace_back("Action", name);
-  params.emplace_back("Version", kVersion);
-  return params;
+  return aws::query_action(name, kVersion);
 }
 
 }  // namespace
@@ -87,15 +70,7 @@ struct SnsClient::Impl {
       : options(std::move(opts)), service(ex, aws::service_settings("sns", "SNS", options)) {}
 
   asio::awaitable<aws::XmlElement> call(const char* name, const Params& params) {
-    aws::HttpRequest request;
-    request.method = "POST";
-    request.url = service.endpoint();
-    request.headers.emplace_back("Host", service.endpoint().host_header());
-    request.headers.emplace_back("Content-Type",
-                                 "application/x-www-form-urlencoded; charset=utf-8");
-    request.body = text::encode_form(params);
-    auto response = co_await service.send(request, error_of, name);
-    co_return parse_answer(response.body, name);
+    co_return co_await aws::query_call(service, params, error_of, name);
   }
 
   SnsClientOptions options;

@@ -3,6 +3,7 @@
 // DeleteMessageBatch calls, retries and releases as batched visibility changes, the
 // heartbeat as immediate ChangeMessageVisibilityBatch calls, rejects as a send to the
 // dead-letter queue followed by a delete.
+#include <cmath>
 #include <random>
 
 #include "common/crypto.hpp"
@@ -91,12 +92,8 @@ class SqsSource final : public runtime::Source {
           std::make_shared<sqs::PayloadResolver>(context_.executor, std::move(payload_options),
                                                  [this](const std::string& what) { warn(what); });
     }
-    // Deletes in flight at once: enough for every held message to be in a batch on its
-    // way (a long round trip must not cap the drain: 16 batches of 10 in flight at
-    // 50 ms is 3,200 messages/s), at most what the settlement client's pool holds.
-    const int flushes =
-        std::clamp(context_.max_in_flight / std::max(1, options_.delete_batch_size), 16,
-                   static_cast<int>(options_.client.http.max_connections_per_endpoint));
+    // 16 batches in flight to start with; send_deletes adapts it to the round trip.
+    const int flushes = kBaseFlushes;
     deletes_ = std::make_shared<runtime::Batcher<DeleteEntry>>(
         context_.executor, static_cast<std::size_t>(options_.delete_batch_size),
         options_.delete_flush_interval,
@@ -314,6 +311,26 @@ class SqsSource final : public runtime::Source {
     if (context_.warning) context_.warning(what);
   }
 
+  // Deletes in flight at once follow the round trip: 16 batches up to 20 ms (more only
+  // cost connections and CPU on a near server), in proportion beyond (16 batches of 10
+  // at 50 ms would cap any drain at 3,200 messages/s), at most every held message in a
+  // batch and what the settlement client's pool holds.
+  void adapt_flushes(std::chrono::steady_clock::duration round_trip) {
+    const double ms = std::chrono::duration<double, std::milli>(round_trip).count();
+    delete_round_trip_ms_ = delete_round_trip_ms_ < 0 ? ms : delete_round_trip_ms_ * 0.9 + ms * 0.1;
+    const int most =
+        std::max(kBaseFlushes,
+                 std::min(context_.max_in_flight / std::max(1, options_.delete_batch_size),
+                          static_cast<int>(options_.client.http.max_connections_per_endpoint)));
+    const int wanted =
+        std::clamp(static_cast<int>(std::ceil(kBaseFlushes * delete_round_trip_ms_ / 20.0)),
+                   kBaseFlushes, most);
+    if (wanted == flushes_now_) return;
+    flushes_now_ = wanted;
+    deletes_->set_max_concurrent_flushes(wanted);
+    visibility_changes_->set_max_concurrent_flushes(wanted);
+  }
+
   asio::awaitable<void> send_deletes(std::vector<DeleteEntry> entries) {
     std::vector<sqs::DeleteMessageEntry> request;
     request.reserve(entries.size());
@@ -327,8 +344,10 @@ class SqsSource final : public runtime::Source {
       from_ack += entry.holds_permit;
     };
     try {
+      const auto sent_at = std::chrono::steady_clock::now();
       const auto result =
           co_await settle_client_->delete_message_batch(options_.queue_url, request);
+      adapt_flushes(std::chrono::steady_clock::now() - sent_at);
       std::vector<bool> answered(entries.size(), false);
       for (const auto& ok : result.successful)
         if (auto i = sqs::codec::entry_index(ok.id, entries.size()); i && !answered[*i]) {
@@ -405,6 +424,9 @@ class SqsSource final : public runtime::Source {
   std::shared_ptr<sqs::SqsClient> settle_client_;
   std::shared_ptr<sqs::SqsClient> heartbeat_client_;
   bool fifo_ = false;
+  static constexpr int kBaseFlushes = 16;
+  double delete_round_trip_ms_ = -1;  // a moving mean (the I/O thread's)
+  int flushes_now_ = kBaseFlushes;
   std::shared_ptr<runtime::Batcher<DeleteEntry>> deletes_;
   std::shared_ptr<runtime::Batcher<VisibilityEntry>> visibility_changes_;
   std::shared_ptr<sqs::PayloadResolver> payloads_;  // with large_payloads.enabled
