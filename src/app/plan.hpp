@@ -65,4 +65,7 @@ struct Recommendation {
 Measured measure(const std::vector<Scrape>& scrapes, double window_s);
 std::vector<Recommendation> recommend(const Measured& measured, double headroom_s);
 
+// A figure as the plan prints it (6 significant digits).
+std::string number(double value, int precision = 6);
+
 }  // namespace sluice::app

@@ -244,3 +244,35 @@ TEST(AutoConcurrency, ASlowConsumerGetsFewerReceivesAndIdleFallsBackToOne) {
   queue.run(auto_c, 5, now);
   EXPECT_EQ(auto_c.level(), 1);
 }
+
+// ------------------------------------------------------------ sluice plan's parser
+#include "app/plan.hpp"
+
+TEST(PlanMetrics, ParsesTheExpositionAndRefusesWhatIsNot) {
+  const auto scrape = app::parse_exposition(
+      "# HELP a b\n# TYPE a counter\n"
+      "sluice_messages_settled_total{outcome=\"acked\"} 12\n"
+      "sluice_messages_settled_total{outcome=\"rejected\"} 3\n"
+      "sluice_setting{name=\"max_in_flight\",x=\"a\\\"b,c\"} 250\n"
+      "sluice_poll_latency_seconds_bucket{le=\"+Inf\"} 7\n"
+      "plain 1.5e3\n",
+      2.0);
+  EXPECT_DOUBLE_EQ(scrape.sum("sluice_messages_settled_total"), 15);
+  EXPECT_DOUBLE_EQ(scrape.labelled("sluice_setting", "name", "max_in_flight", 0), 250);
+  EXPECT_DOUBLE_EQ(scrape.labelled("sluice_setting", "x", "a\"b,c", 0), 250);
+  EXPECT_DOUBLE_EQ(scrape.sum("plain"), 1500);
+  EXPECT_DOUBLE_EQ(scrape.sum("absent"), 0);
+  for (const char* bad :
+       {"name{le=\"1\" 3\n", "name 12abc\n", "name{le=1} 3\n", "{x=\"1\"} 2\n", "lonely\n"})
+    EXPECT_THROW(app::parse_exposition(bad, 0), std::invalid_argument) << bad;
+  // Two scrapes with no work between them: nothing to size from; a process that is not
+  // sluice run: said so.
+  EXPECT_THROW(app::measure({scrape, scrape}, 1), std::runtime_error);
+  const auto other = app::parse_exposition("process_cpu_seconds_total 3\n", 0);
+  try {
+    app::measure({other, other}, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is this a sluice run endpoint"), std::string::npos);
+  }
+}
