@@ -183,6 +183,7 @@ Outcome run_contender(const std::string& url, const std::string& proxy_endpoint,
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 6.0;
+  const double auto_seconds = argc > 3 ? std::atof(argv[3]) : 3 * seconds;
   std::vector<int> latencies{0, 20, 50};
   if (argc > 2) {
     latencies.clear();
@@ -197,7 +198,7 @@ int main(int argc, char** argv) {
   std::printf(
       "concurrency benchmark: no-op handler, max_in_flight 1000, poll_wait 1s, %.0f s per fixed "
       "setting (2 s warm-up), %.0f s for auto; latency added to every request by a proxy\n\n",
-      seconds, 3 * seconds);
+      seconds, auto_seconds);
   for (const int latency : latencies) {
     test::HttpFaults faults;
     faults.latency = std::chrono::milliseconds(latency);
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
     }
     top_up(io, client, url, observer, kBacklog);
     const auto a =
-        run_contender(url, proxy.endpoint(), "auto", 3 * seconds, observer, proxy, 0ms, 0.0);
+        run_contender(url, proxy.endpoint(), "auto", auto_seconds, observer, proxy, 0ms, 0.0);
     std::printf("  %-10s %12.0f %14.0f %10d %22.0f\n", "auto", a.rate, a.rate_settled,
                 a.receives_final, a.receive_requests_per_1000);
     std::printf(

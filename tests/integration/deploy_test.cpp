@@ -241,7 +241,10 @@ TEST(Deploy, ImageRunsAsNonRootWithEveryLibraryTheBinaryNeeds) {
   std::istringstream packages(needed);
   int checked = 0;
   for (std::string package; std::getline(packages, package);) {
-    if (package.empty() || base.count(package)) continue;
+    // The sanitizer build links the sanitizers' runtimes: not part of a release image.
+    if (package.empty() || base.count(package) || package.starts_with("libasan") ||
+        package.starts_with("libubsan"))
+      continue;
     ++checked;
     EXPECT_NE(runtime.find(" " + package), std::string::npos)
         << package << " (a library sluice links) is not installed in the runtime stage";
