@@ -171,8 +171,15 @@ class AutoConcurrency {
         refine(now, latency);
         break;
       case Phase::holding:
-        if (permit_bound && level_ > config_.min) {
-          // Fewer receives, kept only if the rate holds (the consumer sets it).
+        if (!permit_bound) descending_ = false;
+        if (permit_bound && level_ > config_.min && now >= hold_until_) {
+          // Fewer receives, kept only if the rate holds (the consumer sets it), measured
+          // against the rates of this descent only (older ones may predate a slower sink).
+          if (!descending_) {
+            rates_.clear();
+            rates_[level_] = rate;
+            descending_ = true;
+          }
           previous_level_ = level_;
           set_level(level_ * 3 / 4, Phase::probing_down, now, latency);
         } else if (now >= hold_until_ && backlog && level_ < config_.max) {
@@ -183,14 +190,15 @@ class AutoConcurrency {
         }
         break;
       case Phase::probing_down: {
-        const double before = rates_.count(previous_level_) ? rates_[previous_level_] : 0;
-        if (rate >= config_.near_best * before) {
-          rates_.erase(previous_level_);  // the consumer's rate, not that level's any more
+        // Against the best rate seen, not the last step's: small losses must not add up.
+        if (rate >= config_.near_best * best_rate()) {
           set_level(level_, Phase::holding, now, latency);
+          hold_until_ = now;  // the next window may step down again
         } else {
           set_level(previous_level_, Phase::holding, now, latency);
+          hold_until_ = now + config_.hold;
+          descending_ = false;
         }
-        hold_until_ = now + config_.hold;
         break;
       }
       case Phase::probing: {
@@ -201,6 +209,7 @@ class AutoConcurrency {
         } else {
           set_level(previous_level_, Phase::holding, now, latency);
           hold_until_ = now + config_.hold;
+          descending_ = false;
         }
         break;
       }
@@ -225,6 +234,7 @@ class AutoConcurrency {
   int low_ = 0, high_ = 0;
   std::map<int, double> rates_;
   double last_rate_ = 0;
+  bool descending_ = false;  // stepping down while the loops wait for permits
   Clock::time_point counting_from_{}, window_start_{}, hold_until_{};
   long window_polls_ = 0;
   std::size_t window_messages_ = 0;
