@@ -16,9 +16,10 @@
 // receives can never ask for more than max_in_flight). When most receives could not
 // ask for a full batch, or the loops waited for permits longer than they spent
 // receiving, the consumer (handlers, sink, acknowledgements) is the bottleneck: no
-// more receives, and a quarter fewer per window for as long as the rate holds. When a window
-// received nothing: back to `min`, and the search starts again when work returns. Pure logic;
-// called from the container's I/O thread only.
+// more receives, and a quarter fewer per window while the rate stays within `near_best`
+// of the best of that descent (a step that does not is taken back and held). When a
+// window received nothing: back to `min`, and the search starts again when work
+// returns. Pure logic; called from the container's I/O thread only.
 
 #include <algorithm>
 #include <chrono>
