@@ -30,7 +30,9 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples) {
+namespace {
+nlohmann::json signal_document(const scale::Signal& signal,
+                               const std::vector<AutoscaleSample>& samples) {
   nlohmann::json doc;
   doc["desired_tasks"] = signal.desired_tasks;
   doc["utilization_percent"] = signal.utilization_percent;
@@ -48,7 +50,12 @@ std::string signal_json(const scale::Signal& signal, const std::vector<Autoscale
     if (s.visible >= 0) sample["visible"] = s.visible;
     list.push_back(std::move(sample));
   }
-  return doc.dump();
+  return doc;
+}
+}  // namespace
+
+std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples) {
+  return signal_document(signal, samples).dump();
 }
 
 namespace {
@@ -115,14 +122,6 @@ class AmqpReader final : public QueueReader {
 std::string queue_name_of(const std::string& url) {
   const auto slash = url.find_last_of('/');
   return slash == std::string::npos ? url : url.substr(slash + 1);
-}
-
-milliseconds duration_flag(const std::string& flag, const std::string& value, milliseconds min,
-                           milliseconds max) {
-  const auto d = parse_duration(value);
-  if (!d || *d < min || *d > max)
-    throw UsageError(flag + ": got '" + value + "', expected " + duration_expected(min, max));
-  return *d;
 }
 
 class Autoscaler {
@@ -279,7 +278,9 @@ class Autoscaler {
     std::lock_guard lock(mutex_);
     latest_ = signal;
     latest_at_ = Clock::now();
-    latest_json_ = signal_json(signal, samples_in_window(kServedSamples));
+    latest_doc_ = signal_document(signal, samples_in_window(kServedSamples));
+    // Read here, on the sampling thread: the window is not the server thread's to touch.
+    latest_doc_["window_complete"] = cloudwatch_source_ || window_->full(latest_at_);
     gauges_->set(signal);
   }
 
@@ -291,10 +292,9 @@ class Autoscaler {
 
   // The served JSON with the value's age and whether its window is complete.
   std::string served_json() const {
-    if (latest_json_.empty()) return "{}";
-    auto doc = nlohmann::json::parse(latest_json_);
+    if (!latest_) return "{}";
+    auto doc = latest_doc_;
     doc["age_s"] = std::chrono::duration<double>(Clock::now() - latest_at_).count();
-    doc["window_complete"] = cloudwatch_source_ || window_->full(Clock::now());
     return doc.dump();
   }
 
@@ -474,7 +474,7 @@ class Autoscaler {
   std::optional<scale::Signal> latest_;
   Clock::time_point latest_at_{};
   static constexpr std::size_t kServedSamples = 120;
-  std::string latest_json_;
+  nlohmann::json latest_doc_;  // with window_complete; age_s added when served
   std::exception_ptr failure_;
   int exit_code_ = 0;
 };
@@ -486,6 +486,9 @@ int run_autoscale(const AutoscaleOptions& options) {
     Autoscaler autoscaler(options);
     return autoscaler.run();
   } catch (const UsageError& e) {
+    std::cerr << "sluice autoscale: " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {  // a malformed flag (duration_flag)
     std::cerr << "sluice autoscale: " << e.what() << "\n";
     return 2;
   } catch (const ManagementError& e) {

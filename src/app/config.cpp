@@ -44,9 +44,19 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text)
   return std::chrono::milliseconds(ms);
 }
 
-std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max) {
+static std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max) {
   return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) + "ms to " +
          std::to_string(max.count()) + "ms";
+}
+
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& value,
+                                        std::chrono::milliseconds min,
+                                        std::chrono::milliseconds max) {
+  const auto d = parse_duration(value);
+  if (!d || *d < min || *d > max)
+    throw std::invalid_argument(flag + ": got '" + value + "', expected " +
+                                duration_expected(min, max));
+  return *d;
 }
 
 namespace {

@@ -59,8 +59,11 @@ struct PipelineConfig {
 
 // "250ms", "20s", "5m", "1h"; nullopt for anything else (or a value that would overflow).
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);
-// What a duration option expects, for error messages.
-std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max);
+// A command-line duration: throws std::invalid_argument "FLAG: got 'V', expected ..."
+// outside [min, max].
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& value,
+                                        std::chrono::milliseconds min,
+                                        std::chrono::milliseconds max);
 
 // Loads and validates; environment overrides applied (see the table).
 PipelineConfig load_config(const std::string& path);

@@ -66,25 +66,18 @@ std::string yaml_fragment(const std::vector<Recommendation>& recs, const std::st
 
 int run_plan(const PlanOptions& options) {
   using std::chrono::milliseconds;
-  auto duration_of = [](const std::string& flag, const std::string& value, milliseconds min,
-                        milliseconds max) {
-    const auto d = parse_duration(value);
-    if (!d || *d < min || *d > max)
-      throw std::invalid_argument(flag + ": got '" + value + "', expected " +
-                                  duration_expected(min, max));
-    return *d;
-  };
   milliseconds duration, interval, window, headroom;
   aws::Url url;
   try {
     duration =
-        duration_of("--duration", options.duration, milliseconds(1000), std::chrono::hours(1));
-    interval = duration_of("--interval", options.interval, milliseconds(100), duration);
+        duration_flag("--duration", options.duration, milliseconds(1000), std::chrono::hours(1));
+    interval = duration_flag("--interval", options.interval, milliseconds(100), duration);
     // The default window never asks for more than the observation.
     window = options.window == "5s" && duration < milliseconds(5000)
                  ? duration
-                 : duration_of("--window", options.window, interval, duration);
-    headroom = duration_of("--headroom", options.headroom, milliseconds(0), std::chrono::hours(1));
+                 : duration_flag("--window", options.window, interval, duration);
+    headroom =
+        duration_flag("--headroom", options.headroom, milliseconds(0), std::chrono::hours(1));
     try {
       url = aws::Url::parse(options.metrics_url);
     } catch (const aws::AwsError&) {

@@ -26,6 +26,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/gate.hpp"
 #include "support/pipeline.hpp"
+#include "support/process.hpp"
 #include "support/rabbitmq.hpp"
 #include "support/wait.hpp"
 
@@ -833,14 +834,7 @@ TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
 TEST_F(AmqpTest, QueueCommandsCreateAndCount) {
   const std::string queue = test::unique_queue_name("amqp-cli");
   const std::string sluice = SLUICE_BINARY;
-  auto run = [](const std::string& command) {
-    std::array<char, 512> buffer{};
-    std::string out;
-    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-    while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
-    const int status = pclose(pipe);
-    return std::make_pair(WEXITSTATUS(status), out);
-  };
+  auto run = [](const std::string& command) { return test::run_with_status(command); };
   const std::string url = "'" + broker_->uri() + "'";
   EXPECT_EQ(
       run(sluice + " queue create --amqp-url " + url + " --name " + queue + " --quorum").first, 0);

@@ -26,12 +26,7 @@ using nlohmann::json;
 namespace {
 
 std::pair<int, std::string> run(const std::string& command) {
-  std::array<char, 512> buffer{};
-  std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
+  return test::run_with_status(command);
 }
 
 const std::string kEnv =

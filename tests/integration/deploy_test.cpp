@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "../support/process.hpp"
 #include "app/autoscale.hpp"
 #include "app/config.hpp"
 #include "app/run.hpp"
@@ -30,15 +31,6 @@ std::string read(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-std::pair<int, std::string> shell(const std::string& command) {
-  std::array<char, 512> buffer{};
-  std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
-
 std::string quote(const std::string& arg) {
   std::string out = "'";
   for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -49,7 +41,7 @@ std::string quote(const std::string& arg) {
 void expect_command_parses(const std::vector<std::string>& args, const std::string& where) {
   std::string command = "SLUICE_CHECK_COMMAND_LINE=1 " + std::string(SLUICE_BINARY);
   for (const auto& a : args) command += " " + quote(a);
-  const auto [code, text] = shell(command);
+  const auto [code, text] = test::run_with_status(command);
   EXPECT_EQ(code, 0) << where << ": " << command << "\n" << text;
   EXPECT_NE(text.find("command line ok"), std::string::npos) << where << "\n" << text;
 }
@@ -230,12 +222,12 @@ TEST(Deploy, ImageRunsAsNonRootWithEveryLibraryTheBinaryNeeds) {
   // The runtime stage's packages: each shared library the binary links directly comes
   // from one of them (or from the base image's libc/libstdc++).
   const auto runtime = file.substr(file.find("FROM debian:12-slim"));
-  const auto [code, needed] =
-      shell("for lib in $(readelf -d " + std::string(SLUICE_BINARY) +
-            " | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p'); do path=$(ldd " + SLUICE_BINARY +
-            " | awk -v l=$lib '$1==l {print $3}'); dpkg -S \"$path\" 2>/dev/null || dpkg -S "
-            "\"/usr$path\" 2>/dev/null || dpkg -S \"$(readlink -f $path)\"; done | cut -d: -f1 | "
-            "sort -u");
+  const auto [code, needed] = test::run_with_status(
+      "for lib in $(readelf -d " + std::string(SLUICE_BINARY) +
+      " | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p'); do path=$(ldd " + SLUICE_BINARY +
+      " | awk -v l=$lib '$1==l {print $3}'); dpkg -S \"$path\" 2>/dev/null || dpkg -S "
+      "\"/usr$path\" 2>/dev/null || dpkg -S \"$(readlink -f $path)\"; done | cut -d: -f1 | "
+      "sort -u");
   ASSERT_EQ(code, 0) << needed;
   const std::set<std::string> base{"libc6", "libstdc++6", "libgcc-s1"};
   std::istringstream packages(needed);

@@ -337,22 +337,15 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
 
   const std::string fragment =
       ::testing::TempDir() + "/sluice-plan-" + std::to_string(getpid()) + ".yaml";
-  std::string out;
-  FILE* pipe = popen(
-      (std::string(SLUICE_BINARY) + " plan --metrics-url http://127.0.0.1:" + std::to_string(port) +
-       "/metrics --duration 4s --interval 200ms --window 1s --headroom 10s "
-       "--output json --write " +
-       fragment + " 2>&1")
-          .c_str(),
-      "r");
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
-  const int status = pclose(pipe);
+  const auto [status, out] = test::run_with_status(
+      std::string(SLUICE_BINARY) + " plan --metrics-url http://127.0.0.1:" + std::to_string(port) +
+      "/metrics --duration 4s --interval 200ms --window 1s --headroom 10s --output json --write " +
+      fragment);
 
   pipeline.join();
   std::filesystem::remove(db);
 
-  ASSERT_EQ(WEXITSTATUS(status), 0) << out;
+  ASSERT_EQ(status, 0) << out;
   const auto doc = nlohmann::json::parse(out.substr(out.find('{')));
   const auto& m = doc["measured"];
   const double rate = m["rate"], min_rate = m["min_sustained_rate"], peak = m["peak_rate"];

@@ -25,14 +25,19 @@
 
 namespace sluice::test {
 
-std::string run_command(const std::string& command) {
+std::pair<int, std::string> run_with_status(const std::string& command) {
   std::array<char, 4096> buffer{};
   std::string out;
   FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + command);
   while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
   const int status = pclose(pipe);
-  if (status != 0) throw std::runtime_error(command + " failed: " + out);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+std::string run_command(const std::string& command) {
+  auto [code, out] = run_with_status(command);
+  if (code != 0) throw std::runtime_error(command + " failed: " + out);
   return out;
 }
 

@@ -11,6 +11,8 @@ namespace sluice::test {
 
 // Runs a shell command; returns its output (stdout and stderr); throws if it fails.
 std::string run_command(const std::string& command);
+// Runs a shell command; returns its exit code and output (stdout and stderr).
+std::pair<int, std::string> run_with_status(const std::string& command);
 // A loopback port free at the time of the call.
 int free_port();
 // Starts a child that dies with us (PR_SET_PDEATHSIG) and inherits none of our
