@@ -45,7 +45,14 @@ TEST(ContainerCore, LostLeaseDropsHeldMessagesFreesTheirPermitsAndAcksNothing) {
                         held.push_back(msg);  // settled later, or never
                       }));
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 20; }));
+  const auto handled = [&](std::size_t n) {
+    return wait_until([&] {
+      std::lock_guard lock(m);
+      return held.size() == n;
+    });
+  };
+  // Received and in_flight count a message before its hand-off to a worker.
+  ASSERT_TRUE(handled(20));
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(container.stats().received, 20u) << "max_in_flight holds intake";
 
@@ -53,6 +60,7 @@ TEST(ContainerCore, LostLeaseDropsHeldMessagesFreesTheirPermitsAndAcksNothing) {
   // The 20 are dropped; their permits bring 20 new deliveries under the new lease.
   ASSERT_TRUE(wait_until([&] { return container.stats().received == 40; }));
   ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 20; }));
+  ASSERT_TRUE(handled(40));
   EXPECT_EQ(container.stats().lost, 20u);
   EXPECT_LE(container.stats().in_flight_peak, 20) << "max_in_flight never exceeded";
 
