@@ -7,8 +7,9 @@
 //    slow message never idles the others, and memory is bounded whatever the backlog.
 //  - Several long polls overlap (concurrent receives, elastic between a minimum and
 //    a maximum, following how full the polls come back).
-//  - Handlers run on a worker pool; when it is saturated the receivers wait
-//    (backpressure, not buffering).
+//  - Handlers run on a worker pool (or, for handlers that never block, on the I/O
+//    thread); when the pool is saturated the receivers wait (backpressure, not
+//    buffering).
 //  - Deletes and visibility changes are batched, and always flushed on stop.
 //  - Leases (SQS visibility) are extended for messages still held (heartbeat),
 //    failures come back after an exponential backoff, ordered groups (SQS FIFO) keep
@@ -65,8 +66,13 @@ struct ContainerOptions {
   // plateaus, step down when the handlers are the bottleneck, fall back when idle
   // (at most max_in_flight / the source's batch size, and 256).
   bool auto_concurrency = false;
-  int worker_threads = 16;   // handler threads
-  int handoff_capacity = 0;  // handler calls queued for the workers; 0: max_in_flight
+  // Handler threads. 0: handlers run on the I/O thread, right after each receive, with
+  // no hand-off and no wake-up (the cheapest path, for handlers that never block: no
+  // I/O, no waiting on locks; one that blocks stalls every receive and settlement).
+  // A source whose own preparation blocks (S3 payloads) gets 16 workers instead.
+  // With workers, a handler timed as fast gets several messages per hand-off.
+  int worker_threads = 16;
+  int handoff_capacity = 0;  // hand-offs queued for the workers; 0: max_in_flight
   // Elastic receives (Spring AMQP's triggers): add a receive after this many
   // consecutive full polls, drop one after this many consecutive empty ones.
   int consecutive_full_trigger = 3;

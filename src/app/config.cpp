@@ -417,9 +417,12 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          c.container.heartbeat_interval = as_duration(n, k, milliseconds(0), seconds(43200));
        }},
-      {"source.worker_threads", "integer", "16", "Threads that run the decode/normalize stages.",
+      {"source.worker_threads", "integer", "0",
+       "Threads that run the decode/normalize stages. 0: they run on the I/O thread right after "
+       "each receive, with no hand-off (they never block, and take microseconds: the cheapest "
+       "path). With large_payloads on, S3 fetches need threads of their own: 0 then means 16.",
        [](auto& c, auto& n, auto& k) {
-         c.container.worker_threads = static_cast<int>(as_int(n, k, 1, 1024));
+         c.container.worker_threads = static_cast<int>(as_int(n, k, 0, 1024));
        }},
       {"source.handoff_capacity", "integer", "0",
        "Received batches queued for the worker threads before receives wait (backpressure); 0: "

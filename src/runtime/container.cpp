@@ -73,8 +73,9 @@ void validate(const ContainerOptions& o) {
     bad_option(
         "max_concurrent_receives", std::to_string(o.max_concurrent_receives),
         "at least min_concurrent_receives (" + std::to_string(o.min_concurrent_receives) + ")");
-  if (o.worker_threads < 1)
-    bad_option("worker_threads", std::to_string(o.worker_threads), "at least 1");
+  if (o.worker_threads < 0)
+    bad_option("worker_threads", std::to_string(o.worker_threads),
+               "0 (handlers on the I/O thread) or more");
   if (o.handoff_capacity < 0)
     bad_option("handoff_capacity", std::to_string(o.handoff_capacity),
                "0 (= max_in_flight) or more");
@@ -133,7 +134,18 @@ void parse_concurrency(const std::string& text, ContainerOptions& options) {
 // ------------------------------------------------------------------ core
 
 namespace {
-using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Unit)>;
+// One hand-off to the workers: one or more handler calls' worth of messages.
+using Work = std::vector<Unit>;
+using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Work)>;
+
+// A hand-off wakes a worker (a futex call and a context switch, microseconds): a
+// handler known to be fast gets several units per hand-off, up to this much expected
+// handler time, so that wake-ups cost less than the work they carry. A slow handler
+// (or one not yet timed) gets one unit per hand-off: a slow message holds none up.
+constexpr std::chrono::nanoseconds kHandoffBudget = std::chrono::microseconds(50);
+// Workers for a source whose preparation blocks (S3 payloads), when worker_threads
+// is 0: such a source never prepares on the I/O thread.
+constexpr int kWorkersForBlockingPrepare = 16;
 
 struct LatencyAverage {
   std::atomic<std::uint64_t> count{0};
@@ -264,6 +276,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       return;
     }
     auto self = shared_from_this();
+    if (inline_handlers) {  // posted: this may run inside a handler on the I/O thread
+      asio::post(io, [self, units = std::move(units)]() mutable {
+        for (auto& unit : units) self->handle(unit);
+      });
+      return;
+    }
     asio::co_spawn(
         io,
         [self, units = std::move(units)]() mutable -> asio::awaitable<void> {
@@ -402,8 +420,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
             held.emplace(s.get(), s);
           }
         }
-        // A cancellation here leaves them held and unstarted: stop() releases those.
-        if (!co_await send_units(dispatch->admit(std::move(states)).ready)) co_return;
+        auto ready = dispatch->admit(std::move(states)).ready;
+        if (inline_handlers) {
+          for (auto& unit : ready) handle(unit);
+        } else if (!co_await send_units(std::move(ready))) {
+          co_return;  // cancelled: what is left is held and unstarted, stop() releases it
+        }
       }
       if (auto_concurrency) {
         const int wanted = auto_concurrency->after_poll(count, taken, max_batch, latency,
@@ -437,17 +459,28 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // Hands units to the workers; suspends while the hand-off is full (backpressure).
   // Returns false when stopping interrupted it (the rest were released).
   asio::awaitable<bool> send_units(std::vector<Unit> units) {
-    for (std::size_t i = 0; i < units.size(); ++i) {
+    const std::size_t per_handoff = units_per_handoff(units.size());
+    for (std::size_t first = 0; first < units.size(); first += per_handoff) {
+      const std::size_t last = std::min(units.size(), first + per_handoff);
+      Work work(std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(first)),
+                std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(last)));
       // The common case, room in the hand-off, costs no suspension.
-      if (handoff.try_send(boost::system::error_code{}, std::move(units[i]))) continue;
-      auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(units[i]),
+      if (handoff.try_send(boost::system::error_code{}, std::move(work))) continue;
+      auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(work),
                                               asio::as_tuple(asio::use_awaitable));
       if (ec) {
-        for (std::size_t j = i + 1; j < units.size(); ++j) release_unit(units[j]);
+        for (std::size_t j = last; j < units.size(); ++j) release_unit(units[j]);
         co_return false;
       }
     }
     co_return true;
+  }
+
+  std::size_t units_per_handoff(std::size_t units) const {
+    const auto average = handler_ns_average.load(std::memory_order_relaxed);
+    if (average <= 0 || units <= 1) return 1;
+    return static_cast<std::size_t>(std::clamp<std::int64_t>(kHandoffBudget.count() / average, 1,
+                                                             static_cast<std::int64_t>(units)));
   }
 
   static void release_unit(Unit& unit) {
@@ -457,36 +490,41 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // ---------------------------------------------------------------- workers
   asio::awaitable<void> worker_loop() {
     for (;;) {
-      // Busy workers take the next unit without suspending.
-      Unit unit;
+      // Busy workers take the next hand-off without suspending.
+      Work work;
       boost::system::error_code error;
-      const bool taken = handoff.try_receive([&](boost::system::error_code ec, Unit u) {
+      const bool taken = handoff.try_receive([&](boost::system::error_code ec, Work w) {
         error = ec;
-        unit = std::move(u);
+        work = std::move(w);
       });
       if (!taken) {
         auto [ec, next] = co_await handoff.async_receive(asio::as_tuple(asio::use_awaitable));
         error = ec;
-        unit = std::move(next);
+        work = std::move(next);
       }
       if (error) co_return;  // closed: stopping
-      // Messages settled while they waited (a lost lease) are not handled, nor those
-      // the source could not make ready.
-      std::erase_if(unit, [](const StatePtr& s) { return s->settled(); });
-      if (!draining && !unit.empty()) prepare(unit);
-      std::erase_if(unit, [this](const StatePtr& s) {
-        if (!s->problem) return false;
-        if (!draining) settle_unusable(s);
-        return !draining;
-      });
-      if (unit.empty()) continue;
-      if (draining) {
-        release_unit(unit);
-      } else if (options.listener_mode == ListenerMode::batch) {
-        run_batch(unit);
-      } else {
-        run_single(unit.front());
-      }
+      for (auto& unit : work) handle(unit);
+    }
+  }
+
+  // One handler call's worth of messages, on a worker or, inline, on the I/O thread.
+  void handle(Unit& unit) {
+    // Messages settled while they waited (a lost lease) are not handled, nor those
+    // the source could not make ready.
+    std::erase_if(unit, [](const StatePtr& s) { return s->settled(); });
+    if (!draining && !unit.empty()) prepare(unit);
+    std::erase_if(unit, [this](const StatePtr& s) {
+      if (!s->problem) return false;
+      if (!draining) settle_unusable(s);
+      return !draining;
+    });
+    if (unit.empty()) return;
+    if (draining) {
+      release_unit(unit);
+    } else if (options.listener_mode == ListenerMode::batch) {
+      run_batch(unit);
+    } else {
+      run_single(unit.front());
     }
   }
 
@@ -575,6 +613,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void finish_handler(Clock::time_point started, bool ok) {
     const auto latency = Clock::now() - started;
     handler_latency.add(latency);
+    // A moving average (an eighth per call; concurrent updates may drop one: harmless).
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count();
+    const auto average = handler_ns_average.load(std::memory_order_relaxed);
+    handler_ns_average.store(
+        average > 0 ? average + (ns - average) / 8 : std::max<std::int64_t>(ns, 1),
+        std::memory_order_relaxed);
     handler_calls.fetch_add(1, std::memory_order_relaxed);
     if (observer) observer->on_handler(latency, ok);
     {
@@ -663,9 +707,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         self->observer->on_source_gauge(name, value);
     };
     source = source_factory(context);  // throws SourceError (configuration)
-    workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.worker_threads));
-    for (int i = 0; i < options.worker_threads; ++i)
-      asio::co_spawn(*workers, worker_loop(), runtime::log_if_thrown(options.name + " worker"));
+    if (options.worker_threads > 0) start_workers(options.worker_threads);
     // Opening is cancelled by stop() like a receive (a frozen endpoint must not hold it).
     auto open_signal = std::make_shared<asio::cancellation_signal>();
     receiver_signals[kOpening] = open_signal;
@@ -676,6 +718,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     io_work.emplace(io.get_executor());
     io_thread = std::thread([this] { io.run(); });
     state = State::running;
+  }
+
+  void start_workers(int threads) {
+    workers = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(threads));
+    for (int i = 0; i < threads; ++i)
+      asio::co_spawn(*workers, worker_loop(), runtime::log_if_thrown(options.name + " worker"));
   }
 
   // Opens the source (trying again while it fails), then composes the stages from
@@ -717,6 +765,17 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     dispatch = capabilities.ordered_groups ? runtime::make_ordered_groups(batch)
                                            : runtime::make_direct_dispatch(batch);
     permits.set_wake_threshold(capabilities.max_batch);
+    if (options.worker_threads == 0) {
+      if (capabilities.blocking_prepare) {
+        spdlog::info(
+            "container={} event=workers_for_blocking_source workers={} (worker_threads is 0, "
+            "but this source's preparation blocks: it never runs on the I/O thread)",
+            options.name, kWorkersForBlockingPrepare);
+        start_workers(kWorkersForBlockingPrepare);
+      } else {
+        inline_handlers = true;
+      }
+    }
     if (options.heartbeat && capabilities.extendable && capabilities.lease.count() > 0) {
       auto interval = options.heartbeat_interval.count() > 0 ? options.heartbeat_interval
                                                              : capabilities.lease / 3;
@@ -747,17 +806,22 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         "container={} event=started source={} ordered_groups={} max_in_flight={} receives={}-{} "
         "workers={}",
         options.name, source->describe(), capabilities.ordered_groups, options.max_in_flight,
-        scaler.config().min_receives, scaler.config().max_receives, options.worker_threads);
+        scaler.config().min_receives, scaler.config().max_receives,
+        inline_handlers ? std::string("inline") : std::to_string(options.worker_threads));
   }
 
+  // Runs f on the I/O thread and waits for it until `deadline`; false if it did not run
+  // by then (an inline handler holds the I/O thread): f still runs when it can, so it
+  // must capture nothing from the caller's frame.
   template <class F>
-  void on_io(F&& f) {
-    std::promise<void> done;
-    asio::post(io, [&] {
+  bool on_io(F f, Clock::time_point deadline) {
+    auto done = std::make_shared<std::promise<void>>();
+    auto ran = done->get_future();
+    asio::post(io, [f = std::move(f), done] {
       f();
-      done.set_value();
+      done->set_value();
     });
-    done.get_future().wait();
+    return ran.wait_until(deadline) == std::future_status::ready;
   }
 
   void stop(std::chrono::milliseconds deadline_after) {
@@ -768,11 +832,14 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     const auto stop_started = Clock::now();
 
     // 1. Stop intake: no new receives; open long polls are cancelled at once.
-    on_io([this] {
-      intake_closed = true;
-      for (auto& [id, signal] : receiver_signals) signal->emit(asio::cancellation_type::terminal);
-      permits.close();
-    });
+    intake_closed = true;
+    permits.close();
+    on_io(
+        [self = shared_from_this()] {
+          for (auto& [id, signal] : self->receiver_signals)
+            signal->emit(asio::cancellation_type::terminal);
+        },
+        deadline);
     while (active_receivers.load() > 0 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
 
@@ -826,9 +893,16 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     state = State::stopped;
     io_work.reset();
     io.stop();
-    if (io_thread.joinable()) io_thread.join();
+    if (io_thread.joinable()) {
+      // An inline handler stuck past the deadline holds the I/O thread: it is left
+      // behind like a stuck worker (the destructor keeps the core alive for it).
+      if (inline_handlers && still_running > 0)
+        io_thread.detach();
+      else
+        io_thread.join();
+    }
     if (still_running == 0) {
-      workers->join();
+      if (workers) workers->join();
     } else {
       spdlog::warn(
           "container={} event=stop_deadline handlers_still_running={} (their messages "
@@ -895,7 +969,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   Handoff handoff;
   runtime::ReceiveScaler scaler;
   std::optional<runtime::AutoConcurrency> auto_concurrency;  // concurrency: auto
-  int last_auto_level = 0;                                   // its last logged level
+  // Handlers run on the I/O thread (worker_threads 0, a source that never blocks in
+  // prepare): set once at open, before the first receive.
+  bool inline_handlers = false;
+  std::atomic<std::int64_t> handler_ns_average{0};
+  int last_auto_level = 0;  // its last logged level
 
   std::mutex lifecycle_mutex;
   State state = State::idle;
@@ -939,9 +1017,8 @@ Container::Container(ContainerOptions options, SourceFactory source, BatchHandle
 
 Container::~Container() {
   stop();
-  if (!impl_->workers) return;
   if (impl_->running_handlers.load() == 0) {
-    impl_->workers->join();
+    if (impl_->workers) impl_->workers->join();
     return;
   }
   // Handlers that outlived the stop deadline: joining them could hang forever (a

@@ -46,6 +46,9 @@ struct SourceCapabilities {
   // takes what has arrived, so one receive loop is enough and the core's elastic
   // receives are off; the source scales its own consumers.
   bool push = false;
+  // prepare() may block (it fetches S3 payloads): it never runs on the I/O thread,
+  // whatever ContainerOptions::worker_threads says.
+  bool blocking_prepare = false;
 };
 
 enum class SourceErrorKind {

@@ -138,6 +138,7 @@ class SqsSource final : public runtime::Source {
     c.ordered_groups = fifo_;
     c.max_batch = options_.max_messages_per_poll;
     c.confirms_acks = true;
+    c.blocking_prepare = payloads_ != nullptr;
     return c;
   }
 

@@ -320,3 +320,78 @@ TEST(ContainerCore, DestructionDoesNotWaitForAHandlerStuckPastTheDeadline) {
   EXPECT_TRUE(returned) << "destruction waited for the stuck handler";
   EXPECT_EQ(queue->count(queue->acked), 0u) << "nothing acked for the abandoned message";
 }
+
+// worker_threads 0 runs handlers on the I/O thread: a handler that blocks anyway
+// (misuse) must not make stop() or destruction outlive the deadline.
+TEST(ContainerCore, AnInlineHandlerStuckPastTheDeadlineDoesNotHoldUpStop) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->push("stuck");
+  queue->push("behind");
+  auto options = core_options("stuck-inline");
+  options.worker_threads = 0;
+  options.shutdown_deadline = 100ms;
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto entered = std::make_shared<std::atomic<int>>(0);
+  auto container = std::make_unique<Container>(options, test::fake_source(queue),
+                                               MessageHandler([released, entered](Message&) {
+                                                 ++*entered;
+                                                 while (!*released)
+                                                   std::this_thread::sleep_for(1ms);
+                                               }));
+  container->start();
+  ASSERT_TRUE(wait_until([&] { return entered->load() == 1; })) << "the handler is running";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(entered->load(), 1) << "one I/O thread: the second message waits behind it";
+  auto destroyed = std::async(std::launch::async, [&] { container.reset(); });
+  const bool returned = destroyed.wait_for(5s) == std::future_status::ready;
+  *released = true;
+  destroyed.wait();
+  EXPECT_TRUE(returned) << "stop waited for the stuck inline handler";
+  EXPECT_EQ(queue->count(queue->acked), 0u);
+}
+
+// With workers, a handler timed as fast gets several messages per hand-off; a slow
+// one gets one each, so that the others never wait behind it.
+TEST(ContainerCore, FastHandlersShareHandOffsSlowOnesGetOneEach) {
+  for (const bool slow : {false, true}) {
+    auto queue = std::make_shared<test::FakeQueue>();
+    queue->max_batch = 10;
+    const int total = 400;
+    for (int i = 0; i < total; ++i) queue->push("m" + std::to_string(i));
+    auto options = core_options(slow ? "slow-handoff" : "fast-handoff");
+    options.ack_mode = AckMode::on_success;
+    options.max_in_flight = 40;
+    options.worker_threads = 4;
+    std::mutex m;
+    std::map<std::thread::id, int> per_thread;
+    std::map<int, std::thread::id> thread_of;  // message number -> the thread that ran it
+    std::atomic<int> done{0};
+    Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                          if (slow) std::this_thread::sleep_for(2ms);
+                          {
+                            std::lock_guard lock(m);
+                            ++per_thread[std::this_thread::get_id()];
+                            thread_of[std::stoi(msg.body().substr(1))] = std::this_thread::get_id();
+                          }
+                          ++done;
+                        }));
+    container.start();
+    ASSERT_TRUE(wait_until([&] { return done.load() == total; }, 30s));
+    container.stop();
+    EXPECT_EQ(queue->count(queue->acked), static_cast<std::size_t>(total));
+    std::lock_guard lock(m);
+    // Messages of one receive (m0-m9, m10-m19, ...) that went to different threads.
+    int switches = 0;
+    for (int i = 0; i + 1 < total; ++i)
+      if ((i + 1) % 10 != 0 && thread_of[i] != thread_of[i + 1]) ++switches;
+    if (!slow) {
+      // One message per hand-off would spread each receive over the 4 workers (about
+      // 270 switches); timed as fast, a receive's messages go out together.
+      EXPECT_LT(switches, 60) << "fast handlers still get one message per hand-off";
+    } else {
+      // 2 ms handlers, 10 per receive: one per hand-off puts every worker to use.
+      EXPECT_EQ(per_thread.size(), 4u) << "slow handlers spread over the workers";
+      for (const auto& [thread, n] : per_thread) EXPECT_GE(n, total / 16);
+    }
+  }
+}
