@@ -49,6 +49,7 @@ inline std::string fill_queue(boost::asio::io_context& io,
 struct Drain {
   double messages_per_second = 0;
   double cpu_us_per_message = 0;
+  double requests_per_1000 = 0;  // ReceiveMessage and DeleteMessageBatch calls
 };
 
 // The emulator's ceiling: `loops` overlapping receive loops asking what the
@@ -57,7 +58,7 @@ struct Drain {
 inline Drain ceiling(boost::asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
                      const std::string& url, int count, int loops) {
   using Clock = std::chrono::steady_clock;
-  std::atomic<int> received{0}, deleted{0};
+  std::atomic<int> received{0}, deleted{0}, requests{0};
   Clock::time_point finished{};
   const double cpu0 = test::cpu_seconds();
   const auto start = Clock::now();
@@ -70,8 +71,10 @@ inline Drain ceiling(boost::asio::io_context& io, const std::shared_ptr<sqs::Sqs
             r.queue_url = url;
             r.wait_time_seconds = 1;
             r.visibility_timeout = 30;
+            ++requests;
             auto messages = co_await client->receive_message(r);
             if (messages.empty()) continue;
+            ++requests;
             received += static_cast<int>(messages.size());
             std::vector<sqs::DeleteMessageEntry> deletes;
             for (std::size_t j = 0; j < messages.size(); ++j)
@@ -88,7 +91,8 @@ inline Drain ceiling(boost::asio::io_context& io, const std::shared_ptr<sqs::Sqs
   io.restart();
   io.run();  // also waits out the idle long polls of the other loops: not counted
   const double seconds = std::chrono::duration<double>(finished - start).count();
-  return {count / seconds, (test::cpu_seconds() - cpu0) / count * 1e6};
+  return {count / seconds, (test::cpu_seconds() - cpu0) / count * 1e6,
+          requests.load() * 1000.0 / count};
 }
 
 }  // namespace sluice::bench

@@ -2,8 +2,14 @@
 //   1. the ceiling: a minimal client (overlapping receive + batch delete loops, no
 //      processing), the fastest this emulator can be drained;
 //   2. the container with a no-op handler, same backlog;
-//   3. memory per in-flight message (a stuck handler holding max_in_flight).
-// Usage: bench_drain [messages] [concurrent_receives]
+//   3. memory per in-flight message (a stuck handler holding max_in_flight), and the
+//      process's RSS holding 1,000 and 10,000 messages of 1 KiB;
+//   4. head-of-line: 1 ms handlers on workers, with and without one 10 s message
+//      among them.
+// The container runs twice: handlers on the I/O thread (worker_threads 0) and on 4
+// workers. Each figure is also printed as a "DATA name value" line for
+// bench/run-all.sh.
+// Usage: bench_drain [messages] [concurrent_receives]   (BENCH_SKIP_EXTRAS=1: only 1-2)
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -40,24 +46,40 @@ std::string fill_queue(asio::io_context& io, std::shared_ptr<sqs::SqsClient> cli
                            std::vector<std::string>(static_cast<std::size_t>(count), body));
 }
 
+void data(const std::string& name, double value) {
+  std::printf("DATA %s %.3f\n", name.c_str(), value);
+}
+
+// The SQS calls the source made (its running totals, reported as source gauges).
+struct RequestCounter : ContainerObserver {
+  std::atomic<double> receives{0}, deletes{0}, visibility{0};
+  void on_source_gauge(const std::string& name, double value) override {
+    if (name == "sqs_receive_requests") receives = value;
+    if (name == "sqs_delete_requests") deletes = value;
+    if (name == "sqs_change_visibility_requests") visibility = value;
+  }
+};
+
 struct Result {
   double seconds;
   double cpu;
+  double requests_per_1000;
 };
 
-Result container_drain(const std::string& url, int count, int receives) {
+Result container_drain(const std::string& url, int count, int receives, int workers) {
   ContainerOptions options;
   options.name = "bench";
   options.max_in_flight = 400;
   options.min_concurrent_receives = receives;
   options.max_concurrent_receives = receives;
-  options.worker_threads =
-      std::getenv("BENCH_WORKERS") ? std::atoi(std::getenv("BENCH_WORKERS")) : 4;
+  options.worker_threads = workers;
   SqsSourceOptions source;
   source.queue_url = url;
   source.client = test::emulator_client_options();
   source.poll_wait = std::chrono::seconds(1);
   Container container(options, make_sqs_source(source), MessageHandler([](Message&) {}));
+  auto requests = std::make_shared<RequestCounter>();
+  container.set_observer(requests);
   const double cpu0 = test::cpu_seconds();
   const auto start = Clock::now();
   container.start();
@@ -65,12 +87,88 @@ Result container_drain(const std::string& url, int count, int receives) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const double cpu = test::cpu_seconds() - cpu0;
-  container.stop();
-  return {seconds, cpu};
+  container.stop();  // its final flush reports the last totals
+  const double calls = requests->receives + requests->deletes + requests->visibility;
+  return {seconds, cpu, calls / count * 1000.0};
 }
 
-double memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
-                            int held) {
+// Seconds until `quick` messages of 1 ms are handled, on 16 workers with
+// max_in_flight 100, with one 10 s message among them or not.
+double head_of_line(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, int quick,
+                    bool with_slow) {
+  std::vector<std::string> bodies(static_cast<std::size_t>(quick), "quick");
+  if (with_slow) bodies.insert(bodies.begin() + 5, "slow");
+  const std::string url = bench::fill_queue(io, client, "bench-hol", bodies);
+  ContainerOptions options;
+  options.name = "bench-hol";
+  options.max_in_flight = 100;
+  options.min_concurrent_receives = options.max_concurrent_receives = 4;
+  options.worker_threads = 16;
+  options.shutdown_deadline = std::chrono::milliseconds(100);
+  SqsSourceOptions source;
+  source.queue_url = url;
+  source.client = test::emulator_client_options();
+  source.poll_wait = std::chrono::seconds(1);
+  std::atomic<int> done{0};
+  Container container(options, make_sqs_source(source), MessageHandler([&](Message& m) {
+                        if (m.body() == "slow") {
+                          std::this_thread::sleep_for(std::chrono::seconds(10));
+                          return;
+                        }
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                        ++done;
+                      }));
+  const auto start = Clock::now();
+  container.start();
+  while (done.load() < quick) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  container.stop();
+  return seconds;
+}
+
+// The whole process's peak RSS while a stuck handler holds max_in_flight messages.
+long rss_holding(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, int held,
+                 std::size_t body_bytes) {
+  const std::string url = bench::fill_queue(
+      io, client, "bench-rss",
+      std::vector<std::string>(static_cast<std::size_t>(held) + 100, std::string(body_bytes, 'x')));
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  ContainerOptions options;
+  options.name = "bench-rss";
+  options.max_in_flight = held;
+  options.min_concurrent_receives = options.max_concurrent_receives = 8;
+  options.worker_threads = 2;
+  SqsSourceOptions source;
+  source.queue_url = url;
+  source.client = test::emulator_client_options();
+  source.poll_wait = std::chrono::seconds(1);
+  source.visibility_timeout = std::chrono::seconds(300);
+  Container container(options, make_sqs_source(source), MessageHandler([&](Message&) {
+                        std::unique_lock lock(m);
+                        cv.wait(lock, [&] { return open; });
+                      }));
+  container.start();
+  while (container.stats().in_flight < held)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long rss = test::rss_kib();
+  {
+    std::lock_guard lock(m);
+    open = true;
+  }
+  cv.notify_all();
+  container.stop();
+  return rss;
+}
+
+struct HeldMemory {
+  double rss_bytes;  // resident memory per held message
+};
+
+HeldMemory memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
+                                int held) {
   const std::string url = fill_queue(io, client, "bench-mem", held + 500);
   std::mutex m;
   std::condition_variable cv;
@@ -102,7 +200,7 @@ double memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient
   }
   cv.notify_all();
   container.stop();
-  return static_cast<double>(after - before) * 1024.0 / held;
+  return {static_cast<double>(after - before) * 1024.0 / held};
 }
 
 }  // namespace
@@ -121,16 +219,46 @@ int main(int argc, char** argv) {
       count, receives);
   const std::string url1 = fill_queue(io, client, "bench-ceiling", count);
   const bench::Drain raw = bench::ceiling(io, client, url1, count, receives);
-  const std::string url2 = fill_queue(io, client, "bench-container", count);
-  const Result box = container_drain(url2, count, receives);
-  const double raw_rate = raw.messages_per_second, box_rate = count / box.seconds;
-  std::printf("%-34s %10.0f msg/s  %8.2f us CPU/msg\n", "ceiling (receive+delete, no work)",
-              raw_rate, raw.cpu_us_per_message);
-  std::printf("%-34s %10.0f msg/s  %8.2f us CPU/msg\n", "sluice container (no-op handler)",
-              box_rate, box.cpu / count * 1e6);
-  std::printf("%-34s %10.2f\n", "ratio container/ceiling", box_rate / raw_rate);
-  const double bytes = memory_per_in_flight(io, client, 5000);
+  const double raw_rate = raw.messages_per_second;
+  std::printf("%-34s %10.0f msg/s  %8.2f us CPU/msg  %6.0f requests/1000 msgs\n",
+              "ceiling (receive+delete, no work)", raw_rate, raw.cpu_us_per_message,
+              raw.requests_per_1000);
+  data("ceiling_rate", raw_rate);
+  data("ceiling_cpu_us", raw.cpu_us_per_message);
+  data("ceiling_requests_per_1000", raw.requests_per_1000);
+  for (const int workers : {0, 4}) {
+    const std::string url = fill_queue(io, client, "bench-container", count);
+    const Result box = container_drain(url, count, receives, workers);
+    const double rate = count / box.seconds, cpu_us = box.cpu / count * 1e6;
+    const std::string label = workers ? "container, 4 workers" : "container, inline";
+    std::printf("%-34s %10.0f msg/s  %8.2f us CPU/msg  %6.0f requests/1000 msgs\n",
+                ("sluice " + label + " (no-op)").c_str(), rate, cpu_us, box.requests_per_1000);
+    std::printf("%-34s %10.2f rate, %.2f CPU per message\n", "  against the ceiling",
+                rate / raw_rate, cpu_us / raw.cpu_us_per_message);
+    const std::string key = workers ? "workers" : "inline";
+    data(key + "_rate", rate);
+    data(key + "_cpu_us", cpu_us);
+    data(key + "_requests_per_1000", box.requests_per_1000);
+  }
+  if (std::getenv("BENCH_SKIP_EXTRAS")) return 0;
+  const HeldMemory memory = memory_per_in_flight(io, client, 5000);
   std::printf("%-34s %10.0f bytes (5000 held, ~300 B bodies)\n", "memory per in-flight message",
-              bytes);
+              memory.rss_bytes);
+  data("bytes_per_held_message", memory.rss_bytes);
+  const long base = test::rss_kib();
+  std::printf("%-34s %10ld KiB\n", "RSS before holding", base);
+  data("rss_base_kib", static_cast<double>(base));
+  for (const int held : {1000, 10000}) {
+    const long rss = rss_holding(io, client, held, 1024);
+    std::printf("%-34s %10ld KiB (max_in_flight %d, 1 KiB bodies)\n", "RSS holding", rss, held);
+    data("rss_kib_" + std::to_string(held), static_cast<double>(rss));
+  }
+  const int quick = 8000;
+  const double alone = head_of_line(io, client, quick, false);
+  const double behind = head_of_line(io, client, quick, true);
+  std::printf("%-34s %10.2f s alone, %.2f s with one 10 s message: %.1f %% slower\n",
+              "head-of-line (8000 x 1 ms, 16 workers)", alone, behind, (behind / alone - 1) * 100);
+  data("hol_alone_s", alone);
+  data("hol_with_slow_s", behind);
   return 0;
 }

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       count, events.distinct_records);
   std::printf("%-44s %10s %14s %s\n", "contender", "msg/s", "CPU us/msg", "rows");
 
-  const auto [ceiling_rate, ceiling_cpu] = sluice::bench::ceiling(
+  const auto [ceiling_rate, ceiling_cpu, ceiling_requests] = sluice::bench::ceiling(
       bench.io, bench.client, bench.fill("pb-ceiling", events.bodies), count, 8);
   std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate,
               ceiling_cpu, "-");
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
 
   // FIFO, 20 message groups: each group in order into the database, groups in parallel.
   const int groups = 20;
-  const auto [fifo_ceiling_rate, fifo_ceiling_cpu] = sluice::bench::ceiling(
+  const auto [fifo_ceiling_rate, fifo_ceiling_cpu, fifo_ceiling_requests] = sluice::bench::ceiling(
       bench.io, bench.client, bench.fill("pb-fifo-ceiling", events.bodies, groups), count, 8);
   std::printf("%-44s %10.0f %14.1f %s\n", "FIFO ceiling (20 groups): receive+delete",
               fifo_ceiling_rate, fifo_ceiling_cpu, "-");

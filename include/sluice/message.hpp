@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace sluice {
 
@@ -29,6 +30,10 @@ class Message {
   const std::map<std::string, std::string>& attributes() const;
   // Application headers (SQS message attributes; binary values base64-encoded).
   const std::map<std::string, std::string>& headers() const;
+  // One of each, without building the maps above (a message stores them packed, and
+  // builds the maps on their first call).
+  std::optional<std::string_view> attribute(std::string_view name) const;
+  std::optional<std::string_view> header(std::string_view name) const;
   int receive_count() const;  // 1 on the first delivery
   // The ordered group it belongs to (SQS FIFO MessageGroupId), if any.
   std::optional<std::string> group_id() const;

@@ -180,8 +180,9 @@ class AmqpSource final : public runtime::Source {
     max_batch_ = std::clamp(std::max(options_.batch_size, 100), 1, max_in_flight);
     describe_ = std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
                 std::to_string(uri_.port) + " vhost " + uri_.vhost + " queue " + options_.queue;
-    source_ = std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
-              std::to_string(uri_.port) + "/" + options_.queue;
+    source_shared_ = std::make_shared<const std::string>(
+        std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
+        std::to_string(uri_.port) + "/" + options_.queue);
   }
 
   ~AmqpSource() override {
@@ -656,18 +657,18 @@ class AmqpSource final : public runtime::Source {
           } catch (...) {
           }
         }
-        state->headers.emplace(key, std::move(*value));
+        state->headers.add(key, *value);
       }
     }
     if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG)
-      state->attributes["SentTimestamp"] = std::to_string(p.timestamp * 1000);
+      state->attributes.add("SentTimestamp", std::to_string(p.timestamp * 1000));
     if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
-      state->attributes["ContentType"] = text(p.content_type);
+      state->attributes.add("ContentType", text(p.content_type));
     if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG)
-      state->attributes["CorrelationId"] = text(p.correlation_id);
-    state->attributes["Exchange"] = std::move(exchange);
-    state->attributes["RoutingKey"] = std::move(routing_key);
-    state->attributes["Redelivered"] = redelivered ? "true" : "false";
+      state->attributes.add("CorrelationId", text(p.correlation_id));
+    state->attributes.add("Exchange", exchange);
+    state->attributes.add("RoutingKey", routing_key);
+    state->attributes.add("Redelivered", redelivered ? "true" : "false");
     amqp_destroy_message(&message);
     // Quorum queues count deliveries (x-delivery-count: earlier returns); classic
     // queues only flag a redelivery, so failures seen here are counted by id too.
@@ -676,7 +677,7 @@ class AmqpSource final : public runtime::Source {
         std::max(delivery_count >= 0 ? delivery_count + 1 : 1, attempts_.get(state->id) + 1);
     state->receipt = std::to_string(tag);
     state->lease = consumer.lease;
-    state->source = source_;
+    state->source = source_shared_;
     state->received_at = std::chrono::system_clock::now();
     consumer.acks.delivered(tag);
     bool notify = false;
@@ -1030,7 +1031,7 @@ class AmqpSource final : public runtime::Source {
   int max_in_flight_ = 100;
   int max_batch_ = 100;
   std::string describe_;
-  std::string source_;
+  std::shared_ptr<const std::string> source_shared_;  // every message's source()
   int wake_fd_ = -1;
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};

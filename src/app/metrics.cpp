@@ -161,6 +161,10 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
        "Handler calls that waited for room in max_bytes_in_flight before their payloads were "
        "fetched"},
       {"large_payloads_deleted", "S3 payloads deleted after their message (delete_after_ack)"},
+      {"sqs_receive_requests", "ReceiveMessage calls (what SQS bills, with the two below)"},
+      {"sqs_delete_requests", "DeleteMessageBatch calls"},
+      {"sqs_change_visibility_requests",
+       "ChangeMessageVisibilityBatch calls (heartbeat, retries, releases)"},
   };
   for (const auto& [name, help] : source_totals)
     source_totals_[name] = &BuildCounter()

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
+#include <charconv>
 #include <condition_variable>
 #include <future>
 #include <iostream>
@@ -56,20 +57,13 @@ sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
   return nullptr;
 }
 
-std::optional<std::string_view> attribute(const Message& m, const std::string& name) {
-  auto it = m.attributes().find(name);
-  if (it == m.attributes().end()) return std::nullopt;
-  return std::string_view(it->second);
-}
-
 std::optional<std::chrono::system_clock::time_point> sent_time(const Message& m) {
-  auto it = m.attributes().find("SentTimestamp");
-  if (it == m.attributes().end()) return std::nullopt;
-  try {
-    return std::chrono::system_clock::time_point(std::chrono::milliseconds(std::stoll(it->second)));
-  } catch (...) {
-    return std::nullopt;
-  }
+  const auto text = m.attribute("SentTimestamp");
+  long long ms = 0;
+  if (!text) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), ms);
+  if (ec != std::errc{} || end != text->data() + text->size()) return std::nullopt;
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
 }
 
 // "skuId=SKU-1 locationId=LOC-7": the configured business fields, for log lines.
@@ -164,8 +158,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                                sent_time(message),
                                message.received_at(),
                                message.source(),
-                               attribute(message, "MessageGroupId"),
-                               attribute(message, "SequenceNumber")};
+                               message.attribute("MessageGroupId"),
+                               message.attribute("SequenceNumber")};
     auto result = transformer.transform(view);
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!log_fields.empty()) {

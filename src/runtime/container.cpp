@@ -580,7 +580,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     } catch (...) {
       const std::string what = runtime::describe_current_exception();
       for (auto& s : unit)
-        if (!s->problem) s->problem = detail::MessageState::Problem{true, "prepare_failed", what};
+        if (!s->problem)
+          s->problem = std::make_unique<detail::MessageState::Problem>(
+              detail::MessageState::Problem{true, "prepare_failed", what});
     }
   }
 

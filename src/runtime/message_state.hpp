@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "sluice/message.hpp"
 
@@ -29,13 +31,50 @@ class Settler {
                       std::string reason) = 0;
 };
 
+// Names and values packed in one string: one allocation per message instead of a
+// map node and up to two strings per entry (with a std::map, a held SQS message's four
+// system attributes cost more than its 300-byte body). Lengths are varints and the
+// names SQS and AMQP always send are one byte.
+class PackedPairs {
+ public:
+  // Sized once for the pairs to come (no growth slack), then add() each.
+  void reserve_for(std::size_t pairs, std::size_t text_bytes) {
+    data_.reserve(pairs * 4 + text_bytes);
+  }
+  void add(std::string_view name, std::string_view value);
+  // The first value under `name`.
+  std::optional<std::string_view> find(std::string_view name) const;
+  template <class F>
+  void for_each(F&& f) const {  // f(name, value), in the order added
+    for (std::size_t at = 0; at < data_.size();) {
+      const auto name = next_name(at);
+      const auto value = next_text(at);
+      f(name, value);
+    }
+  }
+  bool empty() const { return data_.empty(); }
+  std::map<std::string, std::string> to_map() const;  // the first value of each name
+
+ private:
+  std::string_view next_name(std::size_t& at) const;
+  std::string_view next_text(std::size_t& at) const;
+  void append_text(std::string_view text);
+  std::string data_;
+};
+
 struct MessageState : std::enable_shared_from_this<MessageState> {
   std::string id;
   std::string body;
-  std::string source;
-  std::string receipt;  // SQS receipt handle / AMQP delivery tag
-  std::map<std::string, std::string> attributes;
-  std::map<std::string, std::string> headers;
+  std::shared_ptr<const std::string> source;  // one string per queue, not per message
+  std::string receipt;                        // SQS receipt handle / AMQP delivery tag
+  PackedPairs attributes;
+  PackedPairs headers;
+  // What Message::attributes() and headers() return, built on the first call.
+  struct Maps {
+    std::map<std::string, std::string> attributes, headers;
+  };
+  std::once_flag maps_once;
+  std::unique_ptr<const Maps> maps;
   int receive_count = 1;
   std::optional<std::string> group_id;  // set: the message belongs to an ordered group
   std::chrono::system_clock::time_point received_at;
@@ -50,11 +89,23 @@ struct MessageState : std::enable_shared_from_this<MessageState> {
     std::string reason;  // "payload_missing", ...
     std::string detail;
   };
-  std::optional<Problem> problem;
-  // The body as the queue holds it, when the source replaced it (an S3 pointer).
-  std::string queue_body;
-  // Held as long as the message is (the byte reservation of a fetched payload).
-  std::shared_ptr<void> resources;
+  std::unique_ptr<Problem> problem;  // rare: a pointer, not an optional
+  // A payload the source fetched in place of the body (an S3 pointer): the body as
+  // the queue holds it, and what is held as long as the message is (the payload's byte
+  // reservation). Rare: behind a pointer.
+  struct Fetched {
+    std::string queue_body;
+    std::shared_ptr<void> resources;
+  };
+  std::unique_ptr<Fetched> fetched;
+  Fetched& fetched_payload() {
+    if (!fetched) fetched = std::make_unique<Fetched>();
+    return *fetched;
+  }
+  const std::string& queue_body() const {
+    static const std::string none;
+    return fetched ? fetched->queue_body : none;
+  }
 
   std::weak_ptr<Settler> owner;
   std::atomic<Outcome> outcome{Outcome::none};

@@ -83,25 +83,24 @@ std::uint64_t ByteBudget::used() const {
 namespace {
 
 // The declared size: ExtendedPayloadSize, or the first Java client's attribute.
-std::optional<std::uint64_t> declared_size(const std::map<std::string, std::string>& headers,
-                                           std::string& raw) {
-  auto it = headers.find(std::string(kPayloadSizeAttribute));
-  if (it == headers.end()) it = headers.find(std::string(kLegacyPayloadSizeAttribute));
-  if (it == headers.end()) return std::nullopt;
-  raw = it->second;
+std::optional<std::uint64_t> declared_size(const detail::PackedPairs& headers, std::string& raw) {
+  auto text = headers.find(kPayloadSizeAttribute);
+  if (!text) text = headers.find(kLegacyPayloadSizeAttribute);
+  if (!text) return std::nullopt;
+  raw = std::string(*text);
   std::uint64_t value = 0;
   const auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), value);
   if (ec != std::errc{} || end != raw.data() + raw.size()) return std::nullopt;
   return value;
 }
 
-bool has_size_attribute(const std::map<std::string, std::string>& headers) {
-  return headers.contains(std::string(kPayloadSizeAttribute)) ||
-         headers.contains(std::string(kLegacyPayloadSizeAttribute));
+bool has_size_attribute(const detail::PackedPairs& headers) {
+  return headers.find(kPayloadSizeAttribute) || headers.find(kLegacyPayloadSizeAttribute);
 }
 
 void mark(const StatePtr& state, bool retry, std::string reason, std::string detail) {
-  state->problem = detail::MessageState::Problem{retry, std::move(reason), std::move(detail)};
+  state->problem = std::make_unique<detail::MessageState::Problem>(
+      detail::MessageState::Problem{retry, std::move(reason), std::move(detail)});
 }
 
 // Runs the coroutines concurrently on `executor` and waits for all of them.
@@ -149,7 +148,7 @@ void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
   std::vector<std::uint64_t> sizes;
   std::uint64_t total = 0;
   for (auto& state : unit) {
-    if (state->problem || !has_size_attribute(state->headers) || !state->queue_body.empty())
+    if (state->problem || !has_size_attribute(state->headers) || !state->queue_body().empty())
       continue;
     std::string raw_size;
     const auto size = declared_size(state->headers, raw_size);
@@ -183,15 +182,14 @@ void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
   auto reservation = budget_->try_take(total);
   auto stopped = [&] {
     for (auto& state : states)
-      if (!state->problem)
-        state->problem = detail::MessageState::Problem{true, "stopping", "stopped while fetching"};
+      if (!state->problem) mark(state, true, "stopping", "stopped while fetching");
   };
   if (!reservation) {
     waits_.fetch_add(1, std::memory_order_relaxed);
     reservation = budget_->take(total);
     if (!reservation) return stopped();  // stopping: the core releases the unit
   }
-  for (auto& state : states) state->resources = reservation;
+  for (auto& state : states) state->fetched_payload().resources = reservation;
   reservation.reset();
   auto done = asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
                              asio::use_future);
@@ -224,9 +222,9 @@ asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer poin
         co_await s3_->get_object(pointer.bucket, pointer.key, static_cast<std::size_t>(declared));
     fetched_.fetch_add(1, std::memory_order_relaxed);
     fetched_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
-    state->queue_body = std::exchange(state->body, std::move(payload));
+    state->fetched_payload().queue_body = std::exchange(state->body, std::move(payload));
   } catch (const aws::AwsError& e) {
-    state->resources.reset();
+    state->fetched_payload().resources.reset();
     if (e.kind() == aws::ErrorKind::integrity && e.code().empty()) {
       mark(state, false, "malformed",
            where + " is larger than its " + std::string(kPayloadSizeAttribute) + " (" +
@@ -240,7 +238,7 @@ asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer poin
            where + ": " + e.what());
     }
   } catch (...) {
-    state->resources.reset();
+    state->fetched_payload().resources.reset();
     failed_.fetch_add(1, std::memory_order_relaxed);
     mark(state, true, "payload_unavailable", where + ": " + runtime::describe_current_exception());
   }

@@ -49,6 +49,13 @@ SourceError source_error(const aws::AwsError& e) {
   return SourceError(kind, e.code(), std::string(aws::to_string(e.kind())) + ": " + e.what());
 }
 
+void pack(const std::map<std::string, std::string>& pairs, detail::PackedPairs& into) {
+  std::size_t bytes = 0;
+  for (const auto& [name, value] : pairs) bytes += name.size() + value.size();
+  into.reserve_for(pairs.size(), bytes);
+  for (const auto& [name, value] : pairs) into.add(name, value);
+}
+
 std::string random_attempt_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::uint64_t a = rng(), b = rng();
@@ -151,6 +158,8 @@ class SqsSource final : public runtime::Source {
     if (fifo_) request.receive_request_attempt_id = random_attempt_id();
     std::vector<sqs::Message> messages;
     try {
+      receive_requests_.fetch_add(1, std::memory_order_relaxed);
+      report_requests();
       messages = co_await client_->receive_message(std::move(request));
     } catch (const aws::AwsError& e) {
       throw source_error(e);
@@ -164,7 +173,7 @@ class SqsSource final : public runtime::Source {
       auto s = std::make_shared<detail::MessageState>();
       s->id = std::move(m.message_id);
       s->body = std::move(m.body);
-      s->source = options_.queue_url;
+      s->source = queue_url_;
       s->receipt = std::move(m.receipt_handle);
       s->receive_count = std::max(1, m.receive_count());
       // Standard queues may carry a MessageGroupId too (fair queues): it orders
@@ -172,10 +181,14 @@ class SqsSource final : public runtime::Source {
       if (fifo_) s->group_id = m.group_id();
       s->received_at = now;
       s->visible_until_ms = visible_until;
-      for (auto& [name, value] : m.message_attributes)
-        s->headers.emplace(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
-                                                   : std::move(value.string_value));
-      s->attributes = std::move(m.attributes);
+      pack(m.attributes, s->attributes);
+      if (!m.message_attributes.empty()) {
+        std::map<std::string, std::string> headers;
+        for (auto& [name, value] : m.message_attributes)
+          headers.emplace(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
+                                                  : std::move(value.string_value));
+        pack(headers, s->headers);
+      }
       states.push_back(std::move(s));
     }
     co_return states;
@@ -196,7 +209,7 @@ class SqsSource final : public runtime::Source {
 
   void ack(const StatePtr& state) override {
     DeleteEntry entry{state->receipt, 0, true, {}};
-    if (payloads_ && payloads_->delete_after_ack()) entry.payload_pointer = state->queue_body;
+    if (payloads_ && payloads_->delete_after_ack()) entry.payload_pointer = state->queue_body();
     deletes_->add(std::move(entry));
   }
   void expedite_acks() override { deletes_->flush_now(); }
@@ -216,7 +229,7 @@ class SqsSource final : public runtime::Source {
     }
     sqs::SendMessageEntry entry;
     // A resolved payload goes back as the pointer it came as (its object is kept).
-    entry.body = state->queue_body.empty() ? state->body : state->queue_body;
+    entry.body = state->queue_body().empty() ? state->body : state->queue_body();
     entry.message_attributes["sluice-reject-reason"] =
         sqs::MessageAttributeValue::string(reason.empty() ? "rejected" : reason.substr(0, 4096));
     entry.message_attributes["sluice-source-queue"] =
@@ -225,13 +238,14 @@ class SqsSource final : public runtime::Source {
     // A pointer keeps its size attribute whatever else does not fit: without it the
     // dead letter would read as an ordinary body after a redrive.
     for (auto name : {sqs::kPayloadSizeAttribute, sqs::kLegacyPayloadSizeAttribute})
-      if (auto it = state->headers.find(std::string(name)); it != state->headers.end())
-        entry.message_attributes.emplace(it->first, sqs::MessageAttributeValue::number(it->second));
-    for (const auto& [name, value] : state->headers) {
-      if (entry.message_attributes.size() >= 10) break;
-      if (!value.empty())
-        entry.message_attributes.emplace(name, sqs::MessageAttributeValue::string(value));
-    }
+      if (auto value = state->headers.find(name))
+        entry.message_attributes.emplace(name,
+                                         sqs::MessageAttributeValue::number(std::string(*value)));
+    state->headers.for_each([&](std::string_view name, std::string_view value) {
+      if (entry.message_attributes.size() < 10 && !value.empty())
+        entry.message_attributes.emplace(name,
+                                         sqs::MessageAttributeValue::string(std::string(value)));
+    });
     if (options_.dead_letter_queue_url.ends_with(".fifo")) {
       entry.message_group_id = state->group_id.value_or("dead-letter");
       entry.message_deduplication_id = state->id;
@@ -282,6 +296,7 @@ class SqsSource final : public runtime::Source {
       entries.push_back({std::to_string(i), (*states)[i]->receipt, seconds});
     std::size_t extended = 0;
     try {
+      visibility_requests_.fetch_add(1, std::memory_order_relaxed);
       const auto result =
           co_await heartbeat_client_->change_message_visibility_batch(options_.queue_url, entries);
       const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
@@ -303,6 +318,7 @@ class SqsSource final : public runtime::Source {
     co_await visibility_changes_->drain();
     co_await deletes_->drain();
     if (payloads_) co_await payloads_->wait_for_deletes(std::chrono::seconds(5));
+    report_requests();
   }
 
   std::string describe() const override { return options_.queue_url; }
@@ -346,6 +362,7 @@ class SqsSource final : public runtime::Source {
     };
     try {
       const auto sent_at = std::chrono::steady_clock::now();
+      delete_requests_.fetch_add(1, std::memory_order_relaxed);
       const auto result =
           co_await settle_client_->delete_message_batch(options_.queue_url, request);
       adapt_flushes(std::chrono::steady_clock::now() - sent_at);
@@ -389,6 +406,19 @@ class SqsSource final : public runtime::Source {
     if (payloads_) report_payloads();  // bytes held fall as messages are deleted
   }
 
+  // The calls that make the bill (one ReceiveMessage, DeleteMessageBatch or
+  // ChangeMessageVisibilityBatch each; the client's retries are counted apart), as
+  // running totals: reported with each receive.
+  void report_requests() {
+    if (!context_.gauge) return;
+    context_.gauge("sqs_receive_requests",
+                   static_cast<double>(receive_requests_.load(std::memory_order_relaxed)));
+    context_.gauge("sqs_delete_requests",
+                   static_cast<double>(delete_requests_.load(std::memory_order_relaxed)));
+    context_.gauge("sqs_change_visibility_requests",
+                   static_cast<double>(visibility_requests_.load(std::memory_order_relaxed)));
+  }
+
   void report_payloads() {
     if (!context_.gauge) return;
     const auto s = payloads_->stats();
@@ -406,6 +436,7 @@ class SqsSource final : public runtime::Source {
     for (std::size_t i = 0; i < entries.size(); ++i)
       request.push_back({std::to_string(i), entries[i].receipt, entries[i].seconds});
     try {
+      visibility_requests_.fetch_add(1, std::memory_order_relaxed);
       const auto result =
           co_await settle_client_->change_message_visibility_batch(options_.queue_url, request);
       for (const auto& f : result.failed)
@@ -416,6 +447,9 @@ class SqsSource final : public runtime::Source {
   }
 
   SqsSourceOptions options_;
+  std::atomic<std::uint64_t> receive_requests_{0}, delete_requests_{0}, visibility_requests_{0};
+  std::shared_ptr<const std::string> queue_url_ =
+      std::make_shared<const std::string>(options_.queue_url);  // every message's source()
   runtime::SourceContext context_;
   // Three clients, so three connection pools: long polls hold a connection for up to
   // poll_wait; deletes, visibility changes and dead letters come in bursts; the

@@ -52,6 +52,8 @@ struct FakeQueue {
 
 class FakeSource final : public runtime::Source {
  public:
+  const std::shared_ptr<const std::string> source_name_ =
+      std::make_shared<const std::string>("fake");
   FakeSource(std::shared_ptr<FakeQueue> queue, const runtime::SourceContext& context)
       : queue_(std::move(queue)), executor_(context.executor) {
     queue_->context = context;
@@ -82,7 +84,7 @@ class FakeSource final : public runtime::Source {
           s->id = s->body = item.body;
           s->group_id = item.group;
           s->lease = queue_->lease;
-          s->source = "fake";
+          s->source = source_name_;
           states.push_back(std::move(s));
         }
       }

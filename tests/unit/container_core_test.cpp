@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/backoff.hpp"
+#include "runtime/message_state.hpp"
 #include "sluice/container.hpp"
 #include "support/fake_source.hpp"
 #include "support/wait.hpp"
@@ -394,4 +395,37 @@ TEST(ContainerCore, FastHandlersShareHandOffsSlowOnesGetOneEach) {
       for (const auto& [thread, n] : per_thread) EXPECT_GE(n, total / 16);
     }
   }
+}
+
+// A message's attributes and headers are stored packed (one allocation); the maps
+// the public API returns are built from them and say the same.
+TEST(PackedPairs, KeepsEveryPairInOrderAndReadsBackAsTheMapWould) {
+  detail::PackedPairs pairs;
+  const std::string long_value(300, 'v');  // a length over 127: a two-byte varint
+  const std::vector<std::pair<std::string, std::string>> added = {
+      {"SentTimestamp", "1700000000000"},
+      {"ApproximateReceiveCount", "3"},
+      {"x-custom", long_value},
+      {"", ""},  // empty name and value
+      {std::string("nul\0inside", 10), std::string("a\0b", 3)},
+      {"SentTimestamp", "later duplicate"}};
+  for (const auto& [name, value] : added) pairs.add(name, value);
+  std::vector<std::pair<std::string, std::string>> seen;
+  pairs.for_each([&](std::string_view name, std::string_view value) {
+    seen.emplace_back(std::string(name), std::string(value));
+  });
+  EXPECT_EQ(seen, added);
+  EXPECT_EQ(pairs.find("SentTimestamp"), std::optional<std::string_view>("1700000000000"))
+      << "the first value under a name";
+  EXPECT_EQ(pairs.find("x-custom"), std::optional<std::string_view>(long_value));
+  EXPECT_EQ(pairs.find(std::string("nul\0inside", 10)),
+            std::optional<std::string_view>(std::string_view("a\0b", 3)));
+  EXPECT_FALSE(pairs.find("Sent"));
+  EXPECT_FALSE(pairs.find("MessageGroupId"));
+  const auto map = pairs.to_map();
+  EXPECT_EQ(map.size(), 5u);
+  EXPECT_EQ(map.at("SentTimestamp"), "1700000000000");
+  EXPECT_EQ(map.at(""), "");
+  EXPECT_TRUE(detail::PackedPairs{}.empty());
+  EXPECT_FALSE(detail::PackedPairs{}.find(""));
 }
