@@ -396,6 +396,16 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("sluice_setting{name=\"max_in_flight\"} 20"), std::string::npos);
+  // The SQS calls that make the bill: receives and deletes made while it worked.
+  const auto value_of = [&](const std::string& name) {
+    const auto at = metrics.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size() + 2));
+  };
+  const double receives = value_of("sluice_sqs_receive_requests_total");
+  const double deletes = value_of("sluice_sqs_delete_requests_total");
+  EXPECT_GT(receives, 0) << metrics;
+  EXPECT_GT(deletes, 0) << metrics;
+  EXPECT_GE(value_of("sluice_sqs_change_visibility_requests_total"), 0) << metrics;
   EXPECT_NE(metrics.find("sluice_autoscale_desired_tasks "), std::string::npos);
   // About 20 in flight, capacity 20 (max_in_flight), 1 spare: 2 tasks, 2 running.
   EXPECT_GT(autoscale["in_flight_max_average"].get<double>(), 0) << autoscale.dump();
