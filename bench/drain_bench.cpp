@@ -126,7 +126,9 @@ double head_of_line(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client
   return seconds;
 }
 
-// The whole process's peak RSS while a stuck handler holds max_in_flight messages.
+// The whole process's RSS (VmRSS, after the earlier phases of this run: what holding
+// adds is the difference with the figure before) while a stuck handler holds
+// max_in_flight messages.
 long rss_holding(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, int held,
                  std::size_t body_bytes) {
   const std::string url = bench::fill_queue(

@@ -48,9 +48,11 @@ std::string config_yaml(const std::string& url, const std::string& dsn, const st
          std::string(std::getenv("BENCH_RECEIVES") ? std::getenv("BENCH_RECEIVES") : "8") +
          "\n  max_in_flight: " +
          std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") +
-         "\n  worker_threads: 4\n" + test::inventory_stages_yaml() +
-         "sink:\n  type: postgres\n  table: " + table + "\n  batch_size: " + std::to_string(batch) +
-         "\n  writers: " + std::to_string(writers) + "\n  postgres:\n    dsn: " + dsn +
+         "\n  worker_threads: " +
+         std::string(std::getenv("BENCH_WORKERS") ? std::getenv("BENCH_WORKERS") : "0") + "\n" +
+         test::inventory_stages_yaml() + "sink:\n  type: postgres\n  table: " + table +
+         "\n  batch_size: " + std::to_string(batch) + "\n  writers: " + std::to_string(writers) +
+         "\n  postgres:\n    dsn: " + dsn +
          "\n"
          "metrics:\n  listen: ''\nlogging:\n  level: error\n";
 }

@@ -31,7 +31,7 @@ export AWS_EC2_METADATA_DISABLED=true
 scripts/build.sh >/dev/null
 out="bench/results/$(date +%F)"
 mkdir -p "$out" bench/plots
-rm -f "$out"/drain-*.txt
+rm -f "$out"/*.txt  # a --quick run must not report an earlier run's other tables
 
 for i in $(seq 1 "$repeat"); do
   echo "run-all: drain run $i of $repeat"

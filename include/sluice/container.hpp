@@ -68,9 +68,11 @@ struct ContainerOptions {
   bool auto_concurrency = false;
   // Handler threads. 0: handlers run on the I/O thread, right after each receive, with
   // no hand-off and no wake-up (the cheapest path, for handlers that never block: no
-  // I/O, no waiting on locks; one that blocks stalls every receive and settlement).
-  // A source whose own preparation blocks (S3 payloads) gets 16 workers instead.
-  // With workers, a handler timed as fast gets several messages per hand-off.
+  // I/O, no waiting on locks; one that blocks stalls every receive, heartbeat and
+  // settlement, and one stuck past stop()'s deadline also stops the final flush: acks
+  // not yet sent are lost and those messages come back). A source whose own
+  // preparation blocks (S3 payloads) gets 16 workers instead. With workers, a handler
+  // timed as fast gets several messages per hand-off (see kHandoffBudget).
   int worker_threads = 16;
   int handoff_capacity = 0;  // hand-offs queued for the workers; 0: max_in_flight
   // Elastic receives (Spring AMQP's triggers): add a receive after this many
@@ -110,8 +112,9 @@ struct ContainerStats {
   std::uint64_t receive_errors = 0;
   std::uint64_t visibility_extensions = 0;
   std::uint64_t handler_calls = 0;
-  std::uint64_t failed_acks = 0;             // deletes given up (those messages come back)
-  std::int64_t pending_acks = 0;             // acked, not yet confirmed by the queue (hold permits)
+  std::uint64_t handoffs = 0;     // hand-offs to the workers (each may wake one); 0 inline
+  std::uint64_t failed_acks = 0;  // deletes given up (those messages come back)
+  std::int64_t pending_acks = 0;  // acked, not yet confirmed by the queue (hold permits)
   std::int64_t lease_remaining_min_ms = -1;  // least lease left at the latest heartbeat
   std::int64_t in_flight = 0;                // held now
   std::int64_t in_flight_peak = 0;

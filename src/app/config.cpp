@@ -425,8 +425,8 @@ const std::vector<Option>& options() {
          c.container.worker_threads = static_cast<int>(as_int(n, k, 0, 1024));
        }},
       {"source.handoff_capacity", "integer", "0",
-       "Received batches queued for the worker threads before receives wait (backpressure); 0: "
-       "max_in_flight.",
+       "Hand-offs (one or more handler calls each) queued for the worker threads before "
+       "receives wait (backpressure); 0: max_in_flight. Unused when the stages run inline.",
        [](auto& c, auto& n, auto& k) {
          c.container.handoff_capacity = static_cast<int>(as_int(n, k, 0, 100000));
        }},

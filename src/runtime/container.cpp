@@ -139,9 +139,13 @@ using Work = std::vector<Unit>;
 using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Work)>;
 
 // A hand-off wakes a worker (a futex call and a context switch, microseconds): a
-// handler known to be fast gets several units per hand-off, up to this much expected
-// handler time, so that wake-ups cost less than the work they carry. A slow handler
-// (or one not yet timed) gets one unit per hand-off: a slow message holds none up.
+// handler known to be fast gets several units per hand-off, up to this much handler
+// time, so that wake-ups cost less than the work they carry. "Known to be fast" is
+// judged by the slowest recent call (a peak that decays by 1/16 per call), not the
+// average: one slow call puts hand-offs back to one unit for the next hundred or so.
+// A slow handler (or one not yet timed) gets one unit per hand-off. The first slow
+// call after a long fast run can still hold up the rest of its own hand-off (at most
+// 50 µs worth of the fast calls before it): the price of one wake-up per batch.
 constexpr std::chrono::nanoseconds kHandoffBudget = std::chrono::microseconds(50);
 // Workers for a source whose preparation blocks (S3 payloads), when worker_threads
 // is 0: such a source never prepares on the I/O thread.
@@ -278,7 +282,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     auto self = shared_from_this();
     if (inline_handlers) {  // posted: this may run inside a handler on the I/O thread
       asio::post(io, [self, units = std::move(units)]() mutable {
-        for (auto& unit : units) self->handle(unit);
+        try {
+          for (auto& unit : units) self->handle(unit);
+        } catch (...) {  // never out of io.run(): the messages stay held, stop() releases them
+          spdlog::error("container={} event=hand_over_failed error=\"{}\"", self->options.name,
+                        runtime::describe_current_exception());
+        }
       });
       return;
     }
@@ -422,7 +431,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         }
         auto ready = dispatch->admit(std::move(states)).ready;
         if (inline_handlers) {
-          for (auto& unit : ready) handle(unit);
+          for (auto& unit : ready) {
+            if (intake_closed) break;  // stopping: the rest stay held unstarted, then released
+            handle(unit);
+          }
         } else if (!co_await send_units(std::move(ready))) {
           co_return;  // cancelled: what is left is held and unstarted, stop() releases it
         }
@@ -464,6 +476,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       const std::size_t last = std::min(units.size(), first + per_handoff);
       Work work(std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(first)),
                 std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(last)));
+      handoffs.fetch_add(1, std::memory_order_relaxed);
       // The common case, room in the hand-off, costs no suspension.
       if (handoff.try_send(boost::system::error_code{}, std::move(work))) continue;
       auto [ec] = co_await handoff.async_send(boost::system::error_code{}, std::move(work),
@@ -477,9 +490,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   }
 
   std::size_t units_per_handoff(std::size_t units) const {
-    const auto average = handler_ns_average.load(std::memory_order_relaxed);
-    if (average <= 0 || units <= 1) return 1;
-    return static_cast<std::size_t>(std::clamp<std::int64_t>(kHandoffBudget.count() / average, 1,
+    const auto peak = handler_ns_peak.load(std::memory_order_relaxed);
+    if (peak <= 0 || units <= 1) return 1;
+    return static_cast<std::size_t>(std::clamp<std::int64_t>(kHandoffBudget.count() / peak, 1,
                                                              static_cast<std::int64_t>(units)));
   }
 
@@ -615,12 +628,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void finish_handler(Clock::time_point started, bool ok) {
     const auto latency = Clock::now() - started;
     handler_latency.add(latency);
-    // A moving average (an eighth per call; concurrent updates may drop one: harmless).
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count();
-    const auto average = handler_ns_average.load(std::memory_order_relaxed);
-    handler_ns_average.store(
-        average > 0 ? average + (ns - average) / 8 : std::max<std::int64_t>(ns, 1),
-        std::memory_order_relaxed);
+    // The decaying peak (concurrent updates may drop one: harmless).
+    const auto ns = std::max<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count(), 1);
+    const auto peak = handler_ns_peak.load(std::memory_order_relaxed);
+    handler_ns_peak.store(std::max(ns, peak - peak / 16), std::memory_order_relaxed);
     handler_calls.fetch_add(1, std::memory_order_relaxed);
     if (observer) observer->on_handler(latency, ok);
     {
@@ -718,7 +730,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                                                 runtime::log_if_thrown(options.name + " open")));
     // The I/O thread runs until stop(), even while a source has nothing pending.
     io_work.emplace(io.get_executor());
-    io_thread = std::thread([this] { io.run(); });
+    io_thread = std::thread([this] {
+      io.run();
+      io_thread_done = true;
+    });
     state = State::running;
   }
 
@@ -809,7 +824,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         "workers={}",
         options.name, source->describe(), capabilities.ordered_groups, options.max_in_flight,
         scaler.config().min_receives, scaler.config().max_receives,
-        inline_handlers ? std::string("inline") : std::to_string(options.worker_threads));
+        inline_handlers ? std::string("inline")
+        : workers       ? std::to_string(options.worker_threads > 0 ? options.worker_threads
+                                                                    : kWorkersForBlockingPrepare)
+                        : std::string("0"));
   }
 
   // Runs f on the I/O thread and waits for it until `deadline`; false if it did not run
@@ -898,10 +916,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     if (io_thread.joinable()) {
       // An inline handler stuck past the deadline holds the I/O thread: it is left
       // behind like a stuck worker (the destructor keeps the core alive for it).
-      if (inline_handlers && still_running > 0)
+      if (inline_handlers && still_running > 0 && !io_thread_done) {
         io_thread.detach();
-      else
+        io_thread_abandoned = true;
+      } else {
         io_thread.join();
+      }
     }
     if (still_running == 0) {
       if (workers) workers->join();
@@ -939,6 +959,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     s.receive_errors = receive_errors.load();
     s.visibility_extensions = visibility_extensions.load();
     s.handler_calls = handler_calls.load();
+    s.handoffs = handoffs.load();
     s.failed_acks = failed_acks.load();
     s.pending_acks = pending_acks.load();
     s.lease_remaining_min_ms = lease_remaining_min_ms.load();
@@ -974,7 +995,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // Handlers run on the I/O thread (worker_threads 0, a source that never blocks in
   // prepare): set once at open, before the first receive.
   bool inline_handlers = false;
-  std::atomic<std::int64_t> handler_ns_average{0};
+  std::atomic<std::int64_t> handler_ns_peak{0};
+  std::atomic<bool> io_thread_done{false};
+  // The I/O thread was left running (an inline handler stuck past stop's deadline):
+  // the core is never freed under it.
+  bool io_thread_abandoned = false;
   int last_auto_level = 0;  // its last logged level
 
   std::mutex lifecycle_mutex;
@@ -1002,7 +1027,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
 
   std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, lost{0}, rejected{0},
       dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
-      handler_calls{0}, failed_acks{0};
+      handler_calls{0}, failed_acks{0}, handoffs{0};
   std::atomic<std::int64_t> pending_acks{0};
   std::atomic<std::int64_t> lease_remaining_min_ms{-1};  // at the latest heartbeat round
   std::atomic<std::int64_t> in_flight{0}, in_flight_peak{0};
@@ -1019,7 +1044,7 @@ Container::Container(ContainerOptions options, SourceFactory source, BatchHandle
 
 Container::~Container() {
   stop();
-  if (impl_->running_handlers.load() == 0) {
+  if (impl_->running_handlers.load() == 0 && !impl_->io_thread_abandoned) {
     if (impl_->workers) impl_->workers->join();
     return;
   }

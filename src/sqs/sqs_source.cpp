@@ -406,9 +406,10 @@ class SqsSource final : public runtime::Source {
     if (payloads_) report_payloads();  // bytes held fall as messages are deleted
   }
 
-  // The calls that make the bill (one ReceiveMessage, DeleteMessageBatch or
-  // ChangeMessageVisibilityBatch each; the client's retries are counted apart), as
-  // running totals: reported with each receive.
+  // The calls that make most of the bill: ReceiveMessage, DeleteMessageBatch and
+  // ChangeMessageVisibilityBatch, one each (retries of a call by the client, dead
+  // letters and queue-attribute reads are not counted here), as running totals:
+  // reported with each receive.
   void report_requests() {
     if (!context_.gauge) return;
     context_.gauge("sqs_receive_requests",

@@ -447,8 +447,6 @@ TEST_F(ContainerTest, FifoWithManualAsynchronousAcksHandsOutAGroupsNextOnlyAfter
   }
 }
 
-// FIFO is the queue's FifoQueue attribute, not its URL: the same FIFO queue addressed
-// by a URL that does not end in ".fifo" (a trailing slash) is still kept in groups.
 // worker_threads 0: handlers run on the I/O thread. Everything else is as with
 // workers: a failure comes back, manual acks from another thread (as the pipeline's
 // writers give them) settle, and a FIFO group's next message waits for the previous
@@ -522,6 +520,8 @@ TEST_F(ContainerTest, InlineHandlersRunOnTheIoThreadAndKeepEveryRule) {
   EXPECT_EQ(not_visible(url), 0);
 }
 
+// FIFO is the queue's FifoQueue attribute, not its URL: the same FIFO queue addressed
+// by a URL that does not end in ".fifo" (a trailing slash) is still kept in groups.
 TEST_F(ContainerTest, FifoIsDetectedFromTheQueuesAttributeNotItsUrl) {
   const std::string url = make_queue("fifo-attr", true);
   publish(
