@@ -126,52 +126,12 @@ double head_of_line(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client
   return seconds;
 }
 
-// The whole process's RSS (VmRSS, after the earlier phases of this run: what holding
-// adds is the difference with the figure before) while a stuck handler holds
-// max_in_flight messages.
-long rss_holding(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, int held,
-                 std::size_t body_bytes) {
-  const std::string url = bench::fill_queue(
-      io, client, "bench-rss",
-      std::vector<std::string>(static_cast<std::size_t>(held) + 100, std::string(body_bytes, 'x')));
-  std::mutex m;
-  std::condition_variable cv;
-  bool open = false;
-  ContainerOptions options;
-  options.name = "bench-rss";
-  options.max_in_flight = held;
-  options.min_concurrent_receives = options.max_concurrent_receives = 8;
-  options.worker_threads = 2;
-  SqsSourceOptions source;
-  source.queue_url = url;
-  source.client = test::emulator_client_options();
-  source.poll_wait = std::chrono::seconds(1);
-  source.visibility_timeout = std::chrono::seconds(300);
-  Container container(options, make_sqs_source(source), MessageHandler([&](Message&) {
-                        std::unique_lock lock(m);
-                        cv.wait(lock, [&] { return open; });
-                      }));
-  container.start();
-  while (container.stats().in_flight < held)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const long rss = test::rss_kib();
-  {
-    std::lock_guard lock(m);
-    open = true;
-  }
-  cv.notify_all();
-  container.stop();
-  return rss;
-}
-
-struct HeldMemory {
-  double rss_bytes;  // resident memory per held message
+// The process's RSS (VmRSS, KiB) before and while a stuck handler holds `held`
+// messages of the queue at `url` (max_in_flight = held).
+struct Holding {
+  long before_kib, after_kib;
 };
-
-HeldMemory memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
-                                int held) {
-  const std::string url = fill_queue(io, client, "bench-mem", held + 500);
+Holding hold(const std::string& url, int held) {
   std::mutex m;
   std::condition_variable cv;
   bool open = false;
@@ -202,7 +162,24 @@ HeldMemory memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsCl
   }
   cv.notify_all();
   container.stop();
-  return {static_cast<double>(after - before) * 1024.0 / held};
+  return {before, after};
+}
+
+// Resident bytes per held message (~300 B bodies).
+double memory_per_in_flight(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client,
+                            int held) {
+  const Holding h = hold(fill_queue(io, client, "bench-mem", held + 500), held);
+  return static_cast<double>(h.after_kib - h.before_kib) * 1024.0 / held;
+}
+
+// The whole process's RSS (after the earlier phases of this run) while `held`
+// messages of `body_bytes` are held.
+long rss_holding(asio::io_context& io, std::shared_ptr<sqs::SqsClient> client, int held,
+                 std::size_t body_bytes) {
+  const std::string url = bench::fill_queue(
+      io, client, "bench-rss",
+      std::vector<std::string>(static_cast<std::size_t>(held) + 100, std::string(body_bytes, 'x')));
+  return hold(url, held).after_kib;
 }
 
 }  // namespace
@@ -243,10 +220,10 @@ int main(int argc, char** argv) {
     data(key + "_requests_per_1000", box.requests_per_1000);
   }
   if (std::getenv("BENCH_SKIP_EXTRAS")) return 0;
-  const HeldMemory memory = memory_per_in_flight(io, client, 5000);
+  const double bytes = memory_per_in_flight(io, client, 5000);
   std::printf("%-34s %10.0f bytes (5000 held, ~300 B bodies)\n", "memory per in-flight message",
-              memory.rss_bytes);
-  data("bytes_per_held_message", memory.rss_bytes);
+              bytes);
+  data("bytes_per_held_message", bytes);
   const long base = test::rss_kib();
   std::printf("%-34s %10ld KiB\n", "RSS before holding", base);
   data("rss_base_kib", static_cast<double>(base));
