@@ -283,7 +283,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     if (inline_handlers) {  // posted: this may run inside a handler on the I/O thread
       asio::post(io, [self, units = std::move(units)]() mutable {
         try {
-          for (auto& unit : units) self->handle(unit);
+          self->handle_inline(units);
         } catch (...) {  // never out of io.run(): the messages stay held, stop() releases them
           spdlog::error("container={} event=hand_over_failed error=\"{}\"", self->options.name,
                         runtime::describe_current_exception());
@@ -431,10 +431,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         }
         auto ready = dispatch->admit(std::move(states)).ready;
         if (inline_handlers) {
-          for (auto& unit : ready) {
-            if (intake_closed) break;  // stopping: the rest stay held unstarted, then released
-            handle(unit);
-          }
+          handle_inline(ready);
         } else if (!co_await send_units(std::move(ready))) {
           co_return;  // cancelled: what is left is held and unstarted, stop() releases it
         }
@@ -517,6 +514,15 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       }
       if (error) co_return;  // closed: stopping
       for (auto& unit : work) handle(unit);
+    }
+  }
+
+  // On the I/O thread, one unit after the other until intake closes (the rest stay
+  // held and unstarted: stop() releases them).
+  void handle_inline(std::vector<Unit>& units) {
+    for (auto& unit : units) {
+      if (intake_closed) return;
+      handle(unit);
     }
   }
 

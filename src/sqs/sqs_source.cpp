@@ -182,13 +182,9 @@ class SqsSource final : public runtime::Source {
       s->received_at = now;
       s->visible_until_ms = visible_until;
       pack(m.attributes, s->attributes);
-      if (!m.message_attributes.empty()) {
-        std::map<std::string, std::string> headers;
-        for (auto& [name, value] : m.message_attributes)
-          headers.emplace(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
-                                                  : std::move(value.string_value));
-        pack(headers, s->headers);
-      }
+      for (const auto& [name, value] : m.message_attributes)  // a sorted map, as before
+        s->headers.add(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
+                                               : value.string_value);
       states.push_back(std::move(s));
     }
     co_return states;
