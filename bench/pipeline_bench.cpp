@@ -1,134 +1,225 @@
-// End-to-end pipeline benchmark, one run, one emulator, one PostgreSQL:
-//   1. ceiling: receive + delete with no processing (as in bench_drain);
-//   2. sluice run into PostgreSQL, batched writes (batch 100);
-//   3. sluice run into PostgreSQL, per-record writes (batch 1), what every seed does;
-//   4. (optional) the Node peer, bench/node-peer: sqs-consumer + pg, same work.
-// Usage: bench_pipeline [messages] [--node]
+// SQS into PostgreSQL, every contender timed the same way from outside (bench/observe.hpp):
+// each is spawned as its own process on a queue holding the same COUNT inventory events;
+// an observer polls the queue's attributes (ApproximateNumberOfMessages, ...NotVisible,
+// ...Delayed) and the table every 20 ms and stops the clock when the queue is empty and
+// the table holds every distinct record. CPU and peak RSS are the child's own (wait4,
+// VmHWM); the emulator's and PostgreSQL's CPU during the run are shown beside them.
+// One emulator, one PostgreSQL 15 (fsync off), same run:
+//   ceiling            bench_sqs_raw: 8 receive loops, delete each batch, no work;
+//   sluice run         into PostgreSQL, batch 100 x 4 writers (the defaults of a config);
+//   sluice per-record  batch 1 on 16 writers, what every seed does;
+//   FIFO ceiling and sluice run FIFO on 20 message groups;
+//   --node: the Node peers (bench/node-peer/consumer.mjs): 8 sqs-consumer instances,
+//           and 16 loops on one @aws-sdk client, each with a pg pool of 8.
+// Usage: bench_pipeline [COUNT] [--node] [--repeat N] [--pin]
+//   --pin  the emulator on CPU 0; PostgreSQL, the contender and this harness on CPU 1:
+//          the queue server is never starved by the consumer it serves.
+// Environment: BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
+// BENCH_BATCH (100), BENCH_WRITERS (4) for the sluice contenders; BENCH_LOG_LEVEL (error),
+// BENCH_ONLY=ID,... (only these contenders: ceiling, sluice, sluice-per-record,
+// node-sqs-consumer, node-pool, fifo-ceiling, sluice-fifo), BENCH_KEEP_LOGS=DIR (keep each
+// contender's output there), BENCH_WRAP (a profiler command in front of sluice, e.g. "/usr/bin/perf
+// record -g -o /tmp/sluice.perf --").
+#include <sched.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <cstdio>
 #include <cstring>
-#include <thread>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
-#include "app/config.hpp"
 #include "app/publish.hpp"
-#include "app/run.hpp"
 #include "bench_support.hpp"
+#include "observe.hpp"
 #include "sluice/sqs/client.hpp"
-#include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
 
-namespace asio = boost::asio;
 using namespace sluice;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Bench {
-  asio::io_context io;
-  std::shared_ptr<sqs::SqsClient> client =
-      std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
-  std::string fill(const std::string& prefix, const std::vector<std::string>& bodies,
-                   int fifo_groups = 0) {
-    return bench::fill_queue(io, client, prefix, bodies, fifo_groups);
-  }
-};
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
 
 std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table,
                         int batch, int writers) {
   return "source:\n  queue_url: " + url +
          "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " +
-         std::string(std::getenv("BENCH_RECEIVES") ? std::getenv("BENCH_RECEIVES") : "8") +
-         "\n  max_in_flight: " +
-         std::string(std::getenv("BENCH_INFLIGHT") ? std::getenv("BENCH_INFLIGHT") : "1000") +
-         "\n  worker_threads: " +
-         std::string(std::getenv("BENCH_WORKERS") ? std::getenv("BENCH_WORKERS") : "0") + "\n" +
+         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " + env_or("BENCH_RECEIVES", "8") +
+         "\n  max_in_flight: " + env_or("BENCH_INFLIGHT", "1000") +
+         "\n  worker_threads: " + env_or("BENCH_WORKERS", "0") + "\n" +
          test::inventory_stages_yaml() + "sink:\n  type: postgres\n  table: " + table +
          "\n  batch_size: " + std::to_string(batch) + "\n  writers: " + std::to_string(writers) +
          "\n  postgres:\n    dsn: " + dsn +
          "\n"
-         "metrics:\n  listen: ''\nlogging:\n  level: error\n";
+         "metrics:\n  listen: ''\nlogging:\n  level: " +
+         env_or("BENCH_LOG_LEVEL", "error") + "\n";
+}
+
+// Every thread of `pid` onto one CPU.
+void pin(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task"))
+    sched_setaffinity(std::stoi(task.path().filename()), sizeof set, &set);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int count = argc > 1 ? std::atoi(argv[1]) : 20000;
-  const bool node = argc > 2 && std::strcmp(argv[2], "--node") == 0;
+  int count = 30000, repeat = 1;
+  bool node = false, pinned = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--node") == 0)
+      node = true;
+    else if (std::strcmp(argv[i], "--pin") == 0)
+      pinned = true;
+    else if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+      repeat = std::atoi(argv[++i]);
+    else if (std::atoi(argv[i]) > 0)
+      count = std::atoi(argv[i]);
+    else {
+      std::fprintf(stderr, "usage: %s [COUNT] [--node] [--repeat N] [--pin]\n", argv[0]);
+      return 2;
+    }
+  }
   spdlog::set_level(spdlog::level::err);
+  // Inherited by every contender; the emulator accepts any signature (placeholders).
   setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "local", 1);
+  setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+  if (pinned) pin(getpid(), 1);  // before PostgreSQL starts: it inherits CPU 1
   auto& pg = test::Postgres::shared();
-  Bench bench;
+  auto& emulator = test::Emulator::shared();
+  if (pinned) pin(emulator.pid(), 0);
+  boost::asio::io_context io;
+  auto client =
+      std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
   const auto events = app::generate_events(count, 0.2, 0.0, 11);
+  const long distinct = static_cast<long>(events.distinct_records);
+  const std::string bin = SLUICE_BINARY_DIR, root = SLUICE_SOURCE_DIR;
+  const std::string node_bin = root + "/tools/emulator/node_modules/.bin/node";
+  const int batch = std::atoi(env_or("BENCH_BATCH", "100").c_str());
+  const int writers = std::atoi(env_or("BENCH_WRITERS", "4").c_str());
+
   std::printf(
-      "pipeline benchmark: %d inventory events (%zu distinct), emulator + PostgreSQL 15 on "
-      "loopback\n",
-      count, events.distinct_records);
-  std::printf("%-44s %10s %14s %s\n", "contender", "msg/s", "CPU us/msg", "rows");
-
-  const auto [ceiling_rate, ceiling_cpu, ceiling_requests] = sluice::bench::ceiling(
-      bench.io, bench.client, bench.fill("pb-ceiling", events.bodies), count, 8);
-  std::printf("%-44s %10.0f %14.1f %s\n", "ceiling: receive+delete, no work", ceiling_rate,
-              ceiling_cpu, "-");
-
-  auto sluice_run = [&](const char* label, int batch, int writers, int fifo_groups = 0) {
-    const std::string url = bench.fill("pb-sluice", events.bodies, fifo_groups);
-    const std::string table = "bench_" + std::to_string(batch) + "_" + std::to_string(fifo_groups) +
-                              "_" + std::to_string(getpid());
-    const auto config = app::parse_config(config_yaml(url, pg.dsn(), table, batch, writers));
-    app::RunOptions options;
-    options.until_drained = true;
-    options.drained_for = std::chrono::milliseconds(600);
-    options.quiet = true;
-    app::RunSummary summary;
-    app::run_pipeline(config, options, summary);
-    const double rate = static_cast<double>(summary.received) / summary.active_seconds;
-    std::printf("%-44s %10.0f %14.1f %llu  (receive %.1f ms, batch %.0f in %.1f ms)\n", label, rate,
-                summary.cpu_seconds / summary.received * 1e6,
-                static_cast<unsigned long long>(summary.records_in_sink), summary.poll_latency_ms,
-                summary.sink_batch, summary.sink_latency_ms);
-    return rate;
-  };
-  const int batch = std::getenv("BENCH_BATCH") ? std::atoi(std::getenv("BENCH_BATCH")) : 100;
-  const int writers = std::getenv("BENCH_WRITERS") ? std::atoi(std::getenv("BENCH_WRITERS")) : 4;
-  const std::string label =
-      "sluice run -> PostgreSQL, batch " + std::to_string(batch) + " x" + std::to_string(writers);
-  const double batched = sluice_run(label.c_str(), batch, writers);
-  const double single = sluice_run("sluice run -> PostgreSQL, per-record (batch 1)", 1, 16);
-  std::printf("%-44s %10.2f\n", "ratio batched / ceiling", batched / ceiling_rate);
-  std::printf("%-44s %10.2f\n", "ratio batched / per-record", batched / single);
-
-  // FIFO, 20 message groups: each group in order into the database, groups in parallel.
-  const int groups = 20;
-  const auto [fifo_ceiling_rate, fifo_ceiling_cpu, fifo_ceiling_requests] = sluice::bench::ceiling(
-      bench.io, bench.client, bench.fill("pb-fifo-ceiling", events.bodies, groups), count, 8);
-  std::printf("%-44s %10.0f %14.1f %s\n", "FIFO ceiling (20 groups): receive+delete",
-              fifo_ceiling_rate, fifo_ceiling_cpu, "-");
-  const std::string fifo_label = "sluice run FIFO (20 groups), batch " + std::to_string(batch) +
-                                 " x" + std::to_string(writers);
-  const double fifo = sluice_run(fifo_label.c_str(), batch, writers, groups);
-  std::printf("%-44s %10.2f\n", "ratio FIFO / FIFO ceiling", fifo / fifo_ceiling_rate);
-  std::printf("%-44s %10.2f\n", "ratio FIFO / standard (batched)", fifo / batched);
-
-  if (node) {
-    const std::string url = bench.fill("pb-node", events.bodies);
-    const std::string table = "bench_node_" + std::to_string(getpid());
-    const std::string cmd = std::string(SLUICE_SOURCE_DIR) +
-                            "/tools/emulator/node_modules/.bin/node " + SLUICE_SOURCE_DIR +
-                            "/bench/node-peer/consumer.mjs " + url + " " +
-                            test::Emulator::shared().endpoint() + " '" + pg.dsn() + "' " + table +
-                            " " + std::to_string(count);
-    std::fflush(stdout);
-    if (std::system(cmd.c_str()) != 0)
-      std::printf("node peer failed (run: cd bench/node-peer && npm ci)\n");
+      "pipeline benchmark: %d inventory events (%ld distinct), SQS emulator + PostgreSQL 15 "
+      "(fsync off) on loopback, every contender spawned and timed from outside%s\n",
+      count, distinct,
+      pinned ? "; pinned: emulator on CPU 0, PostgreSQL + contender + harness on CPU 1" : "");
+  std::printf("%-4s %-44s %8s %8s %11s %8s %8s %14s\n", "run", "contender", "seconds", "msg/s",
+              "CPU us/msg", "RSS MiB", "ceiling", "emulator/db s");
+  {
+    // The emulator's JIT warms up on its first drains; no contender should pay for that.
+    const std::string url = bench::fill_queue(io, client, "pb-warm-up", events.bodies);
+    bench::Watch watch;
+    watch.queue_depth = [&] {
+      return std::atol(
+          test::run(io, client->get_queue_attributes(url))["ApproximateNumberOfMessages"].c_str());
+    };
+    bench::observe({bin + "/bench_sqs_raw", emulator.endpoint(), url, std::to_string(count), "8"},
+                   watch);
   }
+  for (int run = 1; run <= repeat; ++run) {
+    const std::string tag = std::to_string(getpid()) + "_" + std::to_string(run);
+    double ceiling_rate = 0, fifo_ceiling_rate = 0;
+    auto contend = [&](const char* id, const std::string& label, int fifo_groups,
+                       const std::function<std::vector<std::string>(
+                           const std::string& url, const std::string& table)>& command,
+                       bool writes) {
+      const std::string only = env_or("BENCH_ONLY", "");
+      if (!only.empty() &&
+          ("," + only + ",").find("," + std::string(id) + ",") == std::string::npos)
+        return;
+      const std::string url =
+          bench::fill_queue(io, client, "pb-" + std::string(id), events.bodies, fifo_groups);
+      std::string table;
+      if (writes) {
+        table = "bench_" + std::string(id) + "_" + tag;
+        std::replace(table.begin(), table.end(), '-', '_');
+      }
+      bench::Watch watch;
+      const std::vector<std::string> names = {"ApproximateNumberOfMessages",
+                                              "ApproximateNumberOfMessagesNotVisible",
+                                              "ApproximateNumberOfMessagesDelayed"};
+      watch.queue_depth = [&] {
+        const auto attributes = test::run(io, client->get_queue_attributes(url, names));
+        long depth = 0;
+        for (const auto& [name, value] : attributes) depth += std::atol(value.c_str());
+        return depth;
+      };
+      watch.server_pid = emulator.pid();
+      watch.dsn = pg.dsn();
+      watch.table = table;
+      watch.expected_rows = distinct;
+      const auto r = bench::observe(command(url, table), watch);
+      const double rate = count / r.seconds;
+      double& ceiling = fifo_groups ? fifo_ceiling_rate : ceiling_rate;
+      if (ceiling == 0) ceiling = rate;
+      const bool wrong = writes && r.rows != distinct;
+      std::printf("%-4d %-44s %8.2f %8.0f %11.1f %8.1f %8.2f %6.1f/%-6.1f%s\n", run, label.c_str(),
+                  r.seconds, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling,
+                  r.server_cpu, r.database_cpu, wrong ? "  ROWS WRONG" : "");
+      std::printf(
+          "DATA pipeline run=%d id=%s rate=%.1f cpu_us=%.2f rss_mib=%.1f ratio=%.3f "
+          "emulator_cpu_s=%.2f database_cpu_s=%.2f rows_ok=%d\n",
+          run, id, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling, r.server_cpu,
+          r.database_cpu, wrong ? 0 : 1);
+      std::fflush(stdout);
+    };
+    auto raw = [&](const std::string& url, const std::string&) {
+      return std::vector<std::string>{bin + "/bench_sqs_raw", emulator.endpoint(), url,
+                                      std::to_string(count), "8"};
+    };
+    auto sluice = [&](int batch_size, int writer_count) {
+      return [&, batch_size, writer_count](const std::string& url, const std::string& table) {
+        const std::string config = "/tmp/sluice-bench-" + table + ".yaml";
+        std::ofstream(config) << config_yaml(url, pg.dsn(), table, batch_size, writer_count);
+        std::vector<std::string> argv;
+        // BENCH_WRAP: a profiler in front of sluice, e.g. "/usr/bin/perf record -o F --".
+        std::istringstream wrap(env_or("BENCH_WRAP", ""));
+        for (std::string word; wrap >> word;) argv.push_back(word);
+        for (const char* word : {SLUICE_BINARY, "run", "--until-drained", "--config"})
+          argv.push_back(word);
+        argv.push_back(config);
+        return argv;
+      };
+    };
+    auto node_peer = [&](const char* mode) {
+      return [&, mode](const std::string& url, const std::string& table) {
+        return std::vector<std::string>{node_bin,
+                                        "--no-warnings",
+                                        root + "/bench/node-peer/consumer.mjs",
+                                        mode,
+                                        url,
+                                        emulator.endpoint(),
+                                        pg.dsn(),
+                                        table};
+      };
+    };
+    contend("ceiling", "ceiling: bare client, receive+delete, no work", 0, raw, false);
+    contend("sluice", "sluice run, batch " + std::to_string(batch) + " x" + std::to_string(writers),
+            0, sluice(batch, writers), true);
+    contend("sluice-per-record", "sluice run, per-record (batch 1 x16)", 0, sluice(1, 16), true);
+    if (node) {
+      contend("node-sqs-consumer", "node sqs-consumer x8 + pg", 0, node_peer("sqs-consumer"), true);
+      contend("node-pool", "node @aws-sdk 16 loops + pg", 0, node_peer("pool"), true);
+    }
+    contend("fifo-ceiling", "FIFO ceiling (20 groups), no work", 20, raw, false);
+    contend("sluice-fifo",
+            "sluice run FIFO (20 groups), batch " + std::to_string(batch) + " x" +
+                std::to_string(writers),
+            20, sluice(batch, writers), true);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
+    if (entry.path().filename().string().rfind("sluice-bench-bench_", 0) == 0)
+      std::filesystem::remove(entry.path());
   return 0;
 }

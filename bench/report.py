@@ -60,21 +60,53 @@ def concurrency(results):
     return sweep, auto
 
 
-def pipeline(results):
-    """[(contender, msg/s, CPU µs/msg)] and [(ratio, value)] from bench_pipeline's table."""
-    path = os.path.join(results, "pipeline.txt")
-    rows, ratios = [], []
+PIPELINE_LABELS = [
+    ("ceiling", "bare client (the ceiling): receive + delete, no work"),
+    ("sluice", "`sluice run` -> PostgreSQL, batch 100 x 4 writers"),
+    ("sluice-per-record", "`sluice run`, per-record writes (batch 1 x 16 writers)"),
+    ("node-sqs-consumer", "Node: sqs-consumer x 8 + pg pool"),
+    ("node-pool", "Node: @aws-sdk, 16 receive loops + pg pool"),
+    ("fifo-ceiling", "FIFO (20 groups): bare client, no work"),
+    ("sluice-fifo", "FIFO (20 groups): `sluice run`, batch 100 x 4 writers"),
+]
+
+
+def pipeline(results, name="pipeline.txt"):
+    """{contender id: [{rate, cpu_us, rss_mib, ratio, ...} per run]} from bench_pipeline's DATA lines."""
+    path = os.path.join(results, name)
+    rows = {}
     if not os.path.exists(path):
-        return rows, ratios
+        return rows
     for line in read(path).splitlines():
-        m = re.match(r"(ratio .*?)\s+([\d.]+)$", line)
-        if m:
-            ratios.append((m.group(1), float(m.group(2))))
+        if not line.startswith("DATA pipeline "):
             continue
-        m = re.match(r"(\S.*?)\s+(\d+)\s+([\d.]+)\s+(\d+|-)(\s|$)", line)
-        if m and not line.startswith("contender"):
-            rows.append((m.group(1).strip(), float(m.group(2)), float(m.group(3))))
-    return rows, ratios
+        fields = dict(kv.split("=", 1) for kv in line.split()[2:])
+        rows.setdefault(fields.pop("id"), []).append({k: float(v) for k, v in fields.items()})
+    return rows
+
+
+def pipeline_table(rows, command):
+    runs = max((len(v) for v in rows.values()), default=0)
+    out = [
+        f"### Pipeline into PostgreSQL, timed from outside: `{command}`, {runs} runs",
+        "",
+        "| contender | msg/s | share of its ceiling | CPU µs/msg | peak RSS MiB | emulator / PostgreSQL CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, label in PIPELINE_LABELS:
+        if key not in rows:
+            continue
+        r = rows[key]
+        col = lambda k, fmt: spread([x[k] for x in r], fmt)
+        wrong = "" if all(x.get("rows_ok", 1) for x in r) else " **(rows wrong)**"
+        out.append(
+            f"| {label}{wrong} | {col('rate', '{:,.0f}')} | {col('ratio', '{:.2f}')} | "
+            f"{col('cpu_us', '{:.1f}')} | {col('rss_mib', '{:.0f}')} | "
+            f"{statistics.median(x['emulator_cpu_s'] for x in r):.1f} / "
+            f"{statistics.median(x['database_cpu_s'] for x in r):.1f} |"
+        )
+    out.append("")
+    return out
 
 
 def spread(values, fmt="{:,.0f}"):
@@ -126,9 +158,11 @@ def plots(runs, sweep, pipe, plots_dir):
             values = [r[key] for r in runs if key in r]
             if values:
                 bars.append((label, statistics.median(values)))
-    for contender, _, cpu in pipe:
-        if contender.startswith(("sluice run", "node", "ceiling")):
-            bars.append(("pipeline (1 run): " + contender[:24], cpu))
+    for key, label in [("ceiling", "pipeline: bare client"), ("sluice", "pipeline: sluice run"),
+                       ("node-sqs-consumer", "pipeline: Node sqs-consumer"),
+                       ("node-pool", "pipeline: Node @aws-sdk pool")]:
+        if key in pipe:
+            bars.append((label, statistics.median(x["cpu_us"] for x in pipe[key])))
     if bars:
         data = os.path.join(plots_dir, "cpu_per_message.dat")
         with open(data, "w", encoding="utf-8") as f:
@@ -162,7 +196,7 @@ def plots(runs, sweep, pipe, plots_dir):
     return made
 
 
-def section(results, runs, sweep, auto, pipe, ratios, made, benchmarks_dir):
+def section(results, runs, sweep, auto, pipe, pinned, made, benchmarks_dir):
     today = datetime.date.today().isoformat()
     out = [
         BEGIN,
@@ -238,16 +272,23 @@ def section(results, runs, sweep, auto, pipe, ratios, made, benchmarks_dir):
                 f"{auto[l]:,.0f}" if l in auto else "" for l in latencies) + " |")
         out.append("")
     if pipe:
+        out += pipeline_table(pipe, "build/bench/bench_pipeline 30000 --node --repeat 3")
         out += [
-            "### Pipeline into PostgreSQL: `build/bench/bench_pipeline 30000 --node`",
+            "Every contender is spawned on its own queue holding the same events; the clock runs "
+            "from spawn until the queue is empty and the table holds every distinct record; CPU "
+            "and peak RSS are the contender's own (wait4, VmHWM). The emulator and PostgreSQL "
+            "share the two cores with the contender.",
             "",
-            "| contender | msg/s | CPU µs/msg |",
-            "|---|---|---|",
         ]
-        out += [f"| {c} | {r:,.0f} | {cpu:.1f} |" for c, r, cpu in pipe]
-        out.append("")
-        out += [f"- {name}: **{value:.2f}**" for name, value in ratios]
-        out.append("")
+    if pinned:
+        out += pipeline_table(pinned, "build/bench/bench_pipeline 30000 --pin --repeat 3")
+        out += [
+            "Pinned: the emulator alone on CPU 0; PostgreSQL, the contender and the harness on "
+            "CPU 1, so that the consumer's CPU is never taken from the queue server (the share "
+            "of the ceiling then says how close the consumer and its database, on one core, "
+            "come to what the emulator serves).",
+            "",
+        ]
     micro = os.path.join(results, "micro.txt")
     if os.path.exists(micro):
         out += ["### Micro-benchmarks: `bench/run-micro.sh`", "", "```"]
@@ -267,10 +308,11 @@ def main():
     if not runs:
         sys.exit(f"report: no drain results (DATA lines) in {results}")
     sweep, auto = concurrency(results)
-    pipe, ratios = pipeline(results)
+    pipe = pipeline(results)
+    pinned = pipeline(results, "pipeline-pinned.txt")
     made = plots(runs, sweep, pipe, plots_dir)
     text = read(benchmarks)
-    block = section(results, runs, sweep, auto, pipe, ratios, made,
+    block = section(results, runs, sweep, auto, pipe, pinned, made,
                     os.path.dirname(benchmarks) or ".")
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)

@@ -6,7 +6,7 @@
 #   --repeat N  drain runs (default 3): every figure is shown per run and as a spread
 #   --quick     only the drain runs (no latency sweep, pipeline, micro-benchmarks)
 # Needs: scripts/install-deps.sh (emulator, PostgreSQL), gnuplot (Debian gnuplot-nox,
-# installed here if missing), and for the Node peer `cd bench/node-peer && npm ci`.
+# installed here if missing) and the Node peers (bench/node-peer, npm ci here if missing).
 # Raw outputs go to bench/results/<date>/, plots to bench/plots/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +27,11 @@ if ! command -v gnuplot >/dev/null; then
   ${SUDO:-$( [ "$(id -u)" = 0 ] || echo sudo )} apt-get install -y -q gnuplot-nox >/dev/null
 fi
 
+if [ ! -d bench/node-peer/node_modules ]; then
+  echo "run-all: installing the Node peers (npm ci in bench/node-peer)"
+  (cd bench/node-peer && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 export AWS_EC2_METADATA_DISABLED=true
 scripts/build.sh >/dev/null
 out="bench/results/$(date +%F)"
@@ -40,8 +45,10 @@ done
 if [ "$quick" = 0 ]; then
   echo "run-all: throughput against concurrent receives, 0/20/50 ms injected"
   build/bench/bench_concurrency 6 | tee "$out/concurrency.txt"
-  echo "run-all: pipeline into PostgreSQL, with the Node peer"
-  build/bench/bench_pipeline 30000 --node | tee "$out/pipeline.txt"
+  echo "run-all: pipeline into PostgreSQL, every contender timed from outside, with the Node peers"
+  build/bench/bench_pipeline 30000 --node --repeat "$repeat" | tee "$out/pipeline.txt"
+  echo "run-all: the same, emulator pinned to CPU 0 and everything else to CPU 1"
+  build/bench/bench_pipeline 30000 --pin --repeat "$repeat" | tee "$out/pipeline-pinned.txt"
   echo "run-all: micro-benchmarks"
   bench/run-micro.sh | tee "$out/micro.txt"
 fi

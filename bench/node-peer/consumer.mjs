@@ -1,17 +1,25 @@
-// The Node peer of bench_pipeline: the same work as `sluice run` (decode, normalize,
-// SHA-256 content hash, insert-first into PostgreSQL under a unique index), written
-// the way a Node team would: sqs-consumer with a batch handler and one multi-row
-// INSERT ... ON CONFLICT DO NOTHING per batch (the best case for Node; per-message
-// inserts are slower). Eight consumers run at once, since one sqs-consumer polls
-// only after its batch is done.
-// Usage: node consumer.mjs QUEUE_URL ENDPOINT DSN TABLE COUNT
+// The Node peers of bench_pipeline: the same work as `sluice run` (decode, normalize,
+// SHA-256 content hash, insert-first into PostgreSQL under a unique index, delete after
+// the write), written the way a Node team would, in two shapes:
+//   sqs-consumer  eight sqs-consumer instances with a batch handler (one sqs-consumer
+//                 polls only after its batch is done) and one multi-row
+//                 INSERT ... ON CONFLICT DO NOTHING per batch;
+//   pool          sixteen loops on one @aws-sdk client: ReceiveMessage (10, 1 s wait),
+//                 one multi-row INSERT, then DeleteMessageBatch.
+// Both ask for every attribute, as `sluice run` and the ceiling do.
+// Both write through a pg pool of 8 (per-message inserts would be slower: this is
+// Node's best case). Runs until SIGTERM; the harness times it from outside.
+// Usage: node consumer.mjs sqs-consumer|pool QUEUE_URL ENDPOINT DSN TABLE
 import { createHash } from "node:crypto";
-import { SQSClient } from "@aws-sdk/client-sqs";
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { Consumer } from "sqs-consumer";
 
-const [queueUrl, endpoint, dsn, table, countText] = process.argv.slice(2);
-const count = Number(countText);
+const [mode, queueUrl, endpoint, dsn, table] = process.argv.slice(2);
+if (mode !== "sqs-consumer" && mode !== "pool") {
+  console.error("usage: node consumer.mjs sqs-consumer|pool QUEUE_URL ENDPOINT DSN TABLE");
+  process.exit(2);
+}
 const config = Object.fromEntries(dsn.split(" ").map((kv) => kv.split("=")));
 const pool = new pg.Pool({ host: config.host, port: Number(config.port), user: config.user,
                            database: config.dbname, max: 8 });
@@ -21,9 +29,7 @@ await pool.query(`CREATE UNIQUE INDEX IF NOT EXISTS "uniq_${table}_hash" ON "${t
 
 const sqs = new SQSClient({ endpoint, region: "us-east-1",
                             credentials: { accessKeyId: "AKIDLOCAL", secretAccessKey: "local" } });
-let done = 0;
-const started = Date.now();
-const cpu0 = process.cpuUsage();
+process.on("SIGTERM", () => process.exit(0));
 
 function normalize(message) {
   const body = JSON.parse(message.Body);
@@ -37,36 +43,45 @@ function normalize(message) {
   return { hash, id: message.MessageId, doc: { ...doc, documentHash: hash } };
 }
 
-const consumers = [];
-const finished = new Promise((resolve) => {
+async function write(messages) {
+  const rows = messages.map(normalize);
+  const values = [], params = [];
+  rows.forEach((r, i) => {
+    values.push(`($${3 * i + 1}, $${3 * i + 2}, $${3 * i + 3}::jsonb)`);
+    params.push(r.hash, r.id, JSON.stringify(r.doc));
+  });
+  await pool.query(`INSERT INTO "${table}" (hash, message_id, document) VALUES ${values.join(",")}
+                    ON CONFLICT (hash) DO NOTHING`, params);
+}
+
+if (mode === "sqs-consumer") {
   for (let i = 0; i < 8; i++) {
     const consumer = Consumer.create({
       queueUrl, sqs, batchSize: 10, waitTimeSeconds: 1, shouldDeleteMessages: true,
+      messageAttributeNames: ["All"], messageSystemAttributeNames: ["All"],
       handleMessageBatch: async (messages) => {
-        const rows = messages.map(normalize);
-        const values = [], params = [];
-        rows.forEach((r, i) => {
-          values.push(`($${3 * i + 1}, $${3 * i + 2}, $${3 * i + 3}::jsonb)`);
-          params.push(r.hash, r.id, JSON.stringify(r.doc));
-        });
-        await pool.query(`INSERT INTO "${table}" (hash, message_id, document) VALUES ${values.join(",")}
-                          ON CONFLICT (hash) DO NOTHING`, params);
-        done += messages.length;
-        if (done >= count) resolve();
+        await write(messages);
         return messages;
       },
     });
     consumer.on("error", (e) => console.error("consumer error", e.message));
     consumer.start();
-    consumers.push(consumer);
   }
-});
-await finished;
-const seconds = (Date.now() - started) / 1000;
-const cpu = process.cpuUsage(cpu0);
-const rows = (await pool.query(`SELECT count(*) FROM "${table}"`)).rows[0].count;
-console.log(`${"node sqs-consumer x8 + pg, batch insert".padEnd(44)} ${String(Math.round(count / seconds)).padStart(10)} ` +
-            `${((cpu.user + cpu.system) / count).toFixed(1).padStart(14)} ${rows}`);
-for (const c of consumers) c.stop();
-await pool.end();
-process.exit(0);
+} else {
+  const loop = async () => {
+    for (;;) {
+      try {
+        const { Messages: messages = [] } = await sqs.send(new ReceiveMessageCommand({
+          QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+          MessageAttributeNames: ["All"], MessageSystemAttributeNames: ["All"] }));
+        if (messages.length === 0) continue;
+        await write(messages);
+        await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl,
+          Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle })) }));
+      } catch (e) {
+        console.error("loop error", e.message);
+      }
+    }
+  };
+  for (let i = 0; i < 16; i++) loop();
+}

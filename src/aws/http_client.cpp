@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "aws/text.hpp"
 #include "sluice/aws/error.hpp"
@@ -208,20 +209,32 @@ bool stale_connection_error(const error_code& ec) {
 
 struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   Impl(asio::any_io_executor ex, HttpClientOptions opts)
-      : executor(std::move(ex)), options(std::move(opts)), tls(asio::ssl::context::tls_client) {
+      : executor(std::move(ex)), options(std::move(opts)) {
     if (options.use_env_proxy) proxies = ProxySettings::from_environment();
-    tls.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                    asio::ssl::context::no_tlsv1_1);
-    if (options.verify_tls) {
-      tls.set_verify_mode(asio::ssl::verify_peer);
-      if (options.ca_file.empty())
-        tls.set_default_verify_paths();
-      else
-        tls.load_verify_file(options.ca_file);
-    } else {
-      tls.set_verify_mode(asio::ssl::verify_none);
-    }
+    // A CA file the configuration names is read now, so a wrong path fails at start.
+    if (options.verify_tls && !options.ca_file.empty()) tls_context();
+  }
+
+  // Built on the first https connection: reading the system's CA bundle costs ~20 ms
+  // of CPU per client, and a process has a dozen clients, most of them on plain http
+  // in local setups.
+  asio::ssl::context& tls_context() {
+    std::call_once(tls_once, [this] {
+      tls.emplace(asio::ssl::context::tls_client);
+      tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1);
+      if (options.verify_tls) {
+        tls->set_verify_mode(asio::ssl::verify_peer);
+        if (options.ca_file.empty())
+          tls->set_default_verify_paths();
+        else
+          tls->load_verify_file(options.ca_file);
+      } else {
+        tls->set_verify_mode(asio::ssl::verify_none);
+      }
+    });
+    return *tls;
   }
 
   std::shared_ptr<Endpoint> endpoint_for(const std::string& key) {
@@ -285,7 +298,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
                                                  std::to_string(parser.get().result_int()));
     }
     if (url.tls()) {
-      conn->secure.emplace(std::move(stream), tls);
+      conn->secure.emplace(std::move(stream), tls_context());
       auto& ssl = *conn->secure;
       if (!SSL_set_tlsext_host_name(ssl.native_handle(), url.host.c_str()))
         throw AwsError(ErrorKind::configuration, "cannot set TLS SNI for " + url.host);
@@ -380,7 +393,8 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
 
   asio::any_io_executor executor;
   HttpClientOptions options;
-  asio::ssl::context tls;
+  std::once_flag tls_once;
+  std::optional<asio::ssl::context> tls;
   ProxySettings proxies;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints;

@@ -14,6 +14,7 @@ class NodeServer {
   explicit NodeServer(const std::string& script);
   ~NodeServer();
   int port() const { return port_; }
+  int pid() const { return pid_; }
 
  private:
   int pid_ = -1;
@@ -25,6 +26,7 @@ class Emulator {
  public:
   static Emulator& shared();
   int port() const { return server_.port(); }
+  int pid() const { return server_.pid(); }  // the benchmarks read its CPU, pin it
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port()); }
   // Queue URLs the emulator's own host name does not resolve; address it by loopback.
   std::string queue_url(const std::string& name) const {
