@@ -39,7 +39,8 @@ struct Observed {
   int exit_status = 0;  // the child's wait status
 };
 
-// CPU seconds used so far by every live process whose name starts with `prefix`
+// CPU seconds used so far by every process whose name starts with `prefix`, with the
+// children it has reaped
 // (node: the SQS emulator; beam.smp: RabbitMQ; postgres: the server and its backends).
 inline double cpu_of(const std::string& prefix, pid_t except = -1) {
   double total = 0;
@@ -54,14 +55,14 @@ inline double cpu_of(const std::string& prefix, pid_t except = -1) {
     const auto open = text.find('('), close = text.rfind(')');
     if (open == std::string::npos || close == std::string::npos) continue;
     if (text.compare(open + 1, prefix.size(), prefix) != 0) continue;
+    // Its own time and its reaped children's (a PostgreSQL backend that ended is
+    // counted in the postmaster's cutime/cstime).
     std::istringstream fields(text.substr(close + 2));
     std::string field;
-    unsigned long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && fields >> field; ++i) {
-      if (i == 14) utime = std::stoul(field);
-      if (i == 15) stime = std::stoul(field);
-    }
-    total += static_cast<double>(utime + stime) / static_cast<double>(ticks);
+    unsigned long ticks_used = 0;
+    for (int i = 3; i <= 17 && fields >> field; ++i)
+      if (i >= 14) ticks_used += std::stoul(field);
+    total += static_cast<double>(ticks_used) / static_cast<double>(ticks);
   }
   return total;
 }

@@ -6,6 +6,10 @@
 // VmHWM); the emulator's and PostgreSQL's CPU during the run are shown beside them.
 // One emulator, one PostgreSQL 15 (fsync off), same run:
 //   ceiling            bench_sqs_raw: 8 receive loops, delete each batch, no work;
+//   ceiling-db         bench_sqs_raw with the same PostgreSQL writes as the pipeline (4
+//                      connections, 100-row INSERTs, delete after the write, 1,000 held),
+//                      but no decoding, normalizing or hashing: "db ceil." is the share
+//                      of it each writing contender reaches;
 //   sluice run         into PostgreSQL, batch 100 x 4 writers (the defaults of a config);
 //   sluice per-record  batch 1 on 16 writers, what every seed does;
 //   FIFO ceiling and sluice run FIFO on 20 message groups;
@@ -16,7 +20,7 @@
 //          the queue server is never starved by the consumer it serves.
 // Environment: BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
 // BENCH_BATCH (100), BENCH_WRITERS (4) for the sluice contenders; BENCH_LOG_LEVEL (error),
-// BENCH_ONLY=ID,... (only these contenders: ceiling, sluice, sluice-per-record,
+// BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, sluice, sluice-per-record,
 // node-sqs-consumer, node-pool, fifo-ceiling, sluice-fifo), BENCH_KEEP_LOGS=DIR (keep each
 // contender's output there), BENCH_WRAP (a profiler command in front of sluice, e.g. "/usr/bin/perf
 // record -g -o /tmp/sluice.perf --").
@@ -27,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "app/publish.hpp"
@@ -104,6 +109,9 @@ int main(int argc, char** argv) {
       std::make_shared<sqs::SqsClient>(io.get_executor(), test::emulator_client_options());
   const auto events = app::generate_events(count, 0.2, 0.0, 11);
   const long distinct = static_cast<long>(events.distinct_records);
+  // The database ceiling keys rows on MD5OfBody: one row per distinct body.
+  const long distinct_bodies =
+      static_cast<long>(std::set<std::string>(events.bodies.begin(), events.bodies.end()).size());
   const std::string bin = SLUICE_BINARY_DIR, root = SLUICE_SOURCE_DIR;
   const std::string node_bin = root + "/tools/emulator/node_modules/.bin/node";
   const int batch = std::atoi(env_or("BENCH_BATCH", "100").c_str());
@@ -114,8 +122,8 @@ int main(int argc, char** argv) {
       "(fsync off) on loopback, every contender spawned and timed from outside%s\n",
       count, distinct,
       pinned ? "; pinned: emulator on CPU 0, PostgreSQL + contender + harness on CPU 1" : "");
-  std::printf("%-4s %-44s %8s %8s %11s %8s %8s %14s\n", "run", "contender", "seconds", "msg/s",
-              "CPU us/msg", "RSS MiB", "ceiling", "emulator/db s");
+  std::printf("%-4s %-44s %8s %8s %11s %8s %8s %8s %14s\n", "run", "contender", "seconds", "msg/s",
+              "CPU us/msg", "RSS MiB", "ceiling", "db ceil.", "emulator/db s");
   {
     // The emulator's JIT warms up on its first drains; no contender should pay for that.
     const std::string url = bench::fill_queue(io, client, "pb-warm-up", events.bodies);
@@ -129,11 +137,12 @@ int main(int argc, char** argv) {
   }
   for (int run = 1; run <= repeat; ++run) {
     const std::string tag = std::to_string(getpid()) + "_" + std::to_string(run);
-    double ceiling_rate = 0, fifo_ceiling_rate = 0;
+    double ceiling_rate = 0, fifo_ceiling_rate = 0, db_ceiling_rate = 0;
     auto contend = [&](const char* id, const std::string& label, int fifo_groups,
                        const std::function<std::vector<std::string>(
                            const std::string& url, const std::string& table)>& command,
-                       bool writes) {
+                       long expected_rows /* < 0: writes nothing */) {
+      const bool writes = expected_rows >= 0;
       const std::string only = env_or("BENCH_ONLY", "");
       if (!only.empty() &&
           ("," + only + ",").find("," + std::string(id) + ",") == std::string::npos)
@@ -158,25 +167,41 @@ int main(int argc, char** argv) {
       watch.server_pid = emulator.pid();
       watch.dsn = pg.dsn();
       watch.table = table;
-      watch.expected_rows = distinct;
+      watch.expected_rows = expected_rows;
       const auto r = bench::observe(command(url, table), watch);
       const double rate = count / r.seconds;
       double& ceiling = fifo_groups ? fifo_ceiling_rate : ceiling_rate;
       if (ceiling == 0) ceiling = rate;
-      const bool wrong = writes && r.rows != distinct;
-      std::printf("%-4d %-44s %8.2f %8.0f %11.1f %8.1f %8.2f %6.1f/%-6.1f%s\n", run, label.c_str(),
-                  r.seconds, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling,
-                  r.server_cpu, r.database_cpu, wrong ? "  ROWS WRONG" : "");
+      if (std::string(id) == "ceiling-db") db_ceiling_rate = rate;
+      // Against the ceiling with the same database load: standard-queue writers only.
+      const double db_ratio =
+          writes && !fifo_groups && db_ceiling_rate > 0 ? rate / db_ceiling_rate : 0;
+      const bool wrong = writes && r.rows != expected_rows;
+      char db_share[16] = "-";
+      if (db_ratio > 0) std::snprintf(db_share, sizeof db_share, "%.2f", db_ratio);
+      std::printf("%-4d %-44s %8.2f %8.0f %11.1f %8.1f %8.2f %8s %6.1f/%-6.1f%s\n", run,
+                  label.c_str(), r.seconds, rate, r.cpu_seconds / count * 1e6, r.rss_mib,
+                  rate / ceiling, db_share, r.server_cpu, r.database_cpu,
+                  wrong ? "  ROWS WRONG" : "");
       std::printf(
           "DATA pipeline run=%d id=%s rate=%.1f cpu_us=%.2f rss_mib=%.1f ratio=%.3f "
-          "emulator_cpu_s=%.2f database_cpu_s=%.2f rows_ok=%d\n",
-          run, id, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling, r.server_cpu,
-          r.database_cpu, wrong ? 0 : 1);
+          "db_ratio=%.3f emulator_cpu_s=%.2f database_cpu_s=%.2f rows_ok=%d\n",
+          run, id, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling, db_ratio,
+          r.server_cpu, r.database_cpu, wrong ? 0 : 1);
       std::fflush(stdout);
     };
     auto raw = [&](const std::string& url, const std::string&) {
       return std::vector<std::string>{bin + "/bench_sqs_raw", emulator.endpoint(), url,
                                       std::to_string(count), "8"};
+    };
+    auto raw_db = [&](const std::string& url, const std::string& table) {
+      return std::vector<std::string>{bin + "/bench_sqs_raw",
+                                      emulator.endpoint(),
+                                      url,
+                                      std::to_string(count),
+                                      "8",
+                                      pg.dsn(),
+                                      table};
     };
     auto sluice = [&](int batch_size, int writer_count) {
       return [&, batch_size, writer_count](const std::string& url, const std::string& table) {
@@ -204,19 +229,22 @@ int main(int argc, char** argv) {
                                         table};
       };
     };
-    contend("ceiling", "ceiling: bare client, receive+delete, no work", 0, raw, false);
+    contend("ceiling", "ceiling: bare client, receive+delete, no work", 0, raw, -1);
+    contend("ceiling-db", "ceiling with the same PostgreSQL writes", 0, raw_db, distinct_bodies);
     contend("sluice", "sluice run, batch " + std::to_string(batch) + " x" + std::to_string(writers),
-            0, sluice(batch, writers), true);
-    contend("sluice-per-record", "sluice run, per-record (batch 1 x16)", 0, sluice(1, 16), true);
+            0, sluice(batch, writers), distinct);
+    contend("sluice-per-record", "sluice run, per-record (batch 1 x16)", 0, sluice(1, 16),
+            distinct);
     if (node) {
-      contend("node-sqs-consumer", "node sqs-consumer x8 + pg", 0, node_peer("sqs-consumer"), true);
-      contend("node-pool", "node @aws-sdk 16 loops + pg", 0, node_peer("pool"), true);
+      contend("node-sqs-consumer", "node sqs-consumer x8 + pg", 0, node_peer("sqs-consumer"),
+              distinct);
+      contend("node-pool", "node @aws-sdk 16 loops + pg", 0, node_peer("pool"), distinct);
     }
-    contend("fifo-ceiling", "FIFO ceiling (20 groups), no work", 20, raw, false);
+    contend("fifo-ceiling", "FIFO ceiling (20 groups), no work", 20, raw, -1);
     contend("sluice-fifo",
             "sluice run FIFO (20 groups), batch " + std::to_string(batch) + " x" +
                 std::to_string(writers),
-            20, sluice(batch, writers), true);
+            20, sluice(batch, writers), distinct);
   }
   for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
     if (entry.path().filename().string().rfind("sluice-bench-bench_", 0) == 0)

@@ -62,6 +62,7 @@ def concurrency(results):
 
 PIPELINE_LABELS = [
     ("ceiling", "bare client (the ceiling): receive + delete, no work"),
+    ("ceiling-db", "bare client with the same PostgreSQL writes (the database ceiling)"),
     ("sluice", "`sluice run` -> PostgreSQL, batch 100 x 4 writers"),
     ("sluice-per-record", "`sluice run`, per-record writes (batch 1 x 16 writers)"),
     ("node-sqs-consumer", "Node: sqs-consumer x 8 + pg pool"),
@@ -90,8 +91,8 @@ def pipeline_table(rows, command):
     out = [
         f"### Pipeline into PostgreSQL, timed from outside: `{command}`, {runs} runs",
         "",
-        "| contender | msg/s | share of its ceiling | CPU µs/msg | peak RSS MiB | emulator / PostgreSQL CPU s |",
-        "|---|---|---|---|---|---|",
+        "| contender | msg/s | share of the ceiling | share of the database ceiling | CPU µs/msg | peak RSS MiB | emulator / PostgreSQL CPU s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, label in PIPELINE_LABELS:
         if key not in rows:
@@ -101,6 +102,7 @@ def pipeline_table(rows, command):
         wrong = "" if all(x.get("rows_ok", 1) for x in r) else " **(rows wrong)**"
         out.append(
             f"| {label}{wrong} | {col('rate', '{:,.0f}')} | {col('ratio', '{:.2f}')} | "
+            f"{col('db_ratio', '{:.2f}') if any(x.get('db_ratio', 0) > 0 for x in r) else '-'} | "
             f"{col('cpu_us', '{:.1f}')} | {col('rss_mib', '{:.0f}')} | "
             f"{statistics.median(x['emulator_cpu_s'] for x in r):.1f} / "
             f"{statistics.median(x['database_cpu_s'] for x in r):.1f} |"

@@ -1,27 +1,186 @@
-// The ceiling of bench_pipeline: a bare client doing no work, in its own process so the
-// harness times it from outside like every other contender. LOOPS overlapping receive
-// loops ask what the container asks for (10 messages, all attributes); each batch is
-// deleted without waiting; it exits once COUNT messages are deleted.
-// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS
+// The ceilings of bench_pipeline: bare clients, each in its own process so the harness
+// times it from outside like every other contender.
+//  - Without a database: LOOPS overlapping receive loops ask what the container asks
+//    for (10 messages, all attributes); each batch is deleted without waiting; it
+//    exits once COUNT messages are deleted.
+//  - With DSN TABLE: the same loops, and the same database load as the pipeline
+//    (4 connections, multi-row INSERT ... ON CONFLICT (hash) DO NOTHING of 100 rows
+//    into the same table shape, the body as the JSONB document, SQS's MD5OfBody as the
+//    hash: no decoding, normalizing or hashing of its own); each message is deleted
+//    after its row is written, and at most 1,000 are held, as `sluice run` does.
+// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE]
+#include <libpq-fe.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "bench_support.hpp"
 
+namespace asio = boost::asio;
+using namespace sluice;
+
+namespace {
+
+constexpr int kWriters = 4;
+constexpr std::size_t kRowsPerInsert = 100;
+constexpr int kMaxHeld = 1000;
+
+struct Row {
+  std::string hash, message_id, document, receipt;
+};
+
+PGconn* connect(const std::string& dsn) {
+  PGconn* conn = PQconnectdb(dsn.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::fprintf(stderr, "bench_sqs_raw: %s", PQerrorMessage(conn));
+    std::exit(1);
+  }
+  return conn;
+}
+
+void exec(PGconn* conn, const std::string& sql) {
+  PGresult* r = PQexec(conn, sql.c_str());
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
+    std::exit(1);
+  }
+  PQclear(r);
+}
+
+int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
+                  const std::string& url, int count, int loops, const std::string& dsn,
+                  const std::string& table) {
+  {
+    PGconn* conn = connect(dsn);
+    exec(conn, "CREATE TABLE IF NOT EXISTS \"" + table +
+                   "\" (hash text NOT NULL, message_id text, document jsonb NOT NULL, "
+                   "written_at timestamptz NOT NULL DEFAULT now())");
+    exec(conn,
+         "CREATE UNIQUE INDEX IF NOT EXISTS \"" + table + "_hash\" ON \"" + table + "\" (hash)");
+    PQfinish(conn);
+  }
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<Row> pending;
+  bool stopping = false;
+  std::atomic<int> received{0}, held{0}, deleted{0};
+  auto work = asio::make_work_guard(io);
+
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w)
+    writers.emplace_back([&] {
+      PGconn* conn = connect(dsn);
+      for (;;) {
+        std::vector<Row> rows;
+        {
+          std::unique_lock lock(mutex);
+          ready.wait(lock, [&] { return stopping || !pending.empty(); });
+          if (stopping) break;
+          while (!pending.empty() && rows.size() < kRowsPerInsert) {
+            rows.push_back(std::move(pending.front()));
+            pending.pop_front();
+          }
+        }
+        std::string sql = "INSERT INTO \"" + table + "\" (hash, message_id, document) VALUES ";
+        std::vector<const char*> values;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          sql += (i ? ",($" : "($") + std::to_string(3 * i + 1) + ",$" + std::to_string(3 * i + 2) +
+                 ",$" + std::to_string(3 * i + 3) + "::jsonb)";
+          values.push_back(rows[i].hash.c_str());
+          values.push_back(rows[i].message_id.c_str());
+          values.push_back(rows[i].document.c_str());
+        }
+        sql += " ON CONFLICT (hash) DO NOTHING";
+        PGresult* r = PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                   values.data(), nullptr, nullptr, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+          std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
+          std::exit(1);
+        }
+        PQclear(r);
+        // Written: delete them, in batches of 10, on the I/O thread.
+        asio::post(io, [&, rows = std::move(rows)] {
+          for (std::size_t start = 0; start < rows.size(); start += 10) {
+            std::vector<sqs::DeleteMessageEntry> entries;
+            for (std::size_t j = start; j < std::min(rows.size(), start + 10); ++j)
+              entries.push_back({std::to_string(j - start), rows[j].receipt});
+            const int n = static_cast<int>(entries.size());
+            asio::co_spawn(io, client->delete_message_batch(url, std::move(entries)),
+                           [&, n](std::exception_ptr, sqs::BatchResult) {
+                             held -= n;
+                             if ((deleted += n) >= count) work.reset(), io.stop();
+                           });
+          }
+        });
+      }
+      PQfinish(conn);
+    });
+
+  for (int i = 0; i < loops; ++i)
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          asio::steady_timer wait(co_await asio::this_coro::executor);
+          while (received.load() < count) {
+            if (held.load() >= kMaxHeld) {
+              wait.expires_after(std::chrono::milliseconds(1));
+              co_await wait.async_wait(asio::use_awaitable);
+              continue;
+            }
+            sqs::ReceiveMessageRequest request;
+            request.queue_url = url;
+            request.wait_time_seconds = 1;
+            request.visibility_timeout = 30;
+            auto messages = co_await client->receive_message(request);
+            received += static_cast<int>(messages.size());
+            held += static_cast<int>(messages.size());
+            {
+              std::lock_guard lock(mutex);
+              for (auto& m : messages)
+                pending.push_back({m.md5_of_body, std::move(m.message_id), std::move(m.body),
+                                   std::move(m.receipt_handle)});
+            }
+            ready.notify_all();
+          }
+        },
+        asio::detached);
+  io.run();
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+  }
+  ready.notify_all();
+  for (auto& w : writers) w.join();
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS\n", argv[0]);
+  if (argc != 5 && argc != 7) {
+    std::fprintf(stderr, "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE]\n", argv[0]);
     return 2;
   }
-  boost::asio::io_context io;
-  sluice::sqs::SqsClientOptions options;
+  asio::io_context io;
+  sqs::SqsClientOptions options;
   options.endpoint_url = argv[1];
   options.region = "us-east-1";
   // The emulator accepts any signature; these are placeholders, not secrets.
   options.credentials =
-      sluice::aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "bench"});
+      aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "bench"});
   options.http.use_env_proxy = false;
-  auto client = std::make_shared<sluice::sqs::SqsClient>(io.get_executor(), options);
-  sluice::bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
+  auto client = std::make_shared<sqs::SqsClient>(io.get_executor(), options);
+  if (argc == 7)
+    return with_database(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
+                         argv[6]);
+  bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 
 #include "common/redact.hpp"
@@ -337,7 +338,18 @@ void PipelineMetrics::on_handler(std::chrono::nanoseconds latency, bool) {
   handler_latency_->Observe(seconds(latency));
 }
 void PipelineMetrics::on_settled(const char* outcome) {
-  settled_->Add({{"outcome", outcome}}).Increment();
+  prometheus::Counter* counter = nullptr;
+  {
+    // Family::Add builds a label map per call; outcomes are a handful of literals.
+    std::lock_guard lock(settled_mutex_);
+    for (const auto& [name, known] : settled_by_outcome_)
+      if (name == outcome || std::strcmp(name, outcome) == 0) counter = known;
+    if (!counter) {
+      counter = &settled_->Add({{"outcome", outcome}});
+      settled_by_outcome_.emplace_back(outcome, counter);
+    }
+  }
+  counter->Increment();
   last_settle_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 void PipelineMetrics::on_concurrency(int receives) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -103,6 +104,8 @@ class PipelineMetrics : public ContainerObserver {
   std::atomic<bool> receiving_{true};
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* settled_;
+  std::mutex settled_mutex_;
+  std::vector<std::pair<const char*, prometheus::Counter*>> settled_by_outcome_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* receives_;
   prometheus::Gauge* amqp_consumers_;

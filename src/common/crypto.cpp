@@ -49,13 +49,19 @@ Md5 md5(std::string_view data) {
   return out;
 }
 
-std::string hex(const std::uint8_t* data, std::size_t size) {
+void append_hex(std::string& out, const std::uint8_t* data, std::size_t size) {
   static constexpr char digits[] = "0123456789abcdef";
-  std::string out(size * 2, '\0');
+  const std::size_t at = out.size();
+  out.resize(at + size * 2);
   for (std::size_t i = 0; i < size; ++i) {
-    out[2 * i] = digits[data[i] >> 4];
-    out[2 * i + 1] = digits[data[i] & 0xf];
+    out[at + 2 * i] = digits[data[i] >> 4];
+    out[at + 2 * i + 1] = digits[data[i] & 0xf];
   }
+}
+
+std::string hex(const std::uint8_t* data, std::size_t size) {
+  std::string out;
+  append_hex(out, data, size);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -46,7 +47,8 @@ std::string describe(simdjson::dom::element e) {
 }
 
 // Converts a JSON value to the field's type, or explains why it cannot.
-std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, std::string& why) {
+std::optional<nlohmann::ordered_json> convert(simdjson::dom::element e, FieldType type,
+                                              std::string& why) {
   using simdjson::dom::element_type;
   const element_type kind = e.type();
   switch (type) {
@@ -99,7 +101,8 @@ std::optional<nlohmann::json> convert(simdjson::dom::element e, FieldType type, 
       }
       break;
     case FieldType::json:
-      return nlohmann::json::parse(simdjson::minify(e));
+      // Through plain json: the document keeps the keys sorted, as it always has.
+      return nlohmann::ordered_json(nlohmann::json::parse(simdjson::minify(e)));
   }
   why = std::string("expected ") + type_name(type) + ", got " + describe(e);
   return std::nullopt;
@@ -125,16 +128,47 @@ std::optional<std::string> duplicate_key(simdjson::dom::element e) {
   }
   if (e.type() != simdjson::dom::element_type::OBJECT) return std::nullopt;
   const simdjson::dom::object object = e.get_object().value();
-  std::vector<std::string_view> keys;
-  keys.reserve(object.size());
+  // Most objects are small: their keys sorted on the stack, not the heap.
+  std::array<std::string_view, 32> small;
+  std::vector<std::string_view> large;
+  std::string_view* keys = small.data();
+  if (object.size() > small.size()) {
+    large.resize(object.size());
+    keys = large.data();
+  }
+  std::size_t count = 0;
   for (auto field : object) {
-    keys.push_back(field.key);
+    keys[count++] = field.key;
     if (auto d = duplicate_key(field.value)) return d;
   }
-  std::sort(keys.begin(), keys.end());
-  if (auto it = std::adjacent_find(keys.begin(), keys.end()); it != keys.end())
-    return std::string(*it);
+  std::sort(keys, keys + count);
+  if (auto it = std::adjacent_find(keys, keys + count); it != keys + count) return std::string(*it);
   return std::nullopt;
+}
+
+using CanonicalWriter = nlohmann::detail::serializer<nlohmann::ordered_json>;
+
+// Appends `value` as nlohmann::json(value).dump() writes it (stored records carry
+// hashes of that text) to the writer's string: scalars straight through the
+// serializer, structured values (type json) through plain json, whose objects sort
+// their keys.
+void append_canonical(CanonicalWriter& writer, std::string& out,
+                      const nlohmann::ordered_json& value) {
+  if (value.is_structured())
+    out += nlohmann::json(value).dump();
+  else
+    writer.dump(value, false, false, 0);
+}
+
+// version + ":" + hex(SHA-256(canonical)).
+std::string hash_text(const std::string& version, std::string_view canonical) {
+  const auto digest = crypto::sha256(canonical);
+  std::string hash;
+  hash.reserve(version.size() + 1 + 2 * digest.size());
+  hash += version;
+  hash += ':';
+  crypto::append_hex(hash, digest.data(), digest.size());
+  return hash;
 }
 
 }  // namespace
@@ -216,8 +250,7 @@ void validate(const TransformSpec& spec) {
 
 std::string content_hash(const std::string& version, const std::vector<nlohmann::json>& values) {
   // A JSON array is an unambiguous encoding: no separator can collide with a value.
-  const std::string canonical = nlohmann::json(values).dump();
-  return version + ":" + crypto::sha256_hex(canonical);
+  return hash_text(version, nlohmann::json(values).dump());
 }
 
 Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
@@ -267,20 +300,22 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
 
   Record record;
   record.message_id = std::string(message.message_id);
-  std::vector<nlohmann::json> values(spec_.fields.size());
+  // The document's object is a vector in field order: built in place, reserved once.
+  record.document = nlohmann::ordered_json::object();
+  auto& fields = record.document.get_ref<nlohmann::ordered_json::object_t&>();
+  fields.reserve(spec_.fields.size() + 1);
   for (std::size_t i = 0; i < spec_.fields.size(); ++i) {
     const FieldSpec& f = spec_.fields[i];
-    nlohmann::json value;
+    nlohmann::ordered_json value;
     if (f.constant) {
       value = *f.constant;
     } else if (f.meta) {
       switch (*f.meta) {
         case MetaField::message_id:
-          value = std::string(message.message_id);
+          value = record.message_id;
           break;
         case MetaField::sent_time:
-          value =
-              message.sent_time ? nlohmann::json(iso8601(*message.sent_time)) : nlohmann::json();
+          if (message.sent_time) value = iso8601(*message.sent_time);
           break;
         case MetaField::received_time:
           value = iso8601(message.received_time);
@@ -311,7 +346,7 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
         if (f.required)
           return Rejection{RejectReason::validation,
                            "missing required field " + f.name + " at " + f.pointer};
-        value = f.default_value.value_or(nlohmann::json());
+        if (f.default_value) value = *f.default_value;
       } else {
         std::string why;
         auto converted = convert(found, f.type, why);
@@ -321,14 +356,20 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
         value = std::move(*converted);
       }
     }
-    record.document[f.name] = value;
-    values[i] = std::move(value);
+    fields.emplace_back(f.name, std::move(value));  // names are unique (validate)
   }
-  std::vector<nlohmann::json> identity;
-  identity.reserve(hash_indexes_.size());
-  for (std::size_t i : hash_indexes_) identity.push_back(values[i]);
-  record.hash = content_hash(spec_.hash_version, identity);
-  record.document[spec_.hash_field] = record.hash;
+  // The identity: the JSON array of the hash fields' values, in the version's order.
+  thread_local std::string canonical;
+  thread_local CanonicalWriter writer(nlohmann::detail::output_adapter<char>(canonical), ' ');
+  canonical.assign(1, '[');
+  for (std::size_t k = 0; k < hash_indexes_.size(); ++k) {
+    if (k > 0) canonical += ',';
+    append_canonical(writer, canonical,
+                     (fields.begin() + static_cast<std::ptrdiff_t>(hash_indexes_[k]))->second);
+  }
+  canonical += ']';
+  record.hash = hash_text(spec_.hash_version, canonical);
+  fields.emplace_back(spec_.hash_field, record.hash);
   return record;
 }
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <set>
 
 #include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
@@ -121,8 +120,9 @@ class PostgresSink final : public Sink {
     // unique index's locks in the same order and cannot deadlock each other.
     std::vector<std::size_t> order(input.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
+    // Stable: of two records with one hash, the earlier is the row that is inserted.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
     std::vector<const pipeline::Record*> records;  // no copies of the documents
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(&input[i]);
@@ -133,17 +133,20 @@ class PostgresSink final : public Sink {
     for (std::size_t start = 0; start < records.size(); start += kRowsPerStatement)
       statements.push_back(insert_statement(
           std::span(records).subspan(start, std::min(kRowsPerStatement, records.size() - start))));
-    std::multiset<std::string> inserted = statements.size() == 1
-                                              ? run_single(statements.front(), records.size())
-                                              : run_pipelined(statements, records.size());
+    std::vector<std::string> inserted = statements.size() == 1
+                                            ? run_single(statements.front(), records.size())
+                                            : run_pipelined(statements, records.size());
+    // The hashes RETURNING gave back and the rows, both in hash order: one merge.
+    std::sort(inserted.begin(), inserted.end());
     WriteResult result;
     result.outcomes.assign(input.size(), WriteOutcome::duplicate);
-    for (std::size_t i = 0; i < input.size(); ++i) {
-      // The same hash twice in one batch: the first is the insert, the second a duplicate.
-      auto it = inserted.find(input[i].hash);
-      if (it != inserted.end()) {
-        inserted.erase(it);
+    std::size_t next = 0;
+    for (std::size_t i : order) {
+      while (next < inserted.size() && inserted[next] < input[i].hash) ++next;
+      if (next == inserted.size()) break;
+      if (inserted[next] == input[i].hash) {
         result.outcomes[i] = WriteOutcome::inserted;
+        ++next;
       }
     }
     return result;
@@ -163,8 +166,15 @@ class PostgresSink final : public Sink {
     st.sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
     for (const auto& c : options_.columns) st.sql += ", " + sql_identifier(c.field);
     st.sql += ") VALUES ";
-    st.storage.reserve(rows.size() * per_row);  // no reallocation: c_str() pointers stay valid
+    st.storage.reserve(1 + rows.size() * options_.columns.size());  // c_str()s stay valid
     st.values.reserve(rows.size() * per_row);
+    // Every document into one string, each ended by a NUL: one allocation per statement.
+    std::string& documents = st.storage.emplace_back();
+    documents.reserve(rows.size() * 320);
+    nlohmann::detail::serializer<nlohmann::ordered_json> writer(
+        nlohmann::detail::output_adapter<char>(documents), ' ');
+    std::vector<std::size_t> document_at;
+    document_at.reserve(rows.size());
     int n = 0;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto& r = *rows[i];
@@ -174,10 +184,13 @@ class PostgresSink final : public Sink {
         if (k == 2) st.sql += "::jsonb";
       }
       st.sql += ")";
-      for (std::string value : {r.hash, r.message_id, r.document.dump()}) {
-        st.storage.push_back(std::move(value));
-        st.values.push_back(st.storage.back().c_str());
-      }
+      // The records outlive the statement: their strings are not copied.
+      st.values.push_back(r.hash.c_str());
+      st.values.push_back(r.message_id.c_str());
+      document_at.push_back(documents.size());
+      writer.dump(r.document, false, false, 0);
+      documents += '\0';
+      st.values.push_back(nullptr);  // the document, once `documents` stops growing
       for (const auto& c : options_.columns) {
         auto it = r.document.find(c.field);
         if (it == r.document.end() || it->is_null()) {
@@ -188,23 +201,25 @@ class PostgresSink final : public Sink {
         st.values.push_back(st.storage.back().c_str());
       }
     }
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      st.values[i * per_row + 2] = documents.data() + document_at[i];
     st.sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
     return st;
   }
 
-  static void collect(PGresult* res, std::multiset<std::string>& inserted) {
-    for (int row = 0; row < PQntuples(res); ++row) inserted.insert(PQgetvalue(res, row, 0));
+  static void collect(PGresult* res, std::vector<std::string>& inserted) {
+    for (int row = 0; row < PQntuples(res); ++row) inserted.emplace_back(PQgetvalue(res, row, 0));
   }
 
-  std::multiset<std::string> run_single(const Statement& st, std::size_t rows) {
+  std::vector<std::string> run_single(const Statement& st, std::size_t rows) {
     send(st);
-    std::multiset<std::string> inserted;
+    std::vector<std::string> inserted;
     collect_results(inserted, "insert of " + std::to_string(rows) + " records");
     return inserted;
   }
 
-  std::multiset<std::string> run_pipelined(const std::vector<Statement>& statements,
-                                           std::size_t rows) {
+  std::vector<std::string> run_pipelined(const std::vector<Statement>& statements,
+                                         std::size_t rows) {
     if (!PQenterPipelineMode(conn_)) fail("enter pipeline mode");
     // Statements up to a sync share an implicit transaction: all chunks are written
     // or none (a failed chunk rolls back the ones before it and skips the rest).
@@ -215,7 +230,7 @@ class PostgresSink final : public Sink {
     if (!PQpipelineSync(conn_)) fail("pipeline sync");
     const auto deadline = Clock::now() + options_.query_timeout;
     flush(deadline);
-    std::multiset<std::string> inserted;
+    std::vector<std::string> inserted;
     std::string error;
     SinkFailure kind = SinkFailure::transient;
     // Results: one per query (each followed by a null), then the sync.
@@ -252,7 +267,7 @@ class PostgresSink final : public Sink {
                " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)";
       st.values.assign(std::begin(values), std::end(values));
       send(st);
-      std::multiset<std::string> none;
+      std::vector<std::string> none;
       collect_results(none, "insert reject");
     }
   }
@@ -262,7 +277,7 @@ class PostgresSink final : public Sink {
     Statement st;
     st.sql = "SELECT count(*)::text FROM " + sql_identifier(options_.table);
     send(st);
-    std::multiset<std::string> counts;
+    std::vector<std::string> counts;
     collect_results(counts, "count");
     return counts.empty() ? 0 : std::stoull(*counts.begin());
   }
@@ -343,7 +358,7 @@ class PostgresSink final : public Sink {
     flush(Clock::now() + options_.query_timeout);
   }
   // Reads every result of the statement sent last; rows' first column into `rows`.
-  void collect_results(std::multiset<std::string>& rows, const std::string& what) {
+  void collect_results(std::vector<std::string>& rows, const std::string& what) {
     const auto deadline = Clock::now() + options_.query_timeout;
     std::string error;
     SinkFailure kind = SinkFailure::transient;
@@ -364,7 +379,7 @@ class PostgresSink final : public Sink {
     Statement st;
     st.sql = sql;
     send(st);
-    std::multiset<std::string> rows;
+    std::vector<std::string> rows;
     collect_results(rows, "'" + sql.substr(0, 50) + "'");
   }
 

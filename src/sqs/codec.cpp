@@ -187,21 +187,87 @@ std::string encode_send_batch(const std::string& queue_url,
   return json{{"QueueUrl", queue_url}, {"Entries", std::move(list)}}.dump();
 }
 
+namespace {
+
+// `text` as a JSON string, written as nlohmann's dump() writes it (control characters
+// escaped, UTF-8 as it is), without building a json value per entry: deletes and
+// visibility changes are sent for every message.
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char digits[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (byte < 0x20) {
+          out += "\\u00";
+          out += digits[byte >> 4];
+          out += digits[byte & 0xf];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+// {"Entries":[{"Id":..,"ReceiptHandle":..[,"VisibilityTimeout":..]},...],"QueueUrl":..}:
+// the keys in the order nlohmann's sorted objects gave them.
+template <typename Entry, typename Extra>
+std::string encode_receipt_batch(const std::string& queue_url, const std::vector<Entry>& entries,
+                                 Extra extra) {
+  std::string out;
+  out.reserve(64 + queue_url.size() + entries.size() * 256);
+  out += "{\"Entries\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    out += i ? ",{\"Id\":" : "{\"Id\":";
+    append_json_string(out, entries[i].id);
+    out += ",\"ReceiptHandle\":";
+    append_json_string(out, entries[i].receipt_handle);
+    extra(out, entries[i]);
+    out += '}';
+  }
+  out += "],\"QueueUrl\":";
+  append_json_string(out, queue_url);
+  out += '}';
+  return out;
+}
+
+}  // namespace
+
 std::string encode_delete_batch(const std::string& queue_url,
                                 const std::vector<DeleteMessageEntry>& entries) {
-  json list = json::array();
-  for (const auto& e : entries) list.push_back({{"Id", e.id}, {"ReceiptHandle", e.receipt_handle}});
-  return json{{"QueueUrl", queue_url}, {"Entries", std::move(list)}}.dump();
+  return encode_receipt_batch(queue_url, entries, [](std::string&, const DeleteMessageEntry&) {});
 }
 
 std::string encode_change_visibility_batch(const std::string& queue_url,
                                            const std::vector<ChangeVisibilityEntry>& entries) {
-  json list = json::array();
-  for (const auto& e : entries)
-    list.push_back({{"Id", e.id},
-                    {"ReceiptHandle", e.receipt_handle},
-                    {"VisibilityTimeout", e.visibility_timeout}});
-  return json{{"QueueUrl", queue_url}, {"Entries", std::move(list)}}.dump();
+  return encode_receipt_batch(queue_url, entries,
+                              [](std::string& out, const ChangeVisibilityEntry& e) {
+                                out += ",\"VisibilityTimeout\":";
+                                out += std::to_string(e.visibility_timeout);
+                              });
 }
 
 std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
@@ -255,7 +321,7 @@ std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
     }
     if (msg.receipt_handle.empty()) malformed("message without ReceiptHandle");
     if (verify_md5) {
-      if (crypto::md5_hex(msg.body) != msg.md5_of_body)
+      if (!crypto::hex_equals(crypto::md5(msg.body), msg.md5_of_body))
         throw AwsError(ErrorKind::integrity,
                        "MD5 of the body of message " + msg.message_id + " does not match MD5OfBody",
                        "MD5Mismatch");

@@ -65,6 +65,9 @@ std::vector<std::string> sqlite_column(const std::string& path, const std::strin
     ADD_FAILURE() << "cannot open " << path;
     return out;
   }
+  // The pipeline's last connection checkpoints the WAL as it closes: wait for its lock
+  // (a failed run seen under a loaded machine: "database is locked").
+  sqlite3_busy_timeout(db, 10000);
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK)
     while (sqlite3_step(stmt) == SQLITE_ROW) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/publisher.hpp"
@@ -89,6 +92,39 @@ TEST(SqsCodec, DecodesMessagesAndVerifiesDigests) {
   EXPECT_TRUE(sqs::codec::decode_receive("{}", true).empty());
   EXPECT_THROW(sqs::codec::decode_receive("{\"Messages\":[1]}", true), AwsError);
   EXPECT_THROW(sqs::codec::decode_receive("not json", true), AwsError);
+}
+
+// Deletes and visibility changes are written by hand (one per message): byte for byte
+// what nlohmann writes for the same request, whatever the strings hold.
+TEST(SqsCodec, ReceiptBatchesAreWhatNlohmannWrites) {
+  std::mt19937 random(5);
+  const std::vector<std::string> pieces = {
+      "a",    "\"",   "\\",   "\n", "\t", "\b", "\f", "\r", std::string(1, '\0'),
+      "\x01", "\x1f", "\x7f", "é",  "中", "/",  "+",  "=",  "AQEB"};
+  auto text = [&] {
+    std::string s;
+    for (int n = static_cast<int>(random() % 12); n > 0; --n) s += pieces[random() % pieces.size()];
+    return s;
+  };
+  for (int round = 0; round < 200; ++round) {
+    const std::string url = "https://sqs.us-east-1.amazonaws.com/1/" + text();
+    std::vector<sqs::DeleteMessageEntry> deletes;
+    std::vector<sqs::ChangeVisibilityEntry> changes;
+    nlohmann::json delete_list = nlohmann::json::array(), change_list = nlohmann::json::array();
+    for (int i = static_cast<int>(random() % 11); i > 0; --i) {
+      const std::string id = text(), receipt = text();
+      const int timeout = static_cast<int>(random() % 43201);
+      deletes.push_back({id, receipt});
+      changes.push_back({id, receipt, timeout});
+      delete_list.push_back({{"Id", id}, {"ReceiptHandle", receipt}});
+      change_list.push_back(
+          {{"Id", id}, {"ReceiptHandle", receipt}, {"VisibilityTimeout", timeout}});
+    }
+    EXPECT_EQ(sqs::codec::encode_delete_batch(url, deletes),
+              (nlohmann::json{{"QueueUrl", url}, {"Entries", delete_list}}.dump()));
+    EXPECT_EQ(sqs::codec::encode_change_visibility_batch(url, changes),
+              (nlohmann::json{{"QueueUrl", url}, {"Entries", change_list}}.dump()));
+  }
 }
 
 TEST(SqsCodec, DecodesBinaryAttributesFromBase64) {

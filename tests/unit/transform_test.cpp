@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "common/crypto.hpp"
+
 using namespace sluice::pipeline;
 
 namespace {
@@ -90,6 +94,60 @@ TEST(Transform, SameBusinessRecordSameHashWhateverTheBytes) {
   // Values that would collide when joined with a separator do not collide.
   EXPECT_NE(content_hash("V1", {"a|b", "c"}), content_hash("V1", {"a", "b|c"}));
   EXPECT_NE(content_hash("V1", {"3"}), content_hash("V1", {3}));
+}
+
+// Records already stored carry these hashes: a faster transform must give the same ones.
+TEST(Transform, HashesAreStableAcrossReleases) {
+  auto spec = inventory_spec();
+  spec.hash_versions["V3"] = {"tags", "price", "active", "skuId", "unitOfMeasure", "pipeline"};
+  spec.hash_version = "V3";
+  const Transformer v3(spec);
+  spec.hash_version = "V1";
+  const Transformer v1(spec);
+  const std::string body =
+      R"({"skuId":"S\"\\\u0001\u00e9\u4e2d\ud83d\ude00/x","location":{"id":"L"},"eventType":"E",)"
+      R"("quantity":-9007199254740993,"price":0.1,"active":true,)"
+      R"("tags":{"z":[1,2.5,null],"a":{"y":"\n","b":false}}})";
+  EXPECT_EQ(record_of(v1, body).hash,
+            "V1:43866c484e45e09a16c39c5cb9c701668cabf44b7bb057b5caaf79d54fc16722");
+  EXPECT_EQ(record_of(v3, body).hash,
+            "V3:48832b9c058b2ffb05f90a97350ffdcf8862360ea212d3efb5fab906ce6f6dfa");
+  EXPECT_EQ(content_hash(
+                "V1", {"a", 1, 2.5, true, nullptr, nlohmann::json::object({{"b", 1}, {"a", 2}})}),
+            "V1:caa5498cd71ccacf104e5996d4a83018c8604d2439ba63f61fd757a09de6c62c");
+}
+
+// The hash is SHA-256 of the JSON array of the identity values as nlohmann writes it
+// (objects with sorted keys), whatever the values.
+TEST(Transform, HashIsTheCanonicalArrayOfTheDocumentsIdentityValues) {
+  auto spec = inventory_spec();
+  spec.hash_versions["V3"] = {"tags", "price", "active", "skuId", "unitOfMeasure", "quantity"};
+  spec.hash_version = "V3";
+  const Transformer t(spec);
+  std::mt19937 random(7);
+  const std::vector<std::string> pieces = {
+      "a", "\\\"", "\\u0000", "\\n", "\\u00ff", "\\ud83d\\ude00", "é", "中", "/", " ", "9"};
+  auto text = [&] {
+    std::string s;
+    for (int n = random() % 8; n > 0; --n) s += pieces[random() % pieces.size()];
+    return s;
+  };
+  for (int i = 0; i < 500; ++i) {
+    const std::string body =
+        "{\"skuId\":\"" + text() + "\",\"location\":{\"id\":\"L\"},\"eventType\":\"E\"," +
+        "\"quantity\":" + std::to_string(static_cast<std::int64_t>(random()) - (1LL << 31)) +
+        ",\"price\":" + std::to_string(static_cast<double>(random()) / 997.0) +
+        ",\"active\":" + (random() % 2 ? "true" : "false") + ",\"tags\":{\"" + text() + "\":[\"" +
+        text() + "\",1.5],\"k\":{\"" + text() + "\":null}}" +
+        (random() % 2 ? ",\"uom\":\"" + text() + "\"" : "") + "}";
+    const auto record = record_of(t, body);
+    std::vector<nlohmann::json> identity;
+    for (const char* name : {"tags", "price", "active", "skuId", "unitOfMeasure", "quantity"})
+      identity.push_back(nlohmann::json(record.document.at(name)));
+    EXPECT_EQ(record.hash, "V3:" + sluice::crypto::sha256_hex(nlohmann::json(identity).dump()))
+        << body;
+    EXPECT_EQ(record.document.at("documentHash"), record.hash);
+  }
 }
 
 TEST(Transform, HashVersionsAreIndependent) {
