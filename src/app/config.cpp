@@ -368,8 +368,9 @@ const std::vector<Option>& options() {
       {"source.concurrency", "string", "1-4",
        "N or MIN-MAX (Spring's syntax), elastic between MIN and MAX: concurrent receives (SQS), "
        "consumers (RabbitMQ). auto: SQS receives found by measuring (doubled while throughput "
-       "rises, settled where it plateaus, fewer when the sink is the bottleneck, one when "
-       "idle); RabbitMQ consumers elastic from 1 to max_in_flight / prefetch (at most 64).",
+       "rises, settled where it plateaus, fewer when the sink is the bottleneck or receives "
+       "come back partial, one when idle); RabbitMQ consumers elastic from 1 to max_in_flight / "
+       "prefetch (at most 64).",
        [](auto& c, auto& n, auto& k) {
          try {
            parse_concurrency(as_string(n, k), c.container);

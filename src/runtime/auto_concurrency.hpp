@@ -11,7 +11,9 @@
 //    rate and the smallest measured at it, for the smallest level that reaches it
 //    (more receives than that only ask for smaller batches: more requests);
 //  - holding: keep it; after `hold`, probe one step up (a quarter more) and keep the
-//    step only if it brings `probe_gain`, else step back and hold again.
+//    step only if it brings `probe_gain`, else step back and hold again; when receives
+//    come back partial instead, probe a quarter down and keep stepping down while the
+//    rate stays within `near_best` (fewer requests for the same messages).
 // Never above `max` (which the container derives from max_in_flight / batch size, so
 // receives can never ask for more than max_in_flight). When most receives could not
 // ask for a full batch, or the loops waited for permits longer than they spent
@@ -173,6 +175,7 @@ class AutoConcurrency {
         break;
       case Phase::holding:
         if (!permit_bound) descending_ = false;
+        if (backlog) thinning_ = false;
         if (permit_bound && level_ > config_.min && now >= hold_until_) {
           // Fewer receives, kept only if the rate holds (the consumer sets it), measured
           // against the rates of this descent only (older ones may predate a slower sink).
@@ -186,6 +189,18 @@ class AutoConcurrency {
         } else if (now >= hold_until_ && backlog && level_ < config_.max) {
           previous_level_ = level_;
           set_level(level_ + std::max(1, level_ / 4), Phase::probing, now, latency);
+        } else if (now >= hold_until_ && !backlog && level_ > config_.min) {
+          // Receives come back partial: the queue, not the number of receives, sets the
+          // rate, and fewer receives would bring the same messages in fewer requests. A
+          // search misled by a noisy window settles too high; so does a plateau that moved
+          // down. A quarter fewer, kept while the rate holds (as for permit waits).
+          if (!thinning_) {  // measured against the best of this descent only
+            rates_.clear();
+            thinning_ = true;
+          }
+          rates_[level_] = rate;
+          previous_level_ = level_;
+          set_level(level_ * 3 / 4, Phase::probing_down, now, latency);
         } else {
           begin_window(now, latency);
         }
@@ -198,7 +213,7 @@ class AutoConcurrency {
         } else {
           set_level(previous_level_, Phase::holding, now, latency);
           hold_until_ = now + config_.hold;
-          descending_ = false;
+          descending_ = thinning_ = false;
         }
         break;
       }
@@ -236,6 +251,7 @@ class AutoConcurrency {
   std::map<int, double> rates_;
   double last_rate_ = 0;
   bool descending_ = false;  // stepping down while the loops wait for permits
+  bool thinning_ = false;    // stepping down while receives come back partial
   Clock::time_point counting_from_{}, window_start_{}, hold_until_{};
   long window_polls_ = 0;
   std::size_t window_messages_ = 0;
