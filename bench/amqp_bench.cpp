@@ -55,6 +55,7 @@ bench::Observed observe(const std::vector<std::string>& argv, const std::string&
   bench::Watch watch;
   watch.queue_depth = [&] { return static_cast<long>(watcher.inspect_queue(1, queue).messages); };
   watch.server_process = "beam.smp";
+  watch.database_pid = test::Postgres::shared().pid();
   watch.dsn = dsn;
   watch.table = table;
   watch.expected_rows = distinct;
@@ -111,7 +112,10 @@ int main(int argc, char** argv) {
       std::printf("%-4d %-46s %8.2f %8.0f %11.1f %8.1f %8.2f %5.1f/%-5.1f%s\n", run, name,
                   r.seconds, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling_rate,
                   r.server_cpu, r.database_cpu,
-                  r.rows >= 0 && r.rows != distinct ? "  ROWS WRONG" : "");
+                  !bench::exit_problem(r.exit_status).empty()
+                      ? ("  ENDED BADLY: " + bench::exit_problem(r.exit_status)).c_str()
+                  : r.rows >= 0 && r.rows != distinct ? "  ROWS WRONG"
+                                                      : "");
       std::fflush(stdout);
     };
     const std::string tag = std::to_string(getpid()) + "_" + std::to_string(run);

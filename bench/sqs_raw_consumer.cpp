@@ -3,24 +3,32 @@
 //  - Without a database: LOOPS overlapping receive loops ask what the container asks
 //    for (10 messages, all attributes); each batch is deleted without waiting; it
 //    exits once COUNT messages are deleted.
-//  - With DSN TABLE: the same loops, and the same database load as the pipeline
-//    (4 connections, multi-row INSERT ... ON CONFLICT (hash) DO NOTHING of 100 rows
-//    into the same table shape, the body as the JSONB document, SQS's MD5OfBody as the
-//    hash: no decoding, normalizing or hashing of its own); each message is deleted
-//    after its row is written, and at most 1,000 are held, as `sluice run` does.
-// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE]
+//  - With DSN TABLE ROWS: the same loops, and the same database work as the pipeline:
+//    the very rows `sluice run` writes (ROWS maps each body's MD5, which SQS sends as
+//    MD5OfBody, to the record's hash and document, worked out by the harness with
+//    Sluice's own transform), in the same table shape, 100-row INSERT ... ON CONFLICT
+//    (hash) DO NOTHING RETURNING hash on 4 connections, each waiting up to 20 ms to fill
+//    its batch (the pipeline's default sink.batch_timeout); each message is deleted after
+//    its row is written, and at most 1,000 are held, as `sluice run` does. What it does
+//    not do is decode, normalize or hash: the pipeline's own work.
+// Exits 0 on SIGTERM.
+// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS]
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "bench_support.hpp"
 
@@ -34,8 +42,23 @@ constexpr std::size_t kRowsPerInsert = 100;
 constexpr int kMaxHeld = 1000;
 
 struct Row {
-  std::string hash, message_id, document, receipt;
+  const std::string* hash;
+  const std::string* document;
+  std::string message_id, receipt;
 };
+
+// ROWS: "md5 <TAB> hash <TAB> document" lines.
+std::unordered_map<std::string, std::pair<std::string, std::string>> load_rows(
+    const std::string& path) {
+  std::unordered_map<std::string, std::pair<std::string, std::string>> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto a = line.find('\t'), b = line.find('\t', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    rows[line.substr(0, a)] = {line.substr(a + 1, b - a - 1), line.substr(b + 1)};
+  }
+  return rows;
+}
 
 PGconn* connect(const std::string& dsn) {
   PGconn* conn = PQconnectdb(dsn.c_str());
@@ -57,7 +80,12 @@ void exec(PGconn* conn, const std::string& sql) {
 
 int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
                   const std::string& url, int count, int loops, const std::string& dsn,
-                  const std::string& table) {
+                  const std::string& table, const std::string& rows_path) {
+  const auto known = load_rows(rows_path);
+  if (known.empty()) {
+    std::fprintf(stderr, "bench_sqs_raw: no rows in %s\n", rows_path.c_str());
+    return 1;
+  }
   {
     PGconn* conn = connect(dsn);
     exec(conn, "CREATE TABLE IF NOT EXISTS \"" + table +
@@ -84,24 +112,33 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
           std::unique_lock lock(mutex);
           ready.wait(lock, [&] { return stopping || !pending.empty(); });
           if (stopping) break;
+          // The pipeline's group commit (sink.batch_timeout): wait up to 20 ms for a
+          // full batch, so that both send PostgreSQL the same statements.
+          ready.wait_for(lock, std::chrono::milliseconds(20),
+                         [&] { return stopping || pending.size() >= kRowsPerInsert; });
+          if (pending.empty()) continue;  // another writer took them meanwhile
           while (!pending.empty() && rows.size() < kRowsPerInsert) {
             rows.push_back(std::move(pending.front()));
             pending.pop_front();
           }
         }
+        // In hash order, as the pipeline writes them: concurrent writers then take the
+        // unique index's locks in one order and cannot deadlock.
+        std::sort(rows.begin(), rows.end(),
+                  [](const Row& a, const Row& b) { return *a.hash < *b.hash; });
         std::string sql = "INSERT INTO \"" + table + "\" (hash, message_id, document) VALUES ";
         std::vector<const char*> values;
         for (std::size_t i = 0; i < rows.size(); ++i) {
           sql += (i ? ",($" : "($") + std::to_string(3 * i + 1) + ",$" + std::to_string(3 * i + 2) +
                  ",$" + std::to_string(3 * i + 3) + "::jsonb)";
-          values.push_back(rows[i].hash.c_str());
+          values.push_back(rows[i].hash->c_str());
           values.push_back(rows[i].message_id.c_str());
-          values.push_back(rows[i].document.c_str());
+          values.push_back(rows[i].document->c_str());
         }
-        sql += " ON CONFLICT (hash) DO NOTHING";
+        sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
         PGresult* r = PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr,
                                    values.data(), nullptr, nullptr, 0);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
           std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
           std::exit(1);
         }
@@ -144,9 +181,15 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
             held += static_cast<int>(messages.size());
             {
               std::lock_guard lock(mutex);
-              for (auto& m : messages)
-                pending.push_back({m.md5_of_body, std::move(m.message_id), std::move(m.body),
+              for (auto& m : messages) {
+                const auto row = known.find(m.md5_of_body);
+                if (row == known.end()) {
+                  std::fprintf(stderr, "bench_sqs_raw: a body the rows file does not know\n");
+                  std::exit(1);
+                }
+                pending.push_back({&row->second.first, &row->second.second, std::move(m.message_id),
                                    std::move(m.receipt_handle)});
+              }
             }
             ready.notify_all();
           }
@@ -165,10 +208,11 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 7) {
-    std::fprintf(stderr, "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE]\n", argv[0]);
+  if (argc != 5 && argc != 8) {
+    std::fprintf(stderr, "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS]\n", argv[0]);
     return 2;
   }
+  std::signal(SIGTERM, [](int) { std::_Exit(0); });
   asio::io_context io;
   sqs::SqsClientOptions options;
   options.endpoint_url = argv[1];
@@ -178,9 +222,9 @@ int main(int argc, char** argv) {
       aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "bench"});
   options.http.use_env_proxy = false;
   auto client = std::make_shared<sqs::SqsClient>(io.get_executor(), options);
-  if (argc == 7)
+  if (argc == 8)
     return with_database(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
-                         argv[6]);
+                         argv[6], argv[7]);
   bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   return 0;
 }

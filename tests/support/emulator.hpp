@@ -55,6 +55,7 @@ class Postgres {
   static Postgres& shared();
   std::string dsn(const std::string& database = "postgres") const;
   int port() const { return port_; }
+  int pid() const { return pid_; }  // the postmaster (the benchmarks read its CPU)
   void stop();  // fast shutdown (for outage tests)
   void start();
   // Runs SQL through psql; returns its output (tuples only).
