@@ -97,10 +97,19 @@ void BM_ReceiveClientWork_Sluice(benchmark::State& state) {
                                "session-token-example",
                                {},
                                "bench"};
-  const aws::HttpRequest base = sqs_request();
   const std::string body = receive_response();
   for (auto _ : state) {
-    aws::HttpRequest r = base;
+    // Built as the client builds it: the request's JSON, the URL, the headers.
+    sqs::ReceiveMessageRequest request;
+    request.queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/inventory-events";
+    request.wait_time_seconds = 20;
+    aws::HttpRequest r;
+    r.method = "POST";
+    r.url = aws::Url::parse("https://sqs.us-east-1.amazonaws.com/");
+    r.headers = {{"Host", "sqs.us-east-1.amazonaws.com"},
+                 {"Content-Type", "application/x-amz-json-1.0"},
+                 {"X-Amz-Target", "AmazonSQS.ReceiveMessage"}};
+    r.body = sqs::codec::encode_receive(request);
     benchmark::DoNotOptimize(signer.sign(r, creds, std::chrono::system_clock::now()));
     benchmark::DoNotOptimize(sqs::codec::decode_receive(body, true));
   }

@@ -12,7 +12,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cmath>
-#include <cstring>
 #include <iostream>
 
 #include "common/redact.hpp"
@@ -343,7 +342,7 @@ void PipelineMetrics::on_settled(const char* outcome) {
     // Family::Add builds a label map per call; outcomes are a handful of literals.
     std::lock_guard lock(settled_mutex_);
     for (const auto& [name, known] : settled_by_outcome_)
-      if (name == outcome || std::strcmp(name, outcome) == 0) counter = known;
+      if (name == outcome) counter = known;
     if (!counter) {
       counter = &settled_->Add({{"outcome", outcome}});
       settled_by_outcome_.emplace_back(outcome, counter);

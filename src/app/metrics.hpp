@@ -105,7 +105,7 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* settled_;
   std::mutex settled_mutex_;
-  std::vector<std::pair<const char*, prometheus::Counter*>> settled_by_outcome_;
+  std::vector<std::pair<std::string, prometheus::Counter*>> settled_by_outcome_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* receives_;
   prometheus::Gauge* amqp_consumers_;

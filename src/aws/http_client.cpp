@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <optional>
 
 #include "aws/text.hpp"
 #include "sluice/aws/error.hpp"
@@ -205,6 +204,40 @@ bool stale_connection_error(const error_code& ec) {
          ec == asio::ssl::error::stream_truncated;
 }
 
+// One TLS context per (verification, CA file) for the whole process, made when the
+// first client needs it: reading the system's CA bundle costs ~20 ms of CPU, and a
+// process has a dozen clients (SQS, S3, SNS, CloudWatch, the metadata endpoints). An
+// SSL_CTX is safe to share between connections once it is set up.
+std::shared_ptr<asio::ssl::context> shared_tls_context(const HttpClientOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::pair<bool, std::string>, std::weak_ptr<asio::ssl::context>> contexts;
+  std::lock_guard lock(mutex);
+  auto& slot = contexts[{options.verify_tls, options.ca_file}];
+  if (auto existing = slot.lock()) return existing;
+  auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  try {
+    context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                         asio::ssl::context::no_tlsv1_1);
+    if (options.verify_tls) {
+      context->set_verify_mode(asio::ssl::verify_peer);
+      if (options.ca_file.empty())
+        context->set_default_verify_paths();
+      else
+        context->load_verify_file(options.ca_file);
+    } else {
+      context->set_verify_mode(asio::ssl::verify_none);
+    }
+  } catch (const boost::system::system_error& e) {
+    throw AwsError(ErrorKind::configuration,
+                   options.ca_file.empty()
+                       ? "cannot load the system's CA certificates: " + std::string(e.what())
+                       : "cannot load the CA file " + options.ca_file + ": " + e.what());
+  }
+  slot = context;
+  return context;
+}
+
 }  // namespace
 
 struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
@@ -215,25 +248,9 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
     if (options.verify_tls && !options.ca_file.empty()) tls_context();
   }
 
-  // Built on the first https connection: reading the system's CA bundle costs ~20 ms
-  // of CPU per client, and a process has a dozen clients, most of them on plain http
-  // in local setups.
+  // Built on the first https connection, and shared (see shared_tls_context).
   asio::ssl::context& tls_context() {
-    std::call_once(tls_once, [this] {
-      tls.emplace(asio::ssl::context::tls_client);
-      tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                       asio::ssl::context::no_tlsv1_1);
-      if (options.verify_tls) {
-        tls->set_verify_mode(asio::ssl::verify_peer);
-        if (options.ca_file.empty())
-          tls->set_default_verify_paths();
-        else
-          tls->load_verify_file(options.ca_file);
-      } else {
-        tls->set_verify_mode(asio::ssl::verify_none);
-      }
-    });
+    std::call_once(tls_once, [this] { tls = shared_tls_context(options); });
     return *tls;
   }
 
@@ -394,7 +411,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   asio::any_io_executor executor;
   HttpClientOptions options;
   std::once_flag tls_once;
-  std::optional<asio::ssl::context> tls;
+  std::shared_ptr<asio::ssl::context> tls;
   ProxySettings proxies;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints;

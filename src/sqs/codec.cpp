@@ -194,6 +194,10 @@ namespace {
 // visibility changes are sent for every message.
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char digits[] = "0123456789abcdef";
+  // JSON text is UTF-8 (nlohmann refuses to write anything else, and so does SQS).
+  if (!simdjson::validate_utf8(text.data(), text.size()))
+    invalid("InvalidParameterValue",
+            "a receipt handle, batch entry id or queue URL is not valid UTF-8");
   out += '"';
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);

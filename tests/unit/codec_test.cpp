@@ -95,7 +95,8 @@ TEST(SqsCodec, DecodesMessagesAndVerifiesDigests) {
 }
 
 // Deletes and visibility changes are written by hand (one per message): byte for byte
-// what nlohmann writes for the same request, whatever the strings hold.
+// what nlohmann writes for the same request, whatever UTF-8 the strings hold; and, as
+// nlohmann would, they refuse text that is not UTF-8 instead of sending it.
 TEST(SqsCodec, ReceiptBatchesAreWhatNlohmannWrites) {
   std::mt19937 random(5);
   const std::vector<std::string> pieces = {
@@ -124,6 +125,17 @@ TEST(SqsCodec, ReceiptBatchesAreWhatNlohmannWrites) {
               (nlohmann::json{{"QueueUrl", url}, {"Entries", delete_list}}.dump()));
     EXPECT_EQ(sqs::codec::encode_change_visibility_batch(url, changes),
               (nlohmann::json{{"QueueUrl", url}, {"Entries", change_list}}.dump()));
+  }
+  for (const std::string bad : {"bad\xff", "trunc\xc3", "\xed\xa0\x80"}) {
+    try {
+      sqs::codec::encode_delete_batch("https://q", {{"0", "AQEB" + bad}});
+      ADD_FAILURE() << "sent a receipt handle that is not UTF-8";
+    } catch (const AwsError& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::client);
+      EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(sqs::codec::encode_change_visibility_batch("https://q" + bad, {{"0", "r", 1}}),
+                 AwsError);
   }
 }
 

@@ -209,4 +209,17 @@ TEST(HttpClient, TlsVerificationIsOnByDefault) {
     EXPECT_EQ(res.body, "secure");
   }
   server.join();
+  // The TLS context is made on the first https connection, except that a CA file the
+  // configuration names is read at once: a wrong path fails at start, saying which.
+  asio::io_context io;
+  auto options = no_proxy();
+  options.ca_file = "/nonexistent/sluice-ca.pem";
+  try {
+    HttpClient client(io.get_executor(), options);
+    ADD_FAILURE() << "a missing CA file was accepted";
+  } catch (const AwsError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::configuration);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/sluice-ca.pem"), std::string::npos)
+        << e.what();
+  }
 }
