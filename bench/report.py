@@ -286,8 +286,10 @@ def section(results, runs, sweep, auto, pipe, pinned, made, benchmarks_dir):
         out += [
             "Every contender is spawned on its own queue holding the same events; the clock runs "
             "from spawn until the queue is empty and the table holds every distinct record; CPU "
-            "and peak RSS are the contender's own (wait4, VmHWM). The emulator and PostgreSQL "
-            "share the two cores with the contender.",
+            "is the contender's own (its process group's, read from /proc up to the clock's "
+            "stop: shutdown not counted), RSS its peak (VmHWM); the emulator's and PostgreSQL's "
+            "CPU are their own processes' during the run. The emulator and PostgreSQL share "
+            "the two cores with the contender.",
             "",
         ]
     if pinned:
