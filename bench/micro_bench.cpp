@@ -18,16 +18,19 @@ using namespace sluice;
 
 namespace {
 
-aws::HttpRequest sqs_request() {
+// A ReceiveMessage request as the client builds it: the URL, the headers, the JSON.
+aws::HttpRequest sqs_request(
+    std::string body =
+        R"({"QueueUrl":"https://sqs.us-east-1.amazonaws.com/123456789012/inventory-events",)"
+        R"("MaxNumberOfMessages":10,"WaitTimeSeconds":20,"MessageSystemAttributeNames":["All"],)"
+        R"("MessageAttributeNames":["All"]})") {
   aws::HttpRequest r;
   r.method = "POST";
   r.url = aws::Url::parse("https://sqs.us-east-1.amazonaws.com/");
   r.headers = {{"Host", "sqs.us-east-1.amazonaws.com"},
                {"Content-Type", "application/x-amz-json-1.0"},
                {"X-Amz-Target", "AmazonSQS.ReceiveMessage"}};
-  r.body = R"({"QueueUrl":"https://sqs.us-east-1.amazonaws.com/123456789012/inventory-events",)"
-           R"("MaxNumberOfMessages":10,"WaitTimeSeconds":20,"MessageSystemAttributeNames":["All"],)"
-           R"("MessageAttributeNames":["All"]})";
+  r.body = std::move(body);
   return r;
 }
 
@@ -60,18 +63,24 @@ std::string receive_response() {
   return nlohmann::json{{"Messages", messages}}.dump();
 }
 
+aws::SigV4Signer sqs_signer() {
+  aws::SigningOptions o;
+  o.region = "us-east-1";
+  o.service = "sqs";
+  return aws::SigV4Signer(o);
+}
+
+aws::Credentials example_credentials() {  // the signing test vectors' example key
+  return {"AKIDEXAMPLE",
+          "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+          "session-token-example",
+          {},
+          "bench"};
+}
+
 void BM_SignSqsRequest(benchmark::State& state) {
-  const aws::SigV4Signer signer([] {
-    aws::SigningOptions o;
-    o.region = "us-east-1";
-    o.service = "sqs";
-    return o;
-  }());
-  const aws::Credentials creds{"AKIDEXAMPLE",
-                               "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-                               "session-token-example",
-                               {},
-                               "bench"};
+  const aws::SigV4Signer signer = sqs_signer();
+  const aws::Credentials creds = example_credentials();
   const aws::HttpRequest base = sqs_request();
   for (auto _ : state) {
     // A fresh timestamp per request, as in production and as botocore signs (the
@@ -86,30 +95,14 @@ BENCHMARK(BM_SignSqsRequest);
 // the JS SDK's (bench/node-peer/micro.mjs, same response bytes): sign a fresh request,
 // decode the 10-message answer and verify its digests.
 void BM_ReceiveClientWork_Sluice(benchmark::State& state) {
-  const aws::SigV4Signer signer([] {
-    aws::SigningOptions o;
-    o.region = "us-east-1";
-    o.service = "sqs";
-    return o;
-  }());
-  const aws::Credentials creds{"AKIDEXAMPLE",
-                               "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-                               "session-token-example",
-                               {},
-                               "bench"};
+  const aws::SigV4Signer signer = sqs_signer();
+  const aws::Credentials creds = example_credentials();
   const std::string body = receive_response();
   for (auto _ : state) {
-    // Built as the client builds it: the request's JSON, the URL, the headers.
     sqs::ReceiveMessageRequest request;
     request.queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/inventory-events";
     request.wait_time_seconds = 20;
-    aws::HttpRequest r;
-    r.method = "POST";
-    r.url = aws::Url::parse("https://sqs.us-east-1.amazonaws.com/");
-    r.headers = {{"Host", "sqs.us-east-1.amazonaws.com"},
-                 {"Content-Type", "application/x-amz-json-1.0"},
-                 {"X-Amz-Target", "AmazonSQS.ReceiveMessage"}};
-    r.body = sqs::codec::encode_receive(request);
+    aws::HttpRequest r = sqs_request(sqs::codec::encode_receive(request));
     benchmark::DoNotOptimize(signer.sign(r, creds, std::chrono::system_clock::now()));
     benchmark::DoNotOptimize(sqs::codec::decode_receive(body, true));
   }

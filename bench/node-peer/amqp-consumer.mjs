@@ -7,29 +7,13 @@
 // Runs until SIGTERM; the harness
 // times it from outside.
 // Usage: node amqp-consumer.mjs AMQP_URL QUEUE DSN TABLE
-import { createHash } from "node:crypto";
 import amqp from "amqplib";
-import pg from "pg";
+import { insertRecords, openTable, record } from "./work.mjs";
 
 const [url, queue, dsn, table] = process.argv.slice(2);
-const config = Object.fromEntries(dsn.split(" ").map((kv) => kv.split("=")));
-const pool = new pg.Pool({ host: config.host, port: Number(config.port), user: config.user,
-                           database: config.dbname, max: 4 });
-await pool.query(`CREATE TABLE IF NOT EXISTS "${table}" (hash text NOT NULL, message_id text,
-                  document jsonb NOT NULL, written_at timestamptz NOT NULL DEFAULT now())`);
-await pool.query(`CREATE UNIQUE INDEX IF NOT EXISTS "uniq_${table}_hash" ON "${table}" (hash)`);
-
-function normalize(message) {
-  const body = JSON.parse(message.content.toString("utf8"));
-  for (const f of ["skuId", "locationId", "eventType", "quantity"])
-    if (body[f] === undefined || body[f] === null) throw new Error(`missing ${f}`);
-  const quantity = Number.parseInt(body.quantity, 10);
-  const doc = { skuId: String(body.skuId), locationId: String(body.locationId),
-                eventType: String(body.eventType), quantity, eventId: body.eventId ?? null };
-  const hash = "V1:" + createHash("sha256")
-      .update(JSON.stringify([doc.skuId, doc.locationId, doc.eventType, doc.quantity])).digest("hex");
-  return { hash, id: message.properties.messageId ?? null, doc: { ...doc, documentHash: hash } };
-}
+const pool = await openTable(dsn, table, 4);
+const normalize = (message) =>
+  record(message.content.toString("utf8"), message.properties.messageId ?? null);
 
 const connection = await amqp.connect(url);
 const channel = await connection.createChannel();
@@ -45,14 +29,7 @@ function flush() {
   const messages = batch;
   batch = [];
   const write = (async () => {
-    const rows = messages.map(normalize);
-    const values = [], params = [];
-    rows.forEach((r, i) => {
-      values.push(`($${3 * i + 1}, $${3 * i + 2}, $${3 * i + 3}::jsonb)`);
-      params.push(r.hash, r.id, JSON.stringify(r.doc));
-    });
-    await pool.query(`INSERT INTO "${table}" (hash, message_id, document) VALUES ${values.join(",")}
-                      ON CONFLICT (hash) DO NOTHING`, params);
+    await insertRecords(pool, table, messages.map(normalize));
     for (const m of messages) channel.ack(m);
   })();
   writes.add(write);

@@ -10,48 +10,23 @@
 // Both write through a pg pool of 8 (per-message inserts would be slower: this is
 // Node's best case). Runs until SIGTERM; the harness times it from outside.
 // Usage: node consumer.mjs sqs-consumer|pool QUEUE_URL ENDPOINT DSN TABLE
-import { createHash } from "node:crypto";
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
-import pg from "pg";
 import { Consumer } from "sqs-consumer";
+import { insertRecords, openTable, record } from "./work.mjs";
 
 const [mode, queueUrl, endpoint, dsn, table] = process.argv.slice(2);
 if (mode !== "sqs-consumer" && mode !== "pool") {
   console.error("usage: node consumer.mjs sqs-consumer|pool QUEUE_URL ENDPOINT DSN TABLE");
   process.exit(2);
 }
-const config = Object.fromEntries(dsn.split(" ").map((kv) => kv.split("=")));
-const pool = new pg.Pool({ host: config.host, port: Number(config.port), user: config.user,
-                           database: config.dbname, max: 8 });
-await pool.query(`CREATE TABLE IF NOT EXISTS "${table}" (hash text NOT NULL, message_id text,
-                  document jsonb NOT NULL, written_at timestamptz NOT NULL DEFAULT now())`);
-await pool.query(`CREATE UNIQUE INDEX IF NOT EXISTS "uniq_${table}_hash" ON "${table}" (hash)`);
+const pool = await openTable(dsn, table, 8);
 
 const sqs = new SQSClient({ endpoint, region: "us-east-1",
                             credentials: { accessKeyId: "AKIDLOCAL", secretAccessKey: "local" } });
 process.on("SIGTERM", () => process.exit(0));
 
-function normalize(message) {
-  const body = JSON.parse(message.Body);
-  for (const f of ["skuId", "locationId", "eventType", "quantity"])
-    if (body[f] === undefined || body[f] === null) throw new Error(`missing ${f}`);
-  const quantity = Number.parseInt(body.quantity, 10);
-  const doc = { skuId: String(body.skuId), locationId: String(body.locationId),
-                eventType: String(body.eventType), quantity, eventId: body.eventId ?? null };
-  const hash = "V1:" + createHash("sha256")
-      .update(JSON.stringify([doc.skuId, doc.locationId, doc.eventType, doc.quantity])).digest("hex");
-  return { hash, id: message.MessageId, doc: { ...doc, documentHash: hash } };
-}
-
 async function write(messages) {
-  const rows = messages.map(normalize);
-  const values = [], params = [];
-  rows.forEach((r, i) => {
-    values.push(`($${3 * i + 1}, $${3 * i + 2}, $${3 * i + 3}::jsonb)`);
-    params.push(r.hash, r.id, JSON.stringify(r.doc));
-  });
-  await pool.query(`INSERT INTO "${table}" (hash, message_id, document) VALUES ${values.join(",")}
-                    ON CONFLICT (hash) DO NOTHING`, params);
+  await insertRecords(pool, table, messages.map((m) => record(m.Body, m.MessageId)));
 }
 
 if (mode === "sqs-consumer") {
