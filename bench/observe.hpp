@@ -32,11 +32,11 @@ namespace sluice::bench {
 struct Observed {
   double seconds = 0;      // spawn until the queue is empty and the table complete
   double cpu_seconds = 0;  // the contender's user + system time, spawn to the clock's stop
-  double rss_mib = 0;      // the child's peak resident set (VmHWM)
+  double rss_mib = 0;      // the largest peak resident set (VmHWM) in the contender's group
   double server_cpu = 0;   // the queue server's CPU seconds during the run
   double database_cpu = 0;
   long rows = -1;       // rows in the table at the end (-1: no table)
-  int exit_status = 0;  // the child's wait status
+  int exit_status = 0;  // the contender's wait status (see exit_problem)
 };
 
 // One /proc/<pid>/stat: (name, parent, process group, CPU ticks of its own and of the

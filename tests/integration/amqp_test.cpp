@@ -686,7 +686,7 @@ app::RunSummary drain(const app::PipelineConfig& config) {
 TEST_F(AmqpTest, PipelineIntoSqliteStoresExactlyTheDistinctRecords) {
   const auto events = publish_events(queue_, 3000, 0.25, 0.02);
   const std::string db = ::testing::TempDir() + "/sluice-amqp-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const auto config = app::parse_config(
       rabbit_yaml(queue_, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
   const auto summary = drain(config);
@@ -700,7 +700,7 @@ TEST_F(AmqpTest, PipelineIntoSqliteStoresExactlyTheDistinctRecords) {
   const auto q = broker_->queue(queue_);
   EXPECT_EQ(q.ready, 0);
   EXPECT_EQ(q.unacked, 0);
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
 }
 
 TEST_F(AmqpTest, PipelineIntoPostgresWithRejectsToTheDeadLetterExchange) {

@@ -170,7 +170,7 @@ TEST_F(FaultTest, FrozenSqsEndpointStillExitsWithinTheDeadline) {
   const auto events = publish(url, 3000, 0.0);
   const std::string db =
       ::testing::TempDir() + "/sluice-frozen-sqs-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   // The queue URL names the emulator; requests go to the endpoint (the proxy).
   const std::string config_path =
       write_config("frozen-sqs", yaml(url, "http://127.0.0.1:" + std::to_string(proxy.port()),
@@ -183,7 +183,7 @@ TEST_F(FaultTest, FrozenSqsEndpointStillExitsWithinTheDeadline) {
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records) << "nothing lost, nothing twice";
   EXPECT_EQ(queue_total(url), 0);
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   std::filesystem::remove(config_path);
 }
 

@@ -83,7 +83,7 @@ std::string sqlite(const std::string& db, const std::string& sql) {
 TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
   const std::string url = fifo_queue_with_events("fifo-sqlite");
   const std::string db = ::testing::TempDir() + "/sluice-fifo-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const auto config = app::parse_config(fifo_yaml(
       url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db + "\n"));
   EXPECT_EQ(config.sqs.fifo, FifoMode::auto_detect);
@@ -115,7 +115,7 @@ TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
                        ")) WHERE p IS NOT NULL AND (length(n) < length(p) OR (length(n) = "
                        "length(p) AND n <= p))"),
             "0\n");
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
 }
 
 TEST_F(FifoPipeline, EachGroupsRowsReachPostgresInOrderAndAFailedWriteSendsItsGroupBack) {

@@ -440,7 +440,7 @@ TEST_F(LargePayload, PipelineStoresEveryRecordOnceWithFivePercentThroughS3) {
                2000000);
 
   const std::string db = ::testing::TempDir() + "/sluice-lp-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const auto config = app::parse_config(
       "source:\n  queue_url: " + url + "\n  endpoint_url: " + Emulator::shared().endpoint() +
       "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 2-4\n  max_in_flight: 100\n"
@@ -477,7 +477,7 @@ TEST_F(LargePayload, PipelineStoresEveryRecordOnceWithFivePercentThroughS3) {
                 .message_attributes.at("sluice-reject-reason")
                 .string_value.rfind("payload_missing", 0),
             0u);
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
 }
 
 TEST_F(LargePayload, SnsTopicFansOutToTwoQueuesDrainedByTwoPipelines) {
@@ -521,7 +521,7 @@ TEST_F(LargePayload, SnsTopicFansOutToTwoQueuesDrainedByTwoPipelines) {
     }
   const std::size_t distinct = records.size();
   auto drain = [&](const std::string& url, bool envelope, const std::string& db) {
-    std::filesystem::remove(db);
+    test::remove_sqlite(db);
     std::string stages = test::inventory_stages_yaml();
     if (envelope) {
       const std::string marker = "    - {name: eventId, from: /eventId}\n";
@@ -565,6 +565,5 @@ TEST_F(LargePayload, SnsTopicFansOutToTwoQueuesDrainedByTwoPipelines) {
   EXPECT_EQ(
       sqlite_column(db2, "SELECT count(*) FROM records WHERE document LIKE '%TopicArn%'").at(0),
       "0");
-  std::filesystem::remove(db1);
-  std::filesystem::remove(db2);
+  for (const auto& path : {db1, db2}) test::remove_sqlite(path);
 }

@@ -58,7 +58,7 @@ TEST_F(PipelineTest, SqliteHoldsExactlyTheDistinctRecordsAndRejectsAreKept) {
   const std::string url = make_queue("pipe-sqlite");
   const auto events = publish(url, 3000, 0.25, 0.02);
   const std::string db = ::testing::TempDir() + "/sluice-pipe-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const auto config = app::parse_config(
       pipeline_yaml(url, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
   const auto summary = run_until_drained(config);
@@ -75,7 +75,7 @@ TEST_F(PipelineTest, SqliteHoldsExactlyTheDistinctRecordsAndRejectsAreKept) {
   EXPECT_EQ(queue_total(url), 0) << "everything acked: written, duplicate, or kept as a reject";
   auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
   EXPECT_EQ(sink->count_records(), events.distinct_records);
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
 }
 
 TEST_F(PipelineTest, MalformedMessagesGoToTheDeadLetterQueueWithTheirReason) {
@@ -83,7 +83,7 @@ TEST_F(PipelineTest, MalformedMessagesGoToTheDeadLetterQueueWithTheirReason) {
   const std::string dlq = make_queue("pipe-dlq-dead");
   const auto events = publish(url, 300, 0.0, 0.1);
   const std::string db = ::testing::TempDir() + "/sluice-dlq-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const auto config = app::parse_config(pipeline_yaml(
       url, "sink:\n  sqlite:\n    path: " + db + "\ndead_letter:\n  queue_url: " + dlq + "\n"));
   const auto summary = run_until_drained(config);
@@ -105,7 +105,7 @@ TEST_F(PipelineTest, MalformedMessagesGoToTheDeadLetterQueueWithTheirReason) {
   EXPECT_EQ(dead, events.malformed);
   EXPECT_EQ(reasons, (std::set<std::string>{"malformed", "schema_drift", "validation"}));
   EXPECT_EQ(queue_total(url), 0);
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
 }
 
 TEST_F(PipelineTest, MongoWireSinkHoldsExactlyTheDistinctRecords) {
@@ -190,7 +190,7 @@ TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
   const auto events = publish(url, 2000, 0.0, 0.0);
   const std::string db =
       ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const std::string config_path =
       ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".yaml";
   std::ofstream(config_path) << pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db + "\n");
@@ -211,7 +211,7 @@ TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
   const auto written = sink->count_records();
   EXPECT_EQ(written + static_cast<std::uint64_t>(queue_total(url)), events.distinct_records)
       << "nothing lost, nothing acked without its record";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   std::filesystem::remove(config_path);
 }
 
@@ -219,7 +219,7 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
   const std::string url = make_queue("pipe-kill9");
   const auto events = publish(url, 4000, 0.3, 0.0);
   const std::string db = ::testing::TempDir() + "/sluice-kill9-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const std::string config_path =
       ::testing::TempDir() + "/sluice-kill9-" + std::to_string(getpid()) + ".yaml";
   // A short visibility timeout: what the killed process held comes back quickly.
@@ -249,7 +249,7 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
     EXPECT_EQ(sink->count_records(), events.distinct_records) << "nothing lost, nothing twice";
   }  // closed before its files are removed
   EXPECT_EQ(queue_total(url), 0);
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
+  test::remove_sqlite(db);
   std::filesystem::remove(config_path);
 }
 
@@ -297,7 +297,7 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   const int published = 10000;
   publish(url, published, 0.1, 0.0);
   const std::string db = ::testing::TempDir() + "/sluice-plan-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
   const int port = test::free_port();
   std::string yaml = pipeline_yaml(
       url, "sink:\n  type: sqlite\n  batch_size: 50\n  sqlite:\n    path: " + db + "\n");
@@ -343,7 +343,7 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
       fragment);
 
   pipeline.join();
-  std::filesystem::remove(db);
+  test::remove_sqlite(db);
 
   ASSERT_EQ(status, 0) << out;
   const auto doc = nlohmann::json::parse(out.substr(out.find('{')));

@@ -19,6 +19,11 @@ using sinks::WriteOutcome;
 
 namespace {
 
+// A SQLite database and its WAL files.
+void remove_sqlite(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
 pipeline::Record record(const std::string& sku, int quantity, const std::string& message_id) {
   pipeline::Record r;
   r.hash = pipeline::content_hash("V1", {sku, quantity});
@@ -51,7 +56,7 @@ void check_idempotent_batches(sinks::Sink& sink) {
 TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
   const std::string path =
       ::testing::TempDir() + "/sluice-sink-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(path);
+  remove_sqlite(path);
   sinks::SqliteOptions options;
   options.path = path;
   auto sink = sinks::make_sqlite_sink(options);
@@ -61,7 +66,7 @@ TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
   other->open();
   EXPECT_EQ(other->write(std::vector<pipeline::Record>{record("C", 3, "x")}).outcomes,
             std::vector<WriteOutcome>{WriteOutcome::duplicate});
-  std::filesystem::remove(path);
+  remove_sqlite(path);
 }
 
 TEST(SqliteSink, UnwritableFileIsASinkError) {
@@ -156,7 +161,7 @@ TEST(MongoSink, UnreachableServerIsASinkError) {
 TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
   const std::string path =
       ::testing::TempDir() + "/sluice-writer-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(path);
+  remove_sqlite(path);
   sinks::SqliteOptions sqlite;
   sqlite.path = path;
   sinks::WriterOptions options;
@@ -179,7 +184,7 @@ TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
       << "an ordered record did not wait for the 20 s batch timer";
   EXPECT_TRUE(unordered.settled()) << "and what was queued went with it";
   writer.stop();
-  std::filesystem::remove(path);
+  remove_sqlite(path);
 }
 
 // ---------------------------------------------------------------- refused records
@@ -255,7 +260,7 @@ pipeline::Record poison_record(const std::string& id, nlohmann::json document) {
 TEST(BatchWriter, RecordsSqliteRefusesAreRejectedAndTheirBatchMatesWritten) {
   const std::string path =
       ::testing::TempDir() + "/sluice-refused-" + std::to_string(getpid()) + ".db";
-  std::filesystem::remove(path);
+  remove_sqlite(path);
   sinks::SqliteOptions sqlite;
   sqlite.path = path;
   {
@@ -295,7 +300,7 @@ TEST(BatchWriter, RecordsSqliteRefusesAreRejectedAndTheirBatchMatesWritten) {
   EXPECT_NE(details[0].find("sink_refused"), std::string::npos) << details[0];
   EXPECT_NE(details[0].find("forbidden record"), std::string::npos) << details[0];
   EXPECT_NE(details[1].find("CHECK constraint failed"), std::string::npos) << details[1];
-  std::filesystem::remove(path);
+  remove_sqlite(path);
 }
 
 TEST(BatchWriter, RecordsPostgresRefusesAreRejectedAndTheirBatchMatesWritten) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,11 @@
 #include "support/run.hpp"
 
 namespace sluice::test {
+
+// A SQLite database and its WAL files (the pipeline leaves -wal/-shm beside it).
+inline void remove_sqlite(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
 
 class PipelineFixture : public ::testing::Test {
  protected:
