@@ -116,7 +116,14 @@ class AutoConcurrency {
   void set_level(int level, Phase phase, Clock::time_point now, Clock::duration latency) {
     level_ = std::clamp(level, config_.min, config_.max);
     phase_ = phase;
+    if (phase == Phase::growing || phase == Phase::refining) forget_descents();
     begin_window(now, latency);
+  }
+
+  // A new search (or work returning after idle): earlier descents say nothing of it.
+  void forget_descents() {
+    descending_ = thinning_ = false;
+    thinning_reference_ = 0;
   }
 
   double best_rate() const {
@@ -175,7 +182,10 @@ class AutoConcurrency {
         break;
       case Phase::holding:
         if (!permit_bound) descending_ = false;
-        if (backlog) thinning_ = false;
+        if (backlog) {  // the receives set the rate again: a later descent starts afresh
+          thinning_ = false;
+          thinning_reference_ = 0;
+        }
         if (permit_bound && level_ > config_.min && now >= hold_until_) {
           // Fewer receives, kept only if the rate holds (the consumer sets it), measured
           // against the rates of this descent only (older ones may predate a slower sink).
@@ -194,10 +204,10 @@ class AutoConcurrency {
           // rate, and fewer receives would bring the same messages in fewer requests. A
           // search misled by a noisy window settles too high; so does a plateau that moved
           // down. A quarter fewer, kept while the rate holds (as for permit waits).
-          if (!thinning_) {  // measured against the best of this descent only
-            rates_.clear();
-            thinning_ = true;
-          }
+          // Every step is measured against the rate where thinning first began, kept
+          // across rejected steps and holds: 5 % losses must not add up, hold after hold.
+          if (thinning_reference_ == 0) thinning_reference_ = rate;
+          thinning_ = true;
           rates_[level_] = rate;
           previous_level_ = level_;
           set_level(level_ * 3 / 4, Phase::probing_down, now, latency);
@@ -207,7 +217,8 @@ class AutoConcurrency {
         break;
       case Phase::probing_down: {
         // Against the best rate seen, not the last step's: small losses must not add up.
-        if (rate >= config_.near_best * best_rate()) {
+        const double reference = thinning_ ? thinning_reference_ : best_rate();
+        if (rate >= config_.near_best * reference) {
           set_level(level_, Phase::holding, now, latency);
           hold_until_ = now;  // the next window may step down again
         } else {
@@ -235,6 +246,7 @@ class AutoConcurrency {
   // Bisects (low_, high_]: low_ measured below near_best of the best, high_ at it.
   void refine(Clock::time_point now, Clock::duration latency) {
     if (low_ == 0 || high_ - low_ <= std::max(1, high_ / 8)) {
+      forget_descents();
       set_level(high_, Phase::holding, now, latency);
       hold_until_ = now + config_.hold;
       return;
@@ -250,8 +262,9 @@ class AutoConcurrency {
   int low_ = 0, high_ = 0;
   std::map<int, double> rates_;
   double last_rate_ = 0;
-  bool descending_ = false;  // stepping down while the loops wait for permits
-  bool thinning_ = false;    // stepping down while receives come back partial
+  bool descending_ = false;        // stepping down while the loops wait for permits
+  bool thinning_ = false;          // stepping down while receives come back partial
+  double thinning_reference_ = 0;  // the rate where thinning began (0: none since the search)
   Clock::time_point counting_from_{}, window_start_{}, hold_until_{};
   long window_polls_ = 0;
   std::size_t window_messages_ = 0;

@@ -2,6 +2,8 @@
 // sluice_latency_quantile_seconds, and the autoscale JSON document.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "app/autoscale.hpp"
@@ -143,6 +145,13 @@ struct SimulatedQueue {
   double consumer = 1e12;         // messages per second the handlers take at most
   bool idle = false;
   double owed = 0;
+  double exponent = 0;  // > 0: the server gives ceiling x loops^exponent (still rising)
+
+  // Messages per second at `loops` receives.
+  double rate(int loops) const {
+    const double rtt_s = std::chrono::duration<double>(rtt).count();
+    return std::min(loops * permits_per_poll / rtt_s, ceiling * std::pow(loops, exponent));
+  }
 
   std::vector<int> run(runtime::AutoConcurrency& auto_c, double seconds,
                        runtime::AutoConcurrency::Clock::time_point& now) {
@@ -154,8 +163,8 @@ struct SimulatedQueue {
       // Each loop completes one receive per round trip; the server shares its ceiling,
       // the consumer its rate.
       const double rtt_s = std::chrono::duration<double>(rtt).count();
-      const double per_poll =
-          std::min(static_cast<double>(permits_per_poll), ceiling * rtt_s / loops);
+      const double per_poll = std::min(static_cast<double>(permits_per_poll),
+                                       ceiling * std::pow(loops, exponent) * rtt_s / loops);
       // A slower consumer frees permits at its own pace: each loop's cycle stretches by
       // the wait for them.
       const double cycle = std::max(rtt_s, loops * per_poll / consumer);
@@ -217,6 +226,30 @@ TEST(AutoConcurrency, APlateauThatMovesDownBringsTheReceivesDown) {
   EXPECT_LE(auto_c.level(), 8);
   // Never below what the rate needs for longer than one probe.
   EXPECT_GE(*std::min_element(levels.begin(), levels.end()), 4);
+}
+
+// A server that still gives a little more to every added receive, with receives coming
+// back partial: thinning tries fewer every hold, and each try is measured against the
+// rate where thinning began, so losses do not add up hold after hold.
+TEST(AutoConcurrency, ThinningNeverLosesMoreThanItsMarginOverTime) {
+  runtime::AutoConcurrency::Config config;
+  config.max = 100;
+  runtime::AutoConcurrency auto_c(config);
+  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  SimulatedQueue queue{1700, std::chrono::milliseconds(50)};
+  queue.exponent = 0.15;
+  queue.run(auto_c, 30, now);
+  const double settled = queue.rate(auto_c.level());
+  const auto levels = queue.run(auto_c, 600, now);
+  // Every level it held, not only the last: none below 95 % of the settled rate, save
+  // the one-window probes it takes back.
+  std::map<int, int> windows_at;
+  for (int level : levels) ++windows_at[level];
+  for (const auto& [level, windows] : windows_at)
+    if (windows > 100) {
+      EXPECT_GE(queue.rate(level), 0.95 * settled) << level;
+    }
+  EXPECT_GE(queue.rate(auto_c.level()), 0.95 * settled);
 }
 
 TEST(AutoConcurrency, FollowsTheLatencyAndNeverPassesTheMaximum) {
