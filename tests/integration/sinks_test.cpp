@@ -12,17 +12,13 @@
 #include "sinks/sink.hpp"
 #include "sinks/writer.hpp"
 #include "support/emulator.hpp"
+#include "support/pipeline.hpp"
 #include "support/wait.hpp"
 
 using namespace sluice;
 using sinks::WriteOutcome;
 
 namespace {
-
-// A SQLite database and its WAL files.
-void remove_sqlite(const std::string& path) {
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-}
 
 pipeline::Record record(const std::string& sku, int quantity, const std::string& message_id) {
   pipeline::Record r;
@@ -56,7 +52,7 @@ void check_idempotent_batches(sinks::Sink& sink) {
 TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
   const std::string path =
       ::testing::TempDir() + "/sluice-sink-" + std::to_string(getpid()) + ".db";
-  remove_sqlite(path);
+  test::remove_sqlite(path);
   sinks::SqliteOptions options;
   options.path = path;
   auto sink = sinks::make_sqlite_sink(options);
@@ -66,7 +62,7 @@ TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
   other->open();
   EXPECT_EQ(other->write(std::vector<pipeline::Record>{record("C", 3, "x")}).outcomes,
             std::vector<WriteOutcome>{WriteOutcome::duplicate});
-  remove_sqlite(path);
+  test::remove_sqlite(path);
 }
 
 TEST(SqliteSink, UnwritableFileIsASinkError) {
@@ -161,7 +157,7 @@ TEST(MongoSink, UnreachableServerIsASinkError) {
 TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
   const std::string path =
       ::testing::TempDir() + "/sluice-writer-" + std::to_string(getpid()) + ".db";
-  remove_sqlite(path);
+  test::remove_sqlite(path);
   sinks::SqliteOptions sqlite;
   sqlite.path = path;
   sinks::WriterOptions options;
@@ -184,7 +180,7 @@ TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
       << "an ordered record did not wait for the 20 s batch timer";
   EXPECT_TRUE(unordered.settled()) << "and what was queued went with it";
   writer.stop();
-  remove_sqlite(path);
+  test::remove_sqlite(path);
 }
 
 // ---------------------------------------------------------------- refused records
@@ -260,7 +256,7 @@ pipeline::Record poison_record(const std::string& id, nlohmann::json document) {
 TEST(BatchWriter, RecordsSqliteRefusesAreRejectedAndTheirBatchMatesWritten) {
   const std::string path =
       ::testing::TempDir() + "/sluice-refused-" + std::to_string(getpid()) + ".db";
-  remove_sqlite(path);
+  test::remove_sqlite(path);
   sinks::SqliteOptions sqlite;
   sqlite.path = path;
   {
@@ -300,7 +296,7 @@ TEST(BatchWriter, RecordsSqliteRefusesAreRejectedAndTheirBatchMatesWritten) {
   EXPECT_NE(details[0].find("sink_refused"), std::string::npos) << details[0];
   EXPECT_NE(details[0].find("forbidden record"), std::string::npos) << details[0];
   EXPECT_NE(details[1].find("CHECK constraint failed"), std::string::npos) << details[1];
-  remove_sqlite(path);
+  test::remove_sqlite(path);
 }
 
 TEST(BatchWriter, RecordsPostgresRefusesAreRejectedAndTheirBatchMatesWritten) {

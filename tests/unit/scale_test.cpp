@@ -137,6 +137,14 @@ namespace {
 // A queue behind a round trip: each receive loop brings 10 messages per round trip
 // until the server's ceiling (messages per second) is reached; `asked` below 10 when
 // permits are short. Runs `seconds` of simulated time; returns the levels seen.
+// The controller with the container's defaults but `max`, and a clock an hour in.
+runtime::AutoConcurrency auto_concurrency(int max) {
+  runtime::AutoConcurrency::Config config;
+  config.max = max;
+  return runtime::AutoConcurrency(config);
+}
+const auto kStart = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+
 struct SimulatedQueue {
   double ceiling;                 // messages per second the server gives at most
   std::chrono::milliseconds rtt;  // one receive's round trip
@@ -187,10 +195,8 @@ struct SimulatedQueue {
 }  // namespace
 
 TEST(AutoConcurrency, ClimbsToThePlateauAndStaysThere) {
-  runtime::AutoConcurrency::Config config;
-  config.max = 100;
-  runtime::AutoConcurrency auto_c(config);
-  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  auto auto_c = auto_concurrency(100);
+  auto now = kStart;
   // 50 ms round trips, a ceiling of 4,000 messages/s: linear up to 20 loops.
   SimulatedQueue queue{4000, std::chrono::milliseconds(50)};
   queue.run(auto_c, 30, now);
@@ -212,10 +218,8 @@ TEST(AutoConcurrency, ClimbsToThePlateauAndStaysThere) {
 // and the same messages would come in fewer requests. It steps down while the rate
 // holds, to the fewest receives that still bring it (1,000 msg/s x 50 ms = 5 full ones).
 TEST(AutoConcurrency, APlateauThatMovesDownBringsTheReceivesDown) {
-  runtime::AutoConcurrency::Config config;
-  config.max = 100;
-  runtime::AutoConcurrency auto_c(config);
-  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  auto auto_c = auto_concurrency(100);
+  auto now = kStart;
   SimulatedQueue queue{4000, std::chrono::milliseconds(50)};
   queue.run(auto_c, 30, now);
   ASSERT_GE(auto_c.level(), 19);
@@ -231,10 +235,8 @@ TEST(AutoConcurrency, APlateauThatMovesDownBringsTheReceivesDown) {
 // back partial: thinning tries fewer every hold, and each try is measured against the
 // rate where thinning began, so losses do not add up hold after hold.
 TEST(AutoConcurrency, ThinningNeverLosesMoreThanItsMarginOverTime) {
-  runtime::AutoConcurrency::Config config;
-  config.max = 100;
-  runtime::AutoConcurrency auto_c(config);
-  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  auto auto_c = auto_concurrency(100);
+  auto now = kStart;
   SimulatedQueue queue{8000, std::chrono::milliseconds(50)};
   queue.run(auto_c, 30, now);
   ASSERT_GE(auto_c.level(), 38);  // 8,000 msg/s x 50 ms = 40 full receives
@@ -259,20 +261,16 @@ TEST(AutoConcurrency, ThinningNeverLosesMoreThanItsMarginOverTime) {
 TEST(AutoConcurrency, FollowsTheLatencyAndNeverPassesTheMaximum) {
   for (const auto& [rtt_ms, ceiling, expected_min, expected_max] :
        std::vector<std::tuple<int, double, int, int>>{{20, 4000, 7, 10}, {5, 4000, 1, 3}}) {
-    runtime::AutoConcurrency::Config config;
-    config.max = 100;
-    runtime::AutoConcurrency auto_c(config);
-    auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+    auto auto_c = auto_concurrency(100);
+    auto now = kStart;
     SimulatedQueue queue{ceiling, std::chrono::milliseconds(rtt_ms)};
     queue.run(auto_c, 30, now);
     EXPECT_GE(auto_c.level(), expected_min) << rtt_ms;
     EXPECT_LE(auto_c.level(), expected_max) << rtt_ms;
   }
   // A ceiling beyond reach: it stops at the maximum (max_in_flight / batch).
-  runtime::AutoConcurrency::Config config;
-  config.max = 12;
-  runtime::AutoConcurrency auto_c(config);
-  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  auto auto_c = auto_concurrency(12);
+  auto now = kStart;
   SimulatedQueue queue{1e9, std::chrono::milliseconds(50)};
   const auto levels = queue.run(auto_c, 30, now);
   EXPECT_EQ(*std::max_element(levels.begin(), levels.end()), 12);
@@ -280,10 +278,8 @@ TEST(AutoConcurrency, FollowsTheLatencyAndNeverPassesTheMaximum) {
 }
 
 TEST(AutoConcurrency, ASlowConsumerGetsFewerReceivesAndIdleFallsBackToOne) {
-  runtime::AutoConcurrency::Config config;
-  config.max = 100;
-  runtime::AutoConcurrency auto_c(config);
-  auto now = runtime::AutoConcurrency::Clock::time_point{} + std::chrono::hours(1);
+  auto auto_c = auto_concurrency(100);
+  auto now = kStart;
   SimulatedQueue queue{4000, std::chrono::milliseconds(50)};
   queue.run(auto_c, 30, now);
   ASSERT_GE(auto_c.level(), 19);
