@@ -10,6 +10,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
 #include <thread>
 
 #include "sluice/aws/error.hpp"
@@ -222,4 +223,6 @@ TEST(HttpClient, TlsVerificationIsOnByDefault) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/sluice-ca.pem"), std::string::npos)
         << e.what();
   }
+  std::filesystem::remove(cert);
+  std::filesystem::remove(key);
 }
