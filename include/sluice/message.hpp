@@ -24,7 +24,7 @@ class Message {
  public:
   Message() = default;
 
-  const std::string& id() const;
+  std::string_view id() const;  // valid as long as the message (or a copy of it) is
   const std::string& body() const;
   // Source system attributes (SQS: SentTimestamp, MessageGroupId, SequenceNumber, ...).
   const std::map<std::string, std::string>& attributes() const;

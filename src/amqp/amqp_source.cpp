@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <deque>
 #include <future>
 #include <list>
@@ -180,9 +181,8 @@ class AmqpSource final : public runtime::Source {
     max_batch_ = std::clamp(std::max(options_.batch_size, 100), 1, max_in_flight);
     describe_ = std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
                 std::to_string(uri_.port) + " vhost " + uri_.vhost + " queue " + options_.queue;
-    source_shared_ = std::make_shared<const std::string>(
-        std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
-        std::to_string(uri_.port) + "/" + options_.queue);
+    message_source_ = std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
+                      std::to_string(uri_.port) + "/" + options_.queue;
   }
 
   ~AmqpSource() override {
@@ -269,7 +269,7 @@ class AmqpSource final : public runtime::Source {
   }
   void release(const StatePtr& state) override { push(about(Command::release, state)); }
   asio::awaitable<bool> reject(StatePtr state, std::string reason) override {
-    spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", state->id, reason);
+    spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", state->text.id(), reason);
     push(about(Command::reject, state));
     co_return true;  // basic.reject without requeue: to the queue's dead-letter exchange
   }
@@ -290,6 +290,7 @@ class AmqpSource final : public runtime::Source {
   }
 
   std::string describe() const override { return describe_; }
+  std::string message_source() const override { return message_source_; }
 
   void set_concurrency(int min, int max) override {
     Command c{Command::reconfigure};
@@ -299,12 +300,17 @@ class AmqpSource final : public runtime::Source {
   }
 
  private:
-  static std::uint64_t tag_of(const StatePtr& state) { return std::stoull(state->receipt); }
+  static std::uint64_t tag_of(const StatePtr& state) {
+    const auto receipt = state->text.receipt();
+    std::uint64_t tag = 0;
+    std::from_chars(receipt.data(), receipt.data() + receipt.size(), tag);
+    return tag;
+  }
   static Command about(Command::Kind kind, const StatePtr& state) {
     Command c{kind};
     c.lease = state->lease;
     c.tag = tag_of(state);
-    c.id = state->id;
+    c.id = state->text.id();
     return c;
   }
 
@@ -642,8 +648,10 @@ class AmqpSource final : public runtime::Source {
     auto state = std::make_shared<detail::MessageState>();
     state->body = text(message.body);
     const auto& p = message.properties;
-    if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) state->id = text(p.message_id);
-    if (state->id.empty()) state->id = "sha256:" + crypto::sha256_hex(state->body).substr(0, 32);
+    text_.clear();  // whatever an earlier delivery that threw left
+    std::string id;
+    if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) id = text(p.message_id);
+    if (id.empty()) id = "sha256:" + crypto::sha256_hex(state->body).substr(0, 32);
     int delivery_count = -1;
     if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
       for (int i = 0; i < p.headers.num_entries; ++i) {
@@ -657,27 +665,26 @@ class AmqpSource final : public runtime::Source {
           } catch (...) {
           }
         }
-        state->headers.add(key, *value);
+        text_.header(key, *value);
       }
     }
     if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG)
-      state->attributes.add("SentTimestamp", std::to_string(p.timestamp * 1000));
+      text_.attribute("SentTimestamp", std::to_string(p.timestamp * 1000));
     if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
-      state->attributes.add("ContentType", text(p.content_type));
+      text_.attribute("ContentType", text(p.content_type));
     if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG)
-      state->attributes.add("CorrelationId", text(p.correlation_id));
-    state->attributes.add("Exchange", exchange);
-    state->attributes.add("RoutingKey", routing_key);
-    state->attributes.add("Redelivered", redelivered ? "true" : "false");
+      text_.attribute("CorrelationId", text(p.correlation_id));
+    text_.attribute("Exchange", exchange);
+    text_.attribute("RoutingKey", routing_key);
+    text_.attribute("Redelivered", redelivered ? "true" : "false");
     amqp_destroy_message(&message);
     // Quorum queues count deliveries (x-delivery-count: earlier returns); classic
     // queues only flag a redelivery, so failures seen here are counted by id too.
     // (The redelivered flag is not a failure: a consumer stopped, a connection lost.)
     state->receive_count =
-        std::max(delivery_count >= 0 ? delivery_count + 1 : 1, attempts_.get(state->id) + 1);
-    state->receipt = std::to_string(tag);
+        std::max(delivery_count >= 0 ? delivery_count + 1 : 1, attempts_.get(id) + 1);
+    state->text = text_.id(id).receipt(std::to_string(tag)).build();
     state->lease = consumer.lease;
-    state->source = source_shared_;
     state->received_at = std::chrono::system_clock::now();
     consumer.acks.delivered(tag);
     bool notify = false;
@@ -1031,7 +1038,7 @@ class AmqpSource final : public runtime::Source {
   int max_in_flight_ = 100;
   int max_batch_ = 100;
   std::string describe_;
-  std::shared_ptr<const std::string> source_shared_;  // every message's source()
+  std::string message_source_;  // every message's source()
   int wake_fd_ = -1;
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};
@@ -1057,6 +1064,7 @@ class AmqpSource final : public runtime::Source {
   std::unordered_map<std::uint64_t, Consumer*> by_lease_;
   std::priority_queue<HeldRetry, std::vector<HeldRetry>, std::greater<>> retries_;
   AttemptLog attempts_;
+  detail::MessageText::Builder text_;  // on_deliver's, on the connection thread
   std::uint64_t next_lease_ = 0;
   int wanted_ = 0;
   bool acks_dirty_ = false;  // acks, nacks or rejects since the latest frames

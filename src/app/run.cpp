@@ -120,9 +120,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     if (!failed && !any_unresolved.load(std::memory_order_acquire)) return;
     std::lock_guard lock(unresolved_mutex);
     if (failed)
-      unresolved.insert(message.id());
+      unresolved.emplace(message.id());
     else
-      unresolved.erase(message.id());
+      unresolved.erase(std::string(message.id()));
     any_unresolved.store(!unresolved.empty(), std::memory_order_release);
   };
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
@@ -174,9 +174,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     metrics->record_rejected(reason);
     spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason,
                  message.id(), message.receive_count(), rejection.detail);
-    return {
-        sinks::RejectRow{message.id(), reason, rejection.detail, message.body(), message.source()},
-        message};
+    return {sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
+                             message.source()},
+            message};
   };
 
   // On a FIFO queue the container hands out a group's next message only once the
@@ -203,12 +203,13 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   container->set_observer(metrics);
   // A message whose S3 payload is missing (or can never fit): rejected like a
   // malformed one, its row in the rejects table first.
-  container->set_unusable_handler([&](Message& message, const std::string& reason,
-                                      const std::string& detail) {
-    metrics->record_rejected(reason);
-    writer.submit_reject(
-        sinks::RejectRow{message.id(), reason, detail, message.body(), message.source()}, message);
-  });
+  container->set_unusable_handler(
+      [&](Message& message, const std::string& reason, const std::string& detail) {
+        metrics->record_rejected(reason);
+        writer.submit_reject(sinks::RejectRow{std::string(message.id()), reason, detail,
+                                              message.body(), message.source()},
+                             message);
+      });
 
   // The queue: checked at start, its counts read on a thread of their own (the
   // backlog gauge and the drained check).

@@ -31,7 +31,6 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
-#include <unordered_map>
 
 #include "runtime/auto_concurrency.hpp"
 #include "runtime/backoff.hpp"
@@ -135,7 +134,8 @@ void parse_concurrency(const std::string& text, ContainerOptions& options) {
 
 namespace {
 // One hand-off to the workers: one or more handler calls' worth of messages.
-using Work = std::vector<Unit>;
+// One unit inline: a hand-off of one single-listener message allocates nothing.
+using Work = boost::container::small_vector<Unit, 1>;
 using Handoff = asio::experimental::concurrent_channel<void(boost::system::error_code, Work)>;
 
 // A hand-off wakes a worker (a futex call and a context switch, microseconds): a
@@ -162,6 +162,32 @@ struct LatencyAverage {
     const auto n = count.load();
     return n ? static_cast<double>(total_ns.load()) / static_cast<double>(n) / 1e6 : 0.0;
   }
+};
+
+// The messages received and not yet finished, owned here: a vector in which each
+// message knows its slot, so that adding and removing one costs no allocation (a hash
+// map's node was ~60 bytes a held message). Not thread-safe: under held_mutex.
+class HeldSet {
+ public:
+  void add(StatePtr state) {
+    state->held_slot = static_cast<std::uint32_t>(states_.size());
+    states_.push_back(std::move(state));
+  }
+  void remove(detail::MessageState* state) {
+    const std::size_t slot = state->held_slot;
+    if (slot >= states_.size() || states_[slot].get() != state) return;  // not held
+    if (slot + 1 != states_.size()) {
+      states_[slot] = std::move(states_.back());
+      states_[slot]->held_slot = static_cast<std::uint32_t>(slot);
+    }
+    states_.pop_back();
+  }
+  void reserve(std::size_t n) { states_.reserve(n); }
+  auto begin() const { return states_.begin(); }
+  auto end() const { return states_.end(); }
+
+ private:
+  std::vector<StatePtr> states_;
 };
 
 void raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
@@ -193,6 +219,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       throw std::invalid_argument(std::string("container option listener_mode = ") +
                                   (batch_mode ? "batch" : "single") + ": expected a " +
                                   (batch_mode ? "batch" : "single-message") + " handler to match");
+    // Sized once (a reservation's untouched pages cost no memory until held messages
+    // fill them); past 100,000 it grows as needed.
+    held.reserve(std::min<std::size_t>(static_cast<std::size_t>(options.max_in_flight), 100000));
   }
 
   // ---------------------------------------------------------------- settle
@@ -218,7 +247,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       case Outcome::reject: {
         rejected.fetch_add(1, std::memory_order_relaxed);
         spdlog::warn("container={} event=rejected message_id={} reason=\"{}\"", options.name,
-                     state->id, reason);
+                     state->text.id(), reason);
         // The message stays held (its permit taken, its group waiting) until the
         // source has it safe: never lose a rejected message.
         ++pending_rejects;
@@ -240,7 +269,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         dead_lettered.fetch_add(1, std::memory_order_relaxed);
     } catch (...) {
       spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"",
-                    options.name, state->id, runtime::describe_current_exception());
+                    options.name, state->text.id(), runtime::describe_current_exception());
       source->retry(state, backoff_for(state->receive_count));
       outcome = Outcome::retry;
     }
@@ -253,7 +282,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     auto step = dispatch->settled(state, outcome);
     {
       std::lock_guard lock(held_mutex);
-      held.erase(state.get());
+      held.remove(state.get());
     }
     in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (outcome == Outcome::ack && capabilities.confirms_acks) {
@@ -268,7 +297,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     } else {
       permits.release(1);
     }
-    for (auto& s : step.release) s->settle(Outcome::release);
+    for (auto& s : step.release) detail::settle_once(s, Outcome::release);
     if (!step.ready.empty()) hand_over(std::move(step.ready));
   }
 
@@ -308,10 +337,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     std::vector<StatePtr> gone;
     {
       std::lock_guard lock(held_mutex);
-      for (auto& [ptr, state] : held)
+      for (const auto& state : held)
         if (state->lease == lease && !state->settled()) gone.push_back(state);
     }
-    for (auto& s : gone) s->settle(Outcome::lost);
+    for (auto& s : gone) detail::settle_once(s, Outcome::lost);
     spdlog::warn("container={} event=lease_lost lease={} dropped={}", options.name, lease,
                  gone.size());
   }
@@ -425,8 +454,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         {
           std::lock_guard lock(held_mutex);
           for (auto& s : states) {
-            s->owner = weak_from_this();
-            held.emplace(s.get(), s);
+            s->origin = origin;
+            held.add(s);
           }
         }
         auto ready = dispatch->admit(std::move(states)).ready;
@@ -494,7 +523,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   }
 
   static void release_unit(Unit& unit) {
-    for (auto& s : unit) s->settle(Outcome::release);
+    for (auto& s : unit) detail::settle_once(s, Outcome::release);
   }
 
   // ---------------------------------------------------------------- workers
@@ -530,13 +559,17 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void handle(Unit& unit) {
     // Messages settled while they waited (a lost lease) are not handled, nor those
     // the source could not make ready.
-    std::erase_if(unit, [](const StatePtr& s) { return s->settled(); });
+    unit.erase(
+        std::remove_if(unit.begin(), unit.end(), [](const StatePtr& s) { return s->settled(); }),
+        unit.end());
     if (!draining && !unit.empty()) prepare(unit);
-    std::erase_if(unit, [this](const StatePtr& s) {
-      if (!s->problem) return false;
-      if (!draining) settle_unusable(s);
-      return !draining;
-    });
+    unit.erase(std::remove_if(unit.begin(), unit.end(),
+                              [this](const StatePtr& s) {
+                                if (!s->problem()) return false;
+                                if (!draining) settle_unusable(s);
+                                return !draining;
+                              }),
+               unit.end());
     if (unit.empty()) return;
     if (draining) {
       release_unit(unit);
@@ -558,17 +591,17 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     } catch (const std::exception& e) {
       ok = false;
       spdlog::warn("container={} event=handler_failed message_id={} receive_count={} error=\"{}\"",
-                   options.name, state->id, state->receive_count, e.what());
+                   options.name, state->text.id(), state->receive_count, e.what());
     } catch (...) {
       ok = false;
       spdlog::warn("container={} event=handler_failed message_id={} error=unknown", options.name,
-                   state->id);
+                   state->text.id());
     }
     finish_handler(started, ok);
     settle_after_handler(state, ok);
   }
 
-  void run_batch(std::vector<StatePtr>& states) {
+  void run_batch(Unit& states) {
     std::vector<Message> messages;
     messages.reserve(states.size());
     for (auto& s : states) {
@@ -599,9 +632,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     } catch (...) {
       const std::string what = runtime::describe_current_exception();
       for (auto& s : unit)
-        if (!s->problem)
-          s->problem = std::make_unique<detail::MessageState::Problem>(
-              detail::MessageState::Problem{true, "prepare_failed", what});
+        if (!s->problem()) s->set_problem({true, "prepare_failed", what});
     }
   }
 
@@ -609,13 +640,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // could not be fetched): never handed to the handler.
   void settle_unusable(const StatePtr& state) {
     state->started = true;
-    const auto& problem = *state->problem;
+    const auto& problem = *state->problem();
     spdlog::warn(
         "container={} event=unusable_message message_id={} receive_count={} reason={} "
         "detail=\"{}\"",
-        options.name, state->id, state->receive_count, problem.reason, problem.detail);
+        options.name, state->text.id(), state->receive_count, problem.reason, problem.detail);
     if (problem.retry) {
-      state->settle(Outcome::retry);
+      detail::settle_once(state, Outcome::retry);
       return;
     }
     if (unusable_handler) {
@@ -624,11 +655,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         unusable_handler(message, problem.reason, problem.detail);
       } catch (...) {
         spdlog::error("container={} event=unusable_handler_failed message_id={} error=\"{}\"",
-                      options.name, state->id, runtime::describe_current_exception());
+                      options.name, state->text.id(), runtime::describe_current_exception());
       }
       if (state->settled()) return;
     }
-    state->settle(Outcome::reject, problem.reason + ": " + problem.detail);
+    detail::settle_once(state, Outcome::reject, problem.reason + ": " + problem.detail);
   }
 
   void finish_handler(Clock::time_point started, bool ok) {
@@ -651,13 +682,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void settle_after_handler(const StatePtr& state, bool ok) {
     switch (options.ack_mode) {
       case AckMode::on_success:
-        state->settle(ok ? Outcome::ack : Outcome::retry);
+        detail::settle_once(state, ok ? Outcome::ack : Outcome::retry);
         break;
       case AckMode::always:
-        state->settle(Outcome::ack);
+        detail::settle_once(state, Outcome::ack);
         break;
       case AckMode::manual:
-        if (!ok) state->settle(Outcome::retry);
+        if (!ok) detail::settle_once(state, Outcome::retry);
         break;
     }
   }
@@ -674,7 +705,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       std::int64_t remaining_min = -1;
       {
         std::lock_guard lock(held_mutex);
-        for (auto& [ptr, state] : held)
+        for (const auto& state : held)
           if (!state->settled() && state->visible_until_ms - now < threshold_ms) {
             const auto remaining = state->visible_until_ms - now;
             remaining_min = remaining_min < 0 ? remaining : std::min(remaining_min, remaining);
@@ -727,6 +758,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         self->observer->on_source_gauge(name, value);
     };
     source = source_factory(context);  // throws SourceError (configuration)
+    origin = std::make_shared<const detail::Origin>(
+        detail::Origin{source->message_source(), weak_from_this()});
     if (options.worker_threads > 0) start_workers(options.worker_threads);
     // Opening is cancelled by stop() like a receive (a frozen endpoint must not hold it).
     auto open_signal = std::make_shared<asio::cancellation_signal>();
@@ -889,10 +922,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     std::vector<StatePtr> unstarted;
     {
       std::lock_guard held_lock(held_mutex);
-      for (auto& [ptr, s] : held)
+      for (const auto& s : held)
         if (!s->started) unstarted.push_back(s);
     }
-    for (auto& s : unstarted) s->settle(Outcome::release);
+    for (auto& s : unstarted) detail::settle_once(s, Outcome::release);
     // 5. Wait for rejects to reach the dead-letter destination, flush acks and
     //    settlements, stop the heartbeat.
     auto flushed = asio::co_spawn(
@@ -948,7 +981,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::size_t started_unsettled() {
     std::lock_guard lock(held_mutex);
     std::size_t n = 0;
-    for (auto& [ptr, s] : held) n += s->started && !s->settled();
+    for (const auto& s : held) n += s->started && !s->settled();
     return n;
   }
 
@@ -1024,7 +1057,8 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::atomic<std::int64_t> receivers_peak{0};
 
   std::mutex held_mutex;
-  std::unordered_map<detail::MessageState*, StatePtr> held;
+  HeldSet held;
+  std::shared_ptr<const detail::Origin> origin;  // every message's
 
   std::mutex idle_mutex;
   std::condition_variable idle_cv;

@@ -3,6 +3,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace sluice::runtime {
@@ -14,7 +15,8 @@ std::vector<Unit> pack(std::vector<StatePtr> states, bool batch) {
   std::vector<Unit> units;
   if (states.empty()) return units;
   if (batch) {
-    units.push_back(std::move(states));
+    units.emplace_back(std::make_move_iterator(states.begin()),
+                       std::make_move_iterator(states.end()));
     return units;
   }
   units.reserve(states.size());
@@ -43,11 +45,14 @@ class OrderedGroups final : public Dispatch {
     std::lock_guard lock(mutex_);
     for (auto& s : states) {
       if (s->settled()) continue;  // lost before it was admitted: nothing to hand out
-      if (!s->group_id) {          // not in a group: no order to keep
+      const auto group_id = s->text.group();
+      if (!group_id) {  // not in a group: no order to keep
         out.push_back(std::move(s));
         continue;
       }
-      Group& group = groups_[*s->group_id];
+      auto it = groups_.find(*group_id);
+      if (it == groups_.end()) it = groups_.emplace(std::string(*group_id), Group{}).first;
+      Group& group = it->second;
       group.queue.push_back(s);
       if (!group.out) {
         group.out = true;
@@ -58,9 +63,10 @@ class OrderedGroups final : public Dispatch {
   }
 
   Step settled(const StatePtr& state, Outcome outcome) override {
-    if (!state->group_id) return {};
+    const auto group_id = state->text.group();
+    if (!group_id) return {};
     std::lock_guard lock(mutex_);
-    auto it = groups_.find(*state->group_id);
+    auto it = groups_.find(*group_id);
     // Not the message out for its group (one settled while it waited, by a lost
     // lease or by stop()): it is skipped when its turn comes.
     if (it == groups_.end() || !it->second.out || it->second.queue.front() != state) return {};
@@ -94,7 +100,13 @@ class OrderedGroups final : public Dispatch {
   };
   const bool batch_;
   std::mutex mutex_;
-  std::unordered_map<std::string, Group> groups_;
+  struct NameHash {  // finds a group by the string_view in the message's text
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
+  std::unordered_map<std::string, Group, NameHash, std::equal_to<>> groups_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 //     messages released, in order, so that the queue delivers them again after it.
 // Pure logic, thread-safe; the core acts on the steps it returns.
 
+#include <boost/container/small_vector.hpp>
 #include <memory>
 #include <vector>
 
@@ -19,8 +20,9 @@
 namespace sluice::runtime {
 
 using StatePtr = std::shared_ptr<detail::MessageState>;
-// What one handler call gets: one message (single listener) or several (batch).
-using Unit = std::vector<StatePtr>;
+// What one handler call gets: one message (single listener) or several (batch). One
+// is kept inline: a single listener's unit costs no allocation of its own.
+using Unit = boost::container::small_vector<StatePtr, 1>;
 
 class Dispatch {
  public:

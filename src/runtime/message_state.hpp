@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,17 +30,16 @@ class Settler {
                       std::string reason) = 0;
 };
 
-// Names and values packed in one string: one allocation per message instead of a
-// map node and up to two strings per entry (with a std::map, a held SQS message's four
-// system attributes cost more than its 300-byte body). Lengths are varints and the
-// names SQS and AMQP always send are one byte.
+// Names and values packed in one string (a std::map costs a node and up to two
+// strings per entry: a held SQS message's four system attributes cost more than its
+// 300-byte body). Lengths are varints and the names SQS and AMQP always send are one
+// byte. A view: the bytes live in a MessageText.
 class PackedPairs {
  public:
-  // Sized once for the pairs to come (no growth slack), then add() each.
-  void reserve_for(std::size_t pairs, std::size_t text_bytes) {
-    data_.reserve(pairs * 4 + text_bytes);
-  }
-  void add(std::string_view name, std::string_view value);
+  PackedPairs() = default;
+  explicit PackedPairs(std::string_view data) : data_(data) {}
+  // Appends one pair, encoded so, to `to`.
+  static void append(std::string& to, std::string_view name, std::string_view value);
   // The first value under `name`.
   std::optional<std::string_view> find(std::string_view name) const;
   template <class F>
@@ -58,29 +56,73 @@ class PackedPairs {
  private:
   std::string_view next_name(std::size_t& at) const;
   std::string_view next_text(std::size_t& at) const;
-  void append_text(std::string_view text);
-  std::string data_;
+  std::string_view data_;
 };
 
-struct MessageState : std::enable_shared_from_this<MessageState> {
-  std::string id;
-  std::string body;
-  std::shared_ptr<const std::string> source;  // one string per queue, not per message
-  std::string receipt;                        // SQS receipt handle / AMQP delivery tag
-  PackedPairs attributes;
-  PackedPairs headers;
-  // What Message::attributes() and headers() return, built on the first call.
-  struct Maps {
-    std::map<std::string, std::string> attributes, headers;
+// All the text of a held message but its body, in one allocation of exactly its size:
+// the id, the receipt (SQS receipt handle, AMQP delivery tag), the ordered group, the
+// attributes and the headers. (A string each cost a 32-byte object and a heap block
+// each; this costs a pointer.) Made by a Builder, read-only afterwards.
+class MessageText {
+ public:
+  MessageText() = default;
+  std::string_view id() const { return part(0); }
+  std::string_view receipt() const { return part(1); }
+  // Set: the message belongs to an ordered group.
+  std::optional<std::string_view> group() const;
+  PackedPairs attributes() const { return PackedPairs(part(3)); }
+  PackedPairs headers() const { return PackedPairs(part(4)); }
+
+  // Collects the parts, in any order; kept from message to message, its buffers keep
+  // their capacity (no allocation but the text's own once warm).
+  class Builder {
+   public:
+    Builder& id(std::string_view id);
+    Builder& receipt(std::string_view receipt);
+    Builder& group(std::string_view group);
+    Builder& attribute(std::string_view name, std::string_view value);
+    Builder& header(std::string_view name, std::string_view value);
+    // The text, and the builder emptied for the next message.
+    MessageText build();
+    void clear();
+
+   private:
+    std::string id_, receipt_, group_, attributes_, headers_;
+    bool grouped_ = false;
   };
-  std::once_flag maps_once;
-  std::unique_ptr<const Maps> maps;
-  int receive_count = 1;
-  std::optional<std::string> group_id;  // set: the message belongs to an ordered group
+
+ private:
+  // Five varint lengths (the group's plus one, 0: no group), then the five parts.
+  std::string_view part(int index) const;
+  std::unique_ptr<char[]> data_;
+};
+
+// Where a message came from and who settles it: the same for all the messages of a
+// container, shared by them.
+struct Origin {
+  std::string source;  // what Message::source() says (the queue's URL or address)
+  std::weak_ptr<Settler> settler;
+};
+
+struct MessageState {
+  MessageText text;  // id, receipt, group, attributes, headers
+  std::string body;
+  std::shared_ptr<const Origin> origin;  // set by the core when it takes the message
   std::chrono::system_clock::time_point received_at;
   // What the message is held under (an AMQP channel, say); the source reports a lost
   // lease by this number. 0: a source whose leases are never lost as a whole.
   std::uint64_t lease = 0;
+  // When the lease runs out unless extended (steady clock, ms); extendable sources.
+  std::atomic<std::int64_t> visible_until_ms{0};
+  int receive_count = 1;
+  std::uint32_t held_slot = 0;  // its place in the core's held set (under its lock)
+  std::atomic<Outcome> outcome{Outcome::none};
+  std::atomic<bool> started{false};  // a handler has it
+
+  MessageState() = default;
+  MessageState(const MessageState&) = delete;
+  MessageState& operator=(const MessageState&) = delete;
+  ~MessageState();
 
   // Set by a source that could not make the message ready for a handler (its
   // payload could not be fetched): the core settles it so, without a handler.
@@ -89,34 +131,35 @@ struct MessageState : std::enable_shared_from_this<MessageState> {
     std::string reason;  // "payload_missing", ...
     std::string detail;
   };
-  std::unique_ptr<Problem> problem;  // rare: a pointer, not an optional
+  const Problem* problem() const;
+  void set_problem(Problem problem);
   // A payload the source fetched in place of the body (an S3 pointer): the body as
   // the queue holds it, and what is held as long as the message is (the payload's byte
-  // reservation). Rare: behind a pointer.
+  // reservation).
   struct Fetched {
     std::string queue_body;
     std::shared_ptr<void> resources;
   };
-  std::unique_ptr<Fetched> fetched;
-  Fetched& fetched_payload() {
-    if (!fetched) fetched = std::make_unique<Fetched>();
-    return *fetched;
-  }
-  const std::string& queue_body() const {
-    static const std::string none;
-    return fetched ? fetched->queue_body : none;
-  }
+  Fetched& fetched_payload();
+  const std::string& queue_body() const;  // empty: nothing was fetched
+  // What Message::attributes() and headers() return, built on the first call.
+  struct Maps {
+    std::map<std::string, std::string> attributes, headers;
+  };
+  const Maps& built_maps();
 
-  std::weak_ptr<Settler> owner;
-  std::atomic<Outcome> outcome{Outcome::none};
-  std::atomic<bool> started{false};  // a handler has it
-  // When the lease runs out unless extended (steady clock, ms); extendable sources.
-  std::atomic<std::int64_t> visible_until_ms{0};
-
-  // True for the one caller that settles it.
-  bool settle(Outcome o, std::string reason = {});
   bool settled() const { return outcome.load() != Outcome::none; }
+
+ private:
+  // What few messages need, made on first use: a state is 16 bytes smaller for it.
+  struct Rare;
+  Rare& rare();
+  std::atomic<Rare*> rare_{nullptr};
 };
+
+// True for the one caller that settles `state`, which then goes to its owner.
+bool settle_once(const std::shared_ptr<MessageState>& state, Outcome outcome,
+                 std::string reason = {});
 
 std::int64_t steady_now_ms();
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -123,7 +124,7 @@ class Source {
   // On a worker, just before the handler gets `unit`: completes its messages (the SQS
   // source fetches S3 payloads here, while the core holds the messages and extends
   // their leases). May block. A message that cannot be made ready gets a `problem`.
-  virtual void prepare(std::vector<StatePtr>& /*unit*/) {}
+  virtual void prepare(std::span<const StatePtr> /*unit*/) {}
   // Stopping: prepare() calls waiting now return at once (their units are released).
   virtual void stop_preparing() {}
 
@@ -134,6 +135,8 @@ class Source {
   // Sends every pending ack and settlement and waits for them.
   virtual boost::asio::awaitable<void> flush() = 0;
   virtual std::string describe() const = 0;
+  // What Message::source() says for each of its messages (the queue's URL or address).
+  virtual std::string message_source() const = 0;
 };
 
 }  // namespace sluice::runtime

@@ -83,7 +83,7 @@ std::uint64_t ByteBudget::used() const {
 namespace {
 
 // The declared size: ExtendedPayloadSize, or the first Java client's attribute.
-std::optional<std::uint64_t> declared_size(const detail::PackedPairs& headers, std::string& raw) {
+std::optional<std::uint64_t> declared_size(detail::PackedPairs headers, std::string& raw) {
   auto text = headers.find(kPayloadSizeAttribute);
   if (!text) text = headers.find(kLegacyPayloadSizeAttribute);
   if (!text) return std::nullopt;
@@ -94,13 +94,12 @@ std::optional<std::uint64_t> declared_size(const detail::PackedPairs& headers, s
   return value;
 }
 
-bool has_size_attribute(const detail::PackedPairs& headers) {
+bool has_size_attribute(detail::PackedPairs headers) {
   return headers.find(kPayloadSizeAttribute) || headers.find(kLegacyPayloadSizeAttribute);
 }
 
 void mark(const StatePtr& state, bool retry, std::string reason, std::string detail) {
-  state->problem = std::make_unique<detail::MessageState::Problem>(
-      detail::MessageState::Problem{retry, std::move(reason), std::move(detail)});
+  state->set_problem({retry, std::move(reason), std::move(detail)});
 }
 
 // Runs the coroutines concurrently on `executor` and waits for all of them.
@@ -142,16 +141,17 @@ PayloadStats PayloadResolver::stats() const {
           failed_.load(),  waits_.load(),         deleted_.load()};
 }
 
-void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
+void PayloadResolver::prepare(std::span<const StatePtr> unit) {
   std::vector<StatePtr> states;
   std::vector<PayloadPointer> pointers;
   std::vector<std::uint64_t> sizes;
   std::uint64_t total = 0;
   for (auto& state : unit) {
-    if (state->problem || !has_size_attribute(state->headers) || !state->queue_body().empty())
+    if (state->problem() || !has_size_attribute(state->text.headers()) ||
+        !state->queue_body().empty())
       continue;
     std::string raw_size;
-    const auto size = declared_size(state->headers, raw_size);
+    const auto size = declared_size(state->text.headers(), raw_size);
     auto pointer = parse_payload_pointer(state->body);
     if (!pointer || !size) {
       mark(state, false, "malformed",
@@ -182,7 +182,7 @@ void PayloadResolver::prepare(std::vector<StatePtr>& unit) {
   auto reservation = budget_->try_take(total);
   auto stopped = [&] {
     for (auto& state : states)
-      if (!state->problem) mark(state, true, "stopping", "stopped while fetching");
+      if (!state->problem()) mark(state, true, "stopping", "stopped while fetching");
   };
   if (!reservation) {
     waits_.fetch_add(1, std::memory_order_relaxed);

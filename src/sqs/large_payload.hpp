@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "runtime/source.hpp"
@@ -64,7 +65,7 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
   // fetched concurrently on the executor once the unit's declared sizes fit the
   // budget. Messages whose payload cannot be had get a problem: missing, too large
   // or malformed -> reject; an S3 failure -> retry.
-  void prepare(std::vector<runtime::StatePtr>& unit);
+  void prepare(std::span<const runtime::StatePtr> unit);
   // After their messages were deleted (delete_after_ack): deletes the objects in the
   // background; wait_for_deletes() (on stop) waits up to `limit` for them.
   void delete_objects(std::vector<PayloadPointer> pointers);

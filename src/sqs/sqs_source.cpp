@@ -49,13 +49,6 @@ SourceError source_error(const aws::AwsError& e) {
   return SourceError(kind, e.code(), std::string(aws::to_string(e.kind())) + ": " + e.what());
 }
 
-void pack(const std::map<std::string, std::string>& pairs, detail::PackedPairs& into) {
-  std::size_t bytes = 0;
-  for (const auto& [name, value] : pairs) bytes += name.size() + value.size();
-  into.reserve_for(pairs.size(), bytes);
-  for (const auto& [name, value] : pairs) into.add(name, value);
-}
-
 std::string random_attempt_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::uint64_t a = rng(), b = rng();
@@ -171,20 +164,20 @@ class SqsSource final : public runtime::Source {
     states.reserve(messages.size());
     for (auto& m : messages) {
       auto s = std::make_shared<detail::MessageState>();
-      s->id = std::move(m.message_id);
-      s->body = std::move(m.body);
-      s->source = queue_url_;
-      s->receipt = std::move(m.receipt_handle);
-      s->receive_count = std::max(1, m.receive_count());
+      text_.id(m.message_id).receipt(m.receipt_handle);
       // Standard queues may carry a MessageGroupId too (fair queues): it orders
       // nothing there, so only a FIFO queue's messages are put in groups.
-      if (fifo_) s->group_id = m.group_id();
+      if (fifo_)
+        if (auto group = m.group_id()) text_.group(*group);
+      for (const auto& [name, value] : m.attributes) text_.attribute(name, value);
+      for (const auto& [name, value] : m.message_attributes)  // a sorted map, as before
+        text_.header(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
+                                             : value.string_value);
+      s->text = text_.build();
+      s->body = std::move(m.body);
+      s->receive_count = std::max(1, m.receive_count());
       s->received_at = now;
       s->visible_until_ms = visible_until;
-      pack(m.attributes, s->attributes);
-      for (const auto& [name, value] : m.message_attributes)  // a sorted map, as before
-        s->headers.add(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
-                                               : value.string_value);
       states.push_back(std::move(s));
     }
     co_return states;
@@ -197,30 +190,32 @@ class SqsSource final : public runtime::Source {
     if (payloads_) payloads_->interrupt();
   }
 
-  void prepare(std::vector<StatePtr>& unit) override {
+  void prepare(std::span<const StatePtr> unit) override {
     if (!payloads_) return;
     payloads_->prepare(unit);
     report_payloads();
   }
 
   void ack(const StatePtr& state) override {
-    DeleteEntry entry{state->receipt, 0, true, {}};
+    DeleteEntry entry{std::string(state->text.receipt()), 0, true, {}};
     if (payloads_ && payloads_->delete_after_ack()) entry.payload_pointer = state->queue_body();
     deletes_->add(std::move(entry));
   }
   void expedite_acks() override { deletes_->flush_now(); }
 
   void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
-    visibility_changes_->add({state->receipt, visibility_seconds(backoff)});
+    visibility_changes_->add({std::string(state->text.receipt()), visibility_seconds(backoff)});
   }
 
-  void release(const StatePtr& state) override { visibility_changes_->add({state->receipt, 0}); }
+  void release(const StatePtr& state) override {
+    visibility_changes_->add({std::string(state->text.receipt()), 0});
+  }
 
   asio::awaitable<bool> reject(StatePtr state, std::string reason) override {
     if (options_.dead_letter_queue_url.empty()) {
       // No destination of ours: hidden as long as SQS allows, so that the queue's own
       // redrive policy (maxReceiveCount) moves it to its dead-letter queue.
-      visibility_changes_->add({state->receipt, kMaxVisibilitySeconds});
+      visibility_changes_->add({std::string(state->text.receipt()), kMaxVisibilitySeconds});
       co_return false;
     }
     sqs::SendMessageEntry entry;
@@ -230,21 +225,22 @@ class SqsSource final : public runtime::Source {
         sqs::MessageAttributeValue::string(reason.empty() ? "rejected" : reason.substr(0, 4096));
     entry.message_attributes["sluice-source-queue"] =
         sqs::MessageAttributeValue::string(options_.queue_url);
-    entry.message_attributes["sluice-message-id"] = sqs::MessageAttributeValue::string(state->id);
+    entry.message_attributes["sluice-message-id"] =
+        sqs::MessageAttributeValue::string(std::string(state->text.id()));
     // A pointer keeps its size attribute whatever else does not fit: without it the
     // dead letter would read as an ordinary body after a redrive.
     for (auto name : {sqs::kPayloadSizeAttribute, sqs::kLegacyPayloadSizeAttribute})
-      if (auto value = state->headers.find(name))
+      if (auto value = state->text.headers().find(name))
         entry.message_attributes.emplace(name,
                                          sqs::MessageAttributeValue::number(std::string(*value)));
-    state->headers.for_each([&](std::string_view name, std::string_view value) {
+    state->text.headers().for_each([&](std::string_view name, std::string_view value) {
       if (entry.message_attributes.size() < 10 && !value.empty())
         entry.message_attributes.emplace(name,
                                          sqs::MessageAttributeValue::string(std::string(value)));
     });
     if (options_.dead_letter_queue_url.ends_with(".fifo")) {
-      entry.message_group_id = state->group_id.value_or("dead-letter");
-      entry.message_deduplication_id = state->id;
+      entry.message_group_id = state->text.group().value_or("dead-letter");
+      entry.message_deduplication_id = state->text.id();
     }
     try {
       co_await settle_client_->send_message(options_.dead_letter_queue_url, std::move(entry));
@@ -252,7 +248,7 @@ class SqsSource final : public runtime::Source {
       throw source_error(e);
     }
     // Only once the dead letter is safe. Its permit came back with the reject.
-    deletes_->add({state->receipt, 0, false, {}});
+    deletes_->add({std::string(state->text.receipt()), 0, false, {}});
     co_return true;
   }
 
@@ -289,7 +285,7 @@ class SqsSource final : public runtime::Source {
                                             std::size_t start, std::size_t end, int seconds) {
     std::vector<sqs::ChangeVisibilityEntry> entries;
     for (std::size_t i = start; i < end; ++i)
-      entries.push_back({std::to_string(i), (*states)[i]->receipt, seconds});
+      entries.push_back({std::to_string(i), std::string((*states)[i]->text.receipt()), seconds});
     std::size_t extended = 0;
     try {
       visibility_requests_.fetch_add(1, std::memory_order_relaxed);
@@ -318,6 +314,7 @@ class SqsSource final : public runtime::Source {
   }
 
   std::string describe() const override { return options_.queue_url; }
+  std::string message_source() const override { return options_.queue_url; }
 
  private:
   void warn(const std::string& what) {
@@ -445,8 +442,9 @@ class SqsSource final : public runtime::Source {
 
   SqsSourceOptions options_;
   std::atomic<std::uint64_t> receive_requests_{0}, delete_requests_{0}, visibility_requests_{0};
-  std::shared_ptr<const std::string> queue_url_ =
-      std::make_shared<const std::string>(options_.queue_url);  // every message's source()
+  // Receives run on the I/O thread and build a message's text without suspending: one
+  // builder serves them all, its buffers warm.
+  detail::MessageText::Builder text_;
   runtime::SourceContext context_;
   // Three clients, so three connection pools: long polls hold a connection for up to
   // poll_wait; deletes, visibility changes and dead letters come in bursts; the

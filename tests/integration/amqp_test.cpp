@@ -113,7 +113,7 @@ class SeenIds {
     return [this, work](Message& message) {
       std::this_thread::sleep_for(work);
       std::lock_guard lock(m_);
-      ids_.insert(message.id());
+      ids_.emplace(message.id());
     };
   }
   std::size_t size() {
@@ -170,7 +170,7 @@ TEST_F(AmqpTest, DrainsEveryMessageOnceWithMultipleAcks) {
   options.min_consumers = options.max_consumers = 2;
   Container container(container_options(500), make_amqp_source(options), [&](Message& message) {
     std::lock_guard lock(m);
-    seen.insert(message.id());
+    seen.emplace(message.id());
   });
   container.set_observer(gauges);
   container.start();
@@ -201,7 +201,7 @@ TEST_F(AmqpTest, MessagesFromAnIndependentPublisherKeepTheirPropertiesAndHeaders
   std::vector<std::string> ids, bodies;
   Container container(container_options(), make_amqp_source(source_options()), [&](Message& msg) {
     std::lock_guard lock(m);
-    ids.push_back(msg.id());
+    ids.emplace_back(msg.id());
     bodies.push_back(msg.body());
     headers.push_back(msg.headers());
     attributes.push_back(msg.attributes());
@@ -378,7 +378,7 @@ TEST_F(AmqpTest, PublisherRepublishesWhatAnOutageLeftUnconfirmed) {
   std::set<std::string> ids;
   Container container(container_options(1000), make_amqp_source(source_options()), [&](Message& m) {
     std::lock_guard lock(mutex);
-    ids.insert(m.id());
+    ids.emplace(m.id());
   });
   container.start();
   ASSERT_TRUE(wait_until(
@@ -508,10 +508,10 @@ TEST_F(AmqpTest, QuorumQueueDeliveryCountIsTheReceiveCount) {
   options.queue = queue;
   Container container(container_options(), make_amqp_source(options), [&](Message& msg) {
     std::lock_guard lock(m);
-    auto& c = counts[msg.id()];
+    auto& c = counts[std::string(msg.id())];
     c.push_back(msg.receive_count());
     if (auto it = msg.headers().find("x-delivery-count"); it != msg.headers().end())
-      header[msg.id()] = it->second;
+      header[std::string(msg.id())] = it->second;
     if (c.size() == 1) throw std::runtime_error("first time fails");
   });
   container.start();

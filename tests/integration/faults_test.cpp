@@ -345,7 +345,7 @@ TEST_F(FaultTest, HeartbeatsKeepLeasesThroughThrottlingAndResets) {
   Container container(options, make_sqs_source(source), MessageHandler([&](Message& msg) {
                         {
                           std::lock_guard lock(m);
-                          ++seen[msg.id()];
+                          ++seen[std::string(msg.id())];
                         }
                         std::this_thread::sleep_for(3s);
                       }));
@@ -596,7 +596,7 @@ TEST_F(FaultTest, HeartbeatsAreNotStarvedByLongPollsHoldingEveryConnection) {
   Container container(options, make_sqs_source(source), MessageHandler([&](Message& msg) {
                         {
                           std::lock_guard lock(m);
-                          ++seen[msg.id()];
+                          ++seen[std::string(msg.id())];
                         }
                         std::this_thread::sleep_for(5s);  // held past 2 visibility timeouts
                       }));

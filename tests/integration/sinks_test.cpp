@@ -167,7 +167,9 @@ TEST(BatchWriter, AnOrderedRecordIsWrittenWithoutWaitingForTheBatchTimer) {
   writer.start();
   auto message = [](std::optional<std::string> group) {
     auto state = std::make_shared<detail::MessageState>();
-    state->group_id = std::move(group);
+    detail::MessageText::Builder text;
+    if (group) text.group(*group);
+    state->text = text.build();
     return detail::MessageAccess::wrap(state);
   };
   Message unordered = message(std::nullopt);
@@ -226,7 +228,7 @@ IsolationRun write_with_poison(const sinks::BatchWriter::SinkFactory& factory,
   std::vector<sinks::BatchWriter::Item> items;
   for (auto& r : records) {
     auto state = std::make_shared<detail::MessageState>();
-    state->id = r.message_id;
+    state->text = detail::MessageText::Builder().id(r.message_id).build();
     // p2's body is not UTF-8 (SQS would not allow it, another source might).
     state->body = r.message_id == "p2" ? std::string("\xff\xfe not UTF-8") : r.document.dump();
     states.push_back(state);
@@ -396,7 +398,7 @@ TEST(BatchWriter, ARecordFailingOnItsOwnIsRefusedAfterMaxRecordFailuresDeliverie
   writer.start();
   auto deliver = [&](int receive_count) {
     auto state = std::make_shared<detail::MessageState>();
-    state->id = "poison";
+    state->text = detail::MessageText::Builder().id("poison").build();
     state->receive_count = receive_count;
     writer.submit(record("P", 1, "poison"), detail::MessageAccess::wrap(state));
     EXPECT_TRUE(test::wait_until([&] { return state->settled(); }, std::chrono::seconds(5)));

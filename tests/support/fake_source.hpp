@@ -52,8 +52,6 @@ struct FakeQueue {
 
 class FakeSource final : public runtime::Source {
  public:
-  const std::shared_ptr<const std::string> source_name_ =
-      std::make_shared<const std::string>("fake");
   FakeSource(std::shared_ptr<FakeQueue> queue, const runtime::SourceContext& context)
       : queue_(std::move(queue)), executor_(context.executor) {
     queue_->context = context;
@@ -81,10 +79,12 @@ class FakeSource final : public runtime::Source {
           auto item = std::move(queue_->ready.front());
           queue_->ready.pop_front();
           auto s = std::make_shared<detail::MessageState>();
-          s->id = s->body = item.body;
-          s->group_id = item.group;
+          s->body = item.body;
+          detail::MessageText::Builder text;
+          text.id(item.body);
+          if (item.group) text.group(*item.group);
+          s->text = text.build();
           s->lease = queue_->lease;
-          s->source = source_name_;
           states.push_back(std::move(s));
         }
       }
@@ -105,6 +105,7 @@ class FakeSource final : public runtime::Source {
   }
   boost::asio::awaitable<void> flush() override { co_return; }
   std::string describe() const override { return "fake"; }
+  std::string message_source() const override { return "fake"; }
 
  private:
   void record(std::vector<std::string>& where, const runtime::StatePtr& s) {

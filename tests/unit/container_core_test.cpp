@@ -427,10 +427,10 @@ TEST(ContainerCore, FastHandlersShareHandOffsSlowOnesGetOneEach) {
   }
 }
 
-// A message's attributes and headers are stored packed (one allocation); the maps
-// the public API returns are built from them and say the same.
-TEST(PackedPairs, KeepsEveryPairInOrderAndReadsBackAsTheMapWould) {
-  detail::PackedPairs pairs;
+// A message's text but its body is stored packed (one allocation); the maps the
+// public API returns are built from it and say the same.
+TEST(MessageText, KeepsEveryPairInOrderAndReadsBackAsTheMapWould) {
+  detail::MessageText::Builder builder;
   const std::string long_value(300, 'v');  // a length over 127: a two-byte varint
   const std::vector<std::pair<std::string, std::string>> added = {
       {"SentTimestamp", "1700000000000"},
@@ -439,7 +439,10 @@ TEST(PackedPairs, KeepsEveryPairInOrderAndReadsBackAsTheMapWould) {
       {"", ""},  // empty name and value
       {std::string("nul\0inside", 10), std::string("a\0b", 3)},
       {"SentTimestamp", "later duplicate"}};
-  for (const auto& [name, value] : added) pairs.add(name, value);
+  for (const auto& [name, value] : added) builder.attribute(name, value);
+  builder.header("h", long_value).receipt(std::string(200, 'r')).id("m-1");
+  const auto text = builder.build();
+  const auto pairs = text.attributes();
   std::vector<std::pair<std::string, std::string>> seen;
   pairs.for_each([&](std::string_view name, std::string_view value) {
     seen.emplace_back(std::string(name), std::string(value));
@@ -456,6 +459,34 @@ TEST(PackedPairs, KeepsEveryPairInOrderAndReadsBackAsTheMapWould) {
   EXPECT_EQ(map.size(), 5u);
   EXPECT_EQ(map.at("SentTimestamp"), "1700000000000");
   EXPECT_EQ(map.at(""), "");
+  EXPECT_EQ(text.id(), "m-1");
+  EXPECT_EQ(text.receipt(), std::string(200, 'r'));
+  EXPECT_EQ(text.headers().to_map(), (std::map<std::string, std::string>{{"h", long_value}}));
+  EXPECT_FALSE(text.group()) << "no group was set";
   EXPECT_TRUE(detail::PackedPairs{}.empty());
   EXPECT_FALSE(detail::PackedPairs{}.find(""));
+}
+
+// Each part reads back as given, whichever are empty or set, and the builder starts
+// afresh after each message (it is kept from message to message).
+TEST(MessageText, EveryPartReadsBackAndTheBuilderStartsAfreshEachTime) {
+  detail::MessageText::Builder builder;
+  const auto first = builder.id("a").receipt("r").group("").header("k", "v").build();
+  EXPECT_EQ(first.group(), std::optional<std::string_view>("")) << "an empty group is a group";
+  const auto second = builder.id("b").build();
+  EXPECT_EQ(second.id(), "b");
+  EXPECT_EQ(second.receipt(), "");
+  EXPECT_FALSE(second.group());
+  EXPECT_TRUE(second.headers().empty()) << "the first message's header leaked";
+  builder.attribute("x", "y").clear();
+  EXPECT_TRUE(builder.build().attributes().empty());
+  const detail::MessageText none;
+  EXPECT_EQ(none.id(), "");
+  EXPECT_FALSE(none.group());
+  const std::string big(70000, 'g');  // three-byte varints
+  const auto third = builder.group(big).id(std::string(130, 'i')).attribute("a", big).build();
+  EXPECT_EQ(third.group(), std::optional<std::string_view>(big));
+  EXPECT_EQ(third.id(), std::string(130, 'i'));
+  EXPECT_EQ(third.attributes().find("a"), std::optional<std::string_view>(big));
+  EXPECT_EQ(third.receipt(), "");
 }
