@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "app/allocator.hpp"
 #include "app/amqp_commands.hpp"
 #include "app/autoscale.hpp"
 #include "app/aws_commands.hpp"
@@ -83,6 +84,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "sluice: drain message queues into databases, fast, bounded, once per business record"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] {
+    return "sluice " SLUICE_VERSION " (" + sluice::app::allocator_in_use() + ")";
+  });
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

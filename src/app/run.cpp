@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "app/allocator.hpp"
 #include "app/autoscale.hpp"
 #include "app/metrics.hpp"
 #include "app/queue_watch.hpp"
@@ -263,9 +264,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     return 2;
   }
   ready = true;
-  spdlog::info("event=pipeline_started queue={} sink={} identity={}",
+  spdlog::info("event=pipeline_started queue={} sink={} identity={} allocator=\"{}\"",
                config.source == SourceType::rabbitmq ? config.amqp.queue : config.sqs.queue_url,
-               summary.sink, config.transform.hash_version);
+               summary.sink, config.transform.hash_version, allocator_in_use());
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};
   std::int64_t counts_seen_ns = 0;

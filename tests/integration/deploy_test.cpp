@@ -210,6 +210,15 @@ TEST(Deploy, SystemdUnitRunsACommandThatParsesAndWaitsOutTheDrain) {
       << "exit 2 is a configuration error (README)";
 }
 
+// The binary runs on jemalloc (glibc's malloc cost the pipeline a fifth of its CPU:
+// BENCHMARKS.md) and says so, in --version and in its pipeline_started log line.
+TEST(Deploy, TheBinaryRunsOnTheAllocatorItWasBuiltWith) {
+  const auto [code, out] = test::run_with_status(std::string(SLUICE_BINARY) + " --version");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(out.starts_with("sluice ")) << out;
+  EXPECT_NE(out.find("(" SLUICE_BINARY_ALLOCATOR), std::string::npos) << out;
+}
+
 TEST(Deploy, ImageRunsAsNonRootWithEveryLibraryTheBinaryNeeds) {
   const std::string file = read(kDeploy + "Dockerfile");
   EXPECT_NE(file.find("FROM debian:12 AS build"), std::string::npos);
@@ -248,7 +257,7 @@ TEST(Deploy, ImageRunsAsNonRootWithEveryLibraryTheBinaryNeeds) {
   for (const char* package :
        {"libboost1.81-dev", "libssl-dev", "libsimdjson-dev", "libmongoc-dev", "libpq-dev",
         "librabbitmq-dev", "prometheus-cpp-dev", "libyaml-cpp-dev", "libspdlog-dev", "libcli11-dev",
-        "libexpat1-dev"}) {
+        "libexpat1-dev", "libjemalloc-dev"}) {
     EXPECT_NE(build.find(package), std::string::npos) << package;
     EXPECT_NE(deps.find(package), std::string::npos) << package;
   }
