@@ -303,7 +303,9 @@ class AmqpSource final : public runtime::Source {
   static std::uint64_t tag_of(const StatePtr& state) {
     const auto receipt = state->text.receipt();
     std::uint64_t tag = 0;
-    std::from_chars(receipt.data(), receipt.data() + receipt.size(), tag);
+    const auto [end, error] = std::from_chars(receipt.data(), receipt.data() + receipt.size(), tag);
+    if (error != std::errc() || end != receipt.data() + receipt.size())  // on_deliver wrote it
+      throw std::logic_error("AMQP receipt is not a delivery tag: '" + std::string(receipt) + "'");
     return tag;
   }
   static Command about(Command::Kind kind, const StatePtr& state) {

@@ -444,10 +444,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
       poll_latency.add(latency);
       if (observer) observer->on_receive(states.size(), latency);
       const std::size_t count = states.size();
-      permits.release(taken - static_cast<int>(count));
-      if (states.empty()) {
-        empty_receives.fetch_add(1, std::memory_order_relaxed);
-      } else {
+      // One settled before the core took it told no one (its origin was not set yet):
+      // it is not held, its permit comes back, and the queue delivers it again.
+      std::erase_if(states, [](const StatePtr& s) { return s->settled(); });
+      permits.release(taken - static_cast<int>(states.size()));
+      if (count == 0) empty_receives.fetch_add(1, std::memory_order_relaxed);
+      if (!states.empty()) {
         received.fetch_add(states.size(), std::memory_order_relaxed);
         raise_peak(in_flight_peak, in_flight.fetch_add(static_cast<std::int64_t>(states.size())) +
                                        static_cast<std::int64_t>(states.size()));

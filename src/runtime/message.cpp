@@ -154,6 +154,10 @@ MessageText::Builder& MessageText::Builder::header(std::string_view name, std::s
 }
 
 MessageText MessageText::Builder::build() {
+  struct ClearAfter {  // whatever happens (an allocation failing): the next starts empty
+    Builder& builder;
+    ~ClearAfter() { builder.clear(); }
+  } clear_after{*this};
   std::string lengths;  // short: within the small-string buffer
   append_varint(lengths, id_.size());
   append_varint(lengths, receipt_.size());
@@ -167,7 +171,6 @@ MessageText MessageText::Builder::build() {
   text.data_ = std::make_unique_for_overwrite<char[]>(total);
   char* out = text.data_.get();
   for (const auto part : parts) out = std::copy(part.begin(), part.end(), out);
-  clear();
   return text;
 }
 

@@ -82,9 +82,9 @@ class MessageText {
     Builder& group(std::string_view group);
     Builder& attribute(std::string_view name, std::string_view value);
     Builder& header(std::string_view name, std::string_view value);
-    // The text, and the builder emptied for the next message.
+    // The text; the builder is empty afterwards, also when this throws.
     MessageText build();
-    void clear();
+    void clear();  // drops what was collected (a message abandoned half-way)
 
    private:
     std::string id_, receipt_, group_, attributes_, headers_;

@@ -164,6 +164,7 @@ class SqsSource final : public runtime::Source {
     states.reserve(messages.size());
     for (auto& m : messages) {
       auto s = std::make_shared<detail::MessageState>();
+      text_.clear();  // nothing left by a message that threw half-way
       text_.id(m.message_id).receipt(m.receipt_handle);
       // Standard queues may carry a MessageGroupId too (fair queues): it orders
       // nothing there, so only a FIFO queue's messages are put in groups.

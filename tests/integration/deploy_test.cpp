@@ -211,7 +211,7 @@ TEST(Deploy, SystemdUnitRunsACommandThatParsesAndWaitsOutTheDrain) {
 }
 
 // The binary runs on jemalloc (glibc's malloc cost the pipeline a fifth of its CPU:
-// BENCHMARKS.md) and says so, in --version and in its pipeline_started log line.
+// BENCHMARKS.md) and says so in --version (README).
 TEST(Deploy, TheBinaryRunsOnTheAllocatorItWasBuiltWith) {
   const auto [code, out] = test::run_with_status(std::string(SLUICE_BINARY) + " --version");
   ASSERT_EQ(code, 0) << out;

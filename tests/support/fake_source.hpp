@@ -21,6 +21,7 @@ struct FakeQueue {
   struct Item {
     std::string body;
     std::optional<std::string> group;
+    bool settled_by_the_source = false;  // released before the core takes it
   };
   std::mutex mutex;
   std::deque<Item> ready;
@@ -31,9 +32,10 @@ struct FakeQueue {
   int throws_left = 0;  // receives that throw something that is not a std::exception
   runtime::SourceContext context;
 
-  void push(std::string body, std::optional<std::string> group = std::nullopt) {
+  void push(std::string body, std::optional<std::string> group = std::nullopt,
+            bool settled_by_the_source = false) {
     std::lock_guard lock(mutex);
-    ready.push_back({std::move(body), std::move(group)});
+    ready.push_back({std::move(body), std::move(group), settled_by_the_source});
   }
   // The lease is gone (a channel closed): its messages will be delivered again.
   void lose_lease() {
@@ -84,6 +86,7 @@ class FakeSource final : public runtime::Source {
           text.id(item.body);
           if (item.group) text.group(*item.group);
           s->text = text.build();
+          if (item.settled_by_the_source) detail::settle_once(s, detail::Outcome::release);
           s->lease = queue_->lease;
           states.push_back(std::move(s));
         }

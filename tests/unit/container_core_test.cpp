@@ -84,6 +84,33 @@ TEST(ContainerCore, LostLeaseDropsHeldMessagesFreesTheirPermitsAndAcksNothing) {
   EXPECT_EQ(container.stats().in_flight, 0);
 }
 
+// A message settled before the core takes it (its origin not set yet) tells no one:
+// the core must not hold it, and its permit must come back. At max_in_flight 1 a
+// leaked permit would leave the next message unreceived.
+TEST(ContainerCore, AMessageSettledBeforeTheCoreTakesItIsNotHeldAndFreesItsPermit) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->push("settled-early", std::nullopt, true);
+  queue->push("m1");
+  auto options = core_options("early");
+  options.max_in_flight = 1;
+  std::mutex m;
+  std::vector<std::string> handled;
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                        {
+                          std::lock_guard lock(m);
+                          handled.emplace_back(msg.id());
+                        }
+                        msg.ack();  // core_options: manual acks
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return queue->count(queue->acked) == 1; }))
+      << "the permit of the message settled early never came back";
+  EXPECT_EQ(container.stats().in_flight, 0);
+  container.stop();
+  std::lock_guard lock(m);
+  EXPECT_EQ(handled, std::vector<std::string>{"m1"});
+}
+
 TEST(ContainerCore, LostLeaseSkipsMessagesStillWaitingForAWorker) {
   auto queue = std::make_shared<test::FakeQueue>();
   for (int i = 0; i < 10; ++i) queue->push("m" + std::to_string(i));
