@@ -81,7 +81,7 @@ void pin(pid_t pid, int cpu) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   int count = 30000, repeat = 1;
   bool node = false, pinned = false;
   for (int i = 1; i < argc; ++i) {
@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
   // The database ceiling writes the very rows the pipeline writes: each body's record,
   // worked out here with Sluice's own transform, keyed by the body's MD5 (SQS's MD5OfBody).
   const std::string rows_file = "/tmp/sluice-bench-rows-" + std::to_string(getpid()) + ".tsv";
+  struct RemoveOnExit {  // also when a contender cannot start
+    const std::string& path;
+    ~RemoveOnExit() { std::remove(path.c_str()); }
+  } remove_rows{rows_file};
   {
     const pipeline::Transformer transformer(
         app::parse_config(config_yaml("http://127.0.0.1:1/0/q", pg.dsn(), "t", 100, 4)).transform);
@@ -278,9 +282,19 @@ int main(int argc, char** argv) {
                 std::to_string(writers),
             20, sluice(batch, writers), distinct);
   }
-  std::remove(rows_file.c_str());
   for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
     if (entry.path().filename().string().rfind("sluice-bench-bench_", 0) == 0)
       std::filesystem::remove(entry.path());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  // An error (a contender that cannot start, say) ends the run through main's return:
+  // the servers this process started are stopped and their directories removed.
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_pipeline: %s\n", e.what());
+    return 1;
+  }
 }

@@ -445,7 +445,7 @@ TEST_P(HostileBodies, EachIsRejectedWithItsReasonOrStoredAndTheGoodOnesAllArrive
   std::string sink;
   if (sink_kind == "sqlite") {
     sink = "sink:\n  sqlite:\n    path: " + ::testing::TempDir() + "/hostile-" + id + ".db\n";
-    std::filesystem::remove(::testing::TempDir() + "/hostile-" + id + ".db");
+    test::remove_sqlite(::testing::TempDir() + "/hostile-" + id + ".db");
   } else if (sink_kind == "postgres") {
     sink = "sink:\n  type: postgres\n  table: hostile_" + id +
            "\n  rejects_table: hostile_rejects_" + id +
@@ -491,6 +491,7 @@ TEST_P(HostileBodies, EachIsRejectedWithItsReasonOrStoredAndTheGoodOnesAllArrive
     }
     EXPECT_NE(details.find("sink_refused: PostgreSQL"), std::string::npos) << details;
   }
+  if (sink_kind == "sqlite") test::remove_sqlite(::testing::TempDir() + "/hostile-" + id + ".db");
 }
 
 INSTANTIATE_TEST_SUITE_P(Sinks, HostileBodies, ::testing::Values("sqlite", "postgres", "mongodb"));
@@ -622,9 +623,8 @@ TEST_F(FaultTest, ReadinessFollowsFailingReceives) {
         io, {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(0)});
     port = probe.local_endpoint().port();
   }
-  std::string text = yaml(url, proxy.endpoint(),
-                          "sink:\n  sqlite:\n    path: " + ::testing::TempDir() + "/readyz-" +
-                              std::to_string(getpid()) + ".db\n");
+  const std::string db = ::testing::TempDir() + "/readyz-" + std::to_string(getpid()) + ".db";
+  std::string text = yaml(url, proxy.endpoint(), "sink:\n  sqlite:\n    path: " + db + "\n");
   text.replace(text.find("listen: 127.0.0.1:0"), 19, "listen: 127.0.0.1:" + std::to_string(port));
   const auto config = app::parse_config(text);
   app::RunSummary summary;
@@ -656,6 +656,7 @@ TEST_F(FaultTest, ReadinessFollowsFailingReceives) {
   EXPECT_TRUE(test::wait_until([&] { return readyz() == 200; }, 60s)) << "ready again";
   raise(SIGTERM);  // run_pipeline's own handler: a graceful stop
   runner.join();
+  test::remove_sqlite(db);
 }
 
 // The same promise with MongoDB frozen: its driver has no interrupt, so the writer is
