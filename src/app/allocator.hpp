@@ -5,7 +5,8 @@
 
 namespace sluice::app {
 
-// "jemalloc 5.3.0-...", "tcmalloc 2.10", "AddressSanitizer" or "glibc 2.36".
+// "jemalloc 5.3.0-...", "glibc 2.36", or the file of the library that serves malloc
+// ("libtcmalloc_minimal.so.4", "libasan.so.8").
 std::string allocator_in_use();
 
 }  // namespace sluice::app
