@@ -107,6 +107,9 @@ TEST(ContainerCore, AMessageSettledBeforeTheCoreTakesItIsNotHeldAndFreesItsPermi
       << "the permit of the message settled early never came back";
   EXPECT_EQ(container.stats().in_flight, 0);
   container.stop();
+  EXPECT_EQ(queue->count(queue->released), 0u)
+      << "the early settlement reached the source: the case under test did not happen";
+  EXPECT_EQ(container.stats().received, 1u) << "only m1 was taken";
   std::lock_guard lock(m);
   EXPECT_EQ(handled, std::vector<std::string>{"m1"});
 }
