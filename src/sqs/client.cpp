@@ -1,6 +1,7 @@
 #include "sluice/sqs/client.hpp"
 
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "aws/service_client.hpp"
@@ -111,11 +112,45 @@ SqsClientStats SqsClient::stats() const {
   return {s.requests, s.retries, s.errors};
 }
 
+std::optional<std::string_view> MessageView::attribute(std::string_view name) const {
+  for (const auto& [key, value] : attributes)
+    if (key == name) return value;
+  return std::nullopt;
+}
+
+int MessageView::receive_count() const {
+  const auto text = attribute("ApproximateReceiveCount");
+  int count = 0;
+  if (!text || std::from_chars(text->data(), text->data() + text->size(), count).ec != std::errc())
+    return 0;
+  return count;
+}
+
+Message MessageView::to_message() const {
+  Message m{std::string(message_id),
+            std::string(receipt_handle),
+            std::string(body),
+            std::string(md5_of_body),
+            std::string(md5_of_message_attributes),
+            {},
+            message_attributes};
+  for (const auto& [key, value] : attributes) m.attributes.emplace(key, value);
+  return m;
+}
+
 asio::awaitable<std::vector<Message>> SqsClient::receive_message(ReceiveMessageRequest request) {
   codec::validate(request);
   auto impl = impl_;
   const std::string body = co_await impl->invoke("ReceiveMessage", codec::encode_receive(request));
   co_return codec::decode_receive(body, impl->options.verify_md5);
+}
+
+asio::awaitable<std::size_t> SqsClient::receive_message(
+    ReceiveMessageRequest request, std::function<void(const MessageView&)> each) {
+  codec::validate(request);
+  auto impl = impl_;
+  const std::string body = co_await impl->invoke("ReceiveMessage", codec::encode_receive(request));
+  co_return codec::decode_receive(body, impl->options.verify_md5, each);
 }
 
 asio::awaitable<void> SqsClient::delete_message(std::string queue_url, std::string receipt_handle) {

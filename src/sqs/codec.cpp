@@ -274,38 +274,62 @@ std::string encode_change_visibility_batch(const std::string& queue_url,
                               });
 }
 
-std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
-  thread_local simdjson::dom::parser parser;
+std::size_t decode_receive(std::string_view body, bool verify_md5,
+                           const std::function<void(const MessageView&)>& each) {
+  // The views point into the parser: one that `each` decoding another answer on this
+  // thread would overwrite gets a parser of its own.
+  thread_local simdjson::dom::parser shared_parser;
+  thread_local bool shared_in_use = false;
+  std::optional<simdjson::dom::parser> own_parser;
+  simdjson::dom::parser& parser = shared_in_use ? own_parser.emplace() : shared_parser;
+  struct Claim {
+    bool& in_use;
+    bool claimed;
+    ~Claim() {
+      if (claimed) in_use = false;
+    }
+  } claim{shared_in_use, !shared_in_use};
+  shared_in_use = true;
+
   simdjson::dom::element doc;
   if (parser.parse(body.data(), body.size(), true).get(doc))
     malformed("ReceiveMessage body is not JSON");
   simdjson::dom::object root;
   if (doc.get_object().get(root)) malformed("ReceiveMessage body is not an object");
-  std::vector<Message> messages;
   simdjson::dom::array list;
-  if (root["Messages"].get_array().get(list)) return messages;  // no messages: key absent
-  messages.reserve(list.size());
+  if (root["Messages"].get_array().get(list)) return 0;  // no messages: key absent
+
+  struct Found {
+    std::string_view id, receipt, body, md5_of_body, md5_of_attributes;
+    std::size_t first_attribute = 0, attribute_count = 0;
+    MessageAttributes message_attributes;  // rare: no allocation while empty
+  };
+  std::vector<Found> found(list.size());
+  std::vector<MessageView::Attribute> attributes;
+  std::size_t n = 0;
   for (simdjson::dom::element item : list) {
+    Found& msg = found[n++];
     simdjson::dom::object m;
     if (item.get_object().get(m)) malformed("message is not an object");
-    Message msg;
     for (auto field : m) {
       const std::string_view key = field.key;
       if (key == "MessageId")
-        msg.message_id = get_string(field.value, "MessageId");
+        msg.id = get_string(field.value, "MessageId");
       else if (key == "ReceiptHandle")
-        msg.receipt_handle = get_string(field.value, "ReceiptHandle");
+        msg.receipt = get_string(field.value, "ReceiptHandle");
       else if (key == "Body")
         msg.body = get_string(field.value, "Body");
       else if (key == "MD5OfBody")
         msg.md5_of_body = get_string(field.value, "MD5OfBody");
       else if (key == "MD5OfMessageAttributes")
-        msg.md5_of_message_attributes = get_string(field.value, "MD5OfMessageAttributes");
+        msg.md5_of_attributes = get_string(field.value, "MD5OfMessageAttributes");
       else if (key == "Attributes") {
         simdjson::dom::object attrs;
         if (field.value.get_object().get(attrs)) malformed("Attributes is not an object");
-        for (auto a : attrs)
-          msg.attributes.emplace(std::string(a.key), std::string(get_string(a.value, "attribute")));
+        if (msg.attribute_count) malformed("Attributes twice in one message");
+        msg.first_attribute = attributes.size();
+        for (auto a : attrs) attributes.emplace_back(a.key, get_string(a.value, "attribute"));
+        msg.attribute_count = attributes.size() - msg.first_attribute;
       } else if (key == "MessageAttributes") {
         simdjson::dom::object attrs;
         if (field.value.get_object().get(attrs)) malformed("MessageAttributes is not an object");
@@ -323,21 +347,32 @@ std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
         }
       }
     }
-    if (msg.receipt_handle.empty()) malformed("message without ReceiptHandle");
+    if (msg.receipt.empty()) malformed("message without ReceiptHandle");
     if (verify_md5) {
       if (!crypto::hex_equals(crypto::md5(msg.body), msg.md5_of_body))
+        throw AwsError(
+            ErrorKind::integrity,
+            "MD5 of the body of message " + std::string(msg.id) + " does not match MD5OfBody",
+            "MD5Mismatch");
+      if (!msg.message_attributes.empty() && !msg.md5_of_attributes.empty() &&
+          md5_of_message_attributes(msg.message_attributes) != msg.md5_of_attributes)
         throw AwsError(ErrorKind::integrity,
-                       "MD5 of the body of message " + msg.message_id + " does not match MD5OfBody",
-                       "MD5Mismatch");
-      if (!msg.message_attributes.empty() && !msg.md5_of_message_attributes.empty() &&
-          md5_of_message_attributes(msg.message_attributes) != msg.md5_of_message_attributes)
-        throw AwsError(ErrorKind::integrity,
-                       "MD5 of the attributes of message " + msg.message_id +
+                       "MD5 of the attributes of message " + std::string(msg.id) +
                            " does not match MD5OfMessageAttributes",
                        "MD5Mismatch");
     }
-    messages.push_back(std::move(msg));
   }
+  for (const Found& msg : found)
+    each(MessageView{msg.id, msg.receipt, msg.body, msg.md5_of_body, msg.md5_of_attributes,
+                     std::span(attributes).subspan(msg.first_attribute, msg.attribute_count),
+                     msg.message_attributes});
+  return found.size();
+}
+
+std::vector<Message> decode_receive(std::string_view body, bool verify_md5) {
+  std::vector<Message> messages;
+  decode_receive(body, verify_md5,
+                 [&](const MessageView& view) { messages.push_back(view.to_message()); });
   return messages;
 }
 

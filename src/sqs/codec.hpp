@@ -1,6 +1,7 @@
 #pragma once
 // JSON 1.0 encoding of SQS requests and decoding of responses; internal.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,11 @@ std::string encode_change_visibility_batch(const std::string& queue_url,
 // Throws AwsError{integrity} on a malformed document or, when verify_md5, a digest
 // that does not match the body or the message attributes.
 std::vector<Message> decode_receive(std::string_view body, bool verify_md5);
+// The same, without copying: every message is checked first (nothing is passed on
+// from a malformed answer), then each is passed to `each` as views into this
+// thread's parser. Returns how many.
+std::size_t decode_receive(std::string_view body, bool verify_md5,
+                           const std::function<void(const MessageView&)>& each);
 SendMessageResult decode_send(std::string_view body, const SendMessageEntry& sent, bool verify_md5);
 BatchResult decode_batch(std::string_view body);
 // SendMessageBatch: also checks each entry's MD5 against what was sent.

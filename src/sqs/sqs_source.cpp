@@ -149,37 +149,41 @@ class SqsSource final : public runtime::Source {
     request.wait_time_seconds = static_cast<int>(options_.poll_wait.count());
     request.visibility_timeout = static_cast<int>(options_.visibility_timeout.count());
     if (fifo_) request.receive_request_attempt_id = random_attempt_id();
-    std::vector<sqs::Message> messages;
-    try {
-      receive_requests_.fetch_add(1, std::memory_order_relaxed);
-      report_requests();
-      messages = co_await client_->receive_message(std::move(request));
-    } catch (const aws::AwsError& e) {
-      throw source_error(e);
-    }
-    const auto now = std::chrono::system_clock::now();
-    const std::int64_t visible_until =
-        detail::steady_now_ms() + options_.visibility_timeout.count() * 1000;
     std::vector<StatePtr> states;
-    states.reserve(messages.size());
-    for (auto& m : messages) {
+    states.reserve(static_cast<std::size_t>(request.max_messages));
+    std::chrono::system_clock::time_point received_at;
+    std::int64_t visible_until = 0;
+    // Straight from the answer into each held message: its text in one block, its body
+    // in one string, nothing else copied.
+    std::function<void(const sqs::MessageView&)> hold = [&](const sqs::MessageView& m) {
+      if (states.empty()) {  // the lease runs from the answer
+        received_at = std::chrono::system_clock::now();
+        visible_until = detail::steady_now_ms() + options_.visibility_timeout.count() * 1000;
+      }
       auto s = std::make_shared<detail::MessageState>();
       text_.clear();  // nothing left by a message that threw half-way
       text_.id(m.message_id).receipt(m.receipt_handle);
       // Standard queues may carry a MessageGroupId too (fair queues): it orders
       // nothing there, so only a FIFO queue's messages are put in groups.
       if (fifo_)
-        if (auto group = m.group_id()) text_.group(*group);
+        if (auto group = m.attribute("MessageGroupId")) text_.group(*group);
       for (const auto& [name, value] : m.attributes) text_.attribute(name, value);
-      for (const auto& [name, value] : m.message_attributes)  // a sorted map, as before
+      for (const auto& [name, value] : m.message_attributes)
         text_.header(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
                                              : value.string_value);
       s->text = text_.build();
-      s->body = std::move(m.body);
+      s->body.assign(m.body);
       s->receive_count = std::max(1, m.receive_count());
-      s->received_at = now;
+      s->received_at = received_at;
       s->visible_until_ms = visible_until;
       states.push_back(std::move(s));
+    };
+    try {
+      receive_requests_.fetch_add(1, std::memory_order_relaxed);
+      report_requests();
+      co_await client_->receive_message(std::move(request), std::move(hold));
+    } catch (const aws::AwsError& e) {
+      throw source_error(e);
     }
     co_return states;
   }

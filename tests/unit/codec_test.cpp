@@ -94,6 +94,65 @@ TEST(SqsCodec, DecodesMessagesAndVerifiesDigests) {
   EXPECT_THROW(sqs::codec::decode_receive("not json", true), AwsError);
 }
 
+// The copy-free receive: views of exactly what the copying one returns; nothing of an
+// answer with a bad message in it is passed on; a callback that decodes another answer
+// on the same thread leaves the views it holds intact.
+TEST(SqsCodec, ViewsAreWhatTheCopiesHoldAndNothingOfABadAnswerIsPassedOn) {
+  auto message = [](const std::string& id, const std::string& body, const std::string& count) {
+    return R"({"MessageId":")" + id + R"(","ReceiptHandle":"r-)" + id + R"(","Body":")" + body +
+           R"(","MD5OfBody":")" + crypto::md5_hex(body) +
+           R"(","Attributes":{"SentTimestamp":"1700000000000","ApproximateReceiveCount":")" +
+           count + R"(","MessageGroupId":"g-)" + id + R"("}})";
+  };
+  const std::string body =
+      R"({"Messages":[)" + message("1", "one", "2") + "," + message("2", "two", "x") + "]}";
+  const auto copies = sqs::codec::decode_receive(body, true);
+  ASSERT_EQ(copies.size(), 2u);
+  std::vector<sqs::Message> seen;
+  std::string inner_body;
+  const std::size_t count =
+      sqs::codec::decode_receive(body, true, [&](const sqs::MessageView& view) {
+        // Another answer decoded on this thread meanwhile must not move these views.
+        const auto inner = sqs::codec::decode_receive(
+            R"({"Messages":[)" + message("9", "nine", "1") + "]}", true,
+            [&](const sqs::MessageView& v) { inner_body = std::string(v.body); });
+        EXPECT_EQ(inner, 1u);
+        seen.push_back(view.to_message());
+        EXPECT_EQ(view.attributes.size(), 3u);
+        EXPECT_EQ(view.attributes[0].first, "SentTimestamp");  // the answer's order
+        EXPECT_EQ(view.attribute("MessageGroupId"), "g-" + std::string(view.message_id));
+        EXPECT_FALSE(view.attribute("SequenceNumber"));
+      });
+  EXPECT_EQ(count, 2u);
+  EXPECT_EQ(inner_body, "nine");
+  ASSERT_EQ(seen.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(seen[i].message_id, copies[i].message_id);
+    EXPECT_EQ(seen[i].receipt_handle, copies[i].receipt_handle);
+    EXPECT_EQ(seen[i].body, copies[i].body);
+    EXPECT_EQ(seen[i].md5_of_body, copies[i].md5_of_body);
+    EXPECT_EQ(seen[i].attributes, copies[i].attributes);
+  }
+  EXPECT_EQ(seen[0].body, "one");
+  EXPECT_EQ(seen[0].receive_count(), 2);
+  EXPECT_EQ(seen[1].receive_count(), 0);  // "x" is not a count
+
+  // The second message's body does not match its digest: the first is not passed on.
+  std::string tampered = body;
+  tampered.replace(tampered.find("\"two\""), 5, "\"tWo\"");
+  int passed = 0;
+  EXPECT_THROW(
+      sqs::codec::decode_receive(tampered, true, [&](const sqs::MessageView&) { ++passed; }),
+      AwsError);
+  EXPECT_EQ(passed, 0);
+  const std::string no_receipt =
+      R"({"Messages":[)" + message("1", "one", "1") + R"(,{"MessageId":"2","Body":""}]})";
+  EXPECT_THROW(
+      sqs::codec::decode_receive(no_receipt, false, [&](const sqs::MessageView&) { ++passed; }),
+      AwsError);
+  EXPECT_EQ(passed, 0);
+}
+
 // Deletes and visibility changes are written by hand (one per message): byte for byte
 // what nlohmann writes for the same request, whatever UTF-8 the strings hold; and, as
 // nlohmann would, they refuse text that is not UTF-8 instead of sending it.

@@ -6,6 +6,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ class SqsClient {
   ~SqsClient();
 
   boost::asio::awaitable<std::vector<Message>> receive_message(ReceiveMessageRequest request);
+  // The same without copying: each message is passed to `each` as views into the
+  // answer, valid only during that call (nothing of a malformed answer is passed on).
+  // Returns how many messages came.
+  boost::asio::awaitable<std::size_t> receive_message(ReceiveMessageRequest request,
+                                                      std::function<void(const MessageView&)> each);
   boost::asio::awaitable<void> delete_message(std::string queue_url, std::string receipt_handle);
   boost::asio::awaitable<BatchResult> delete_message_batch(std::string queue_url,
                                                            std::vector<DeleteMessageEntry> entries);

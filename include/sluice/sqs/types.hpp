@@ -4,7 +4,10 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sluice::sqs {
@@ -47,6 +50,24 @@ struct Message {
   std::optional<std::string> group_id() const;  // MessageGroupId (FIFO)
   std::optional<std::string> sequence_number() const;
   std::optional<std::chrono::system_clock::time_point> sent_time() const;
+};
+
+// A received message seen in place (SqsClient::receive_message with a callback): views
+// into the answer, valid only during the call it is passed to. Checked as a Message
+// is: a receipt handle present, the digests verified.
+struct MessageView {
+  using Attribute = std::pair<std::string_view, std::string_view>;
+  std::string_view message_id;
+  std::string_view receipt_handle;
+  std::string_view body;
+  std::string_view md5_of_body;
+  std::string_view md5_of_message_attributes;
+  std::span<const Attribute> attributes;        // system attributes, in the answer's order
+  const MessageAttributes& message_attributes;  // decoded (Binary values are raw bytes)
+
+  std::optional<std::string_view> attribute(std::string_view name) const;  // the first so named
+  int receive_count() const;  // ApproximateReceiveCount, 0 if absent or not a number
+  Message to_message() const;
 };
 
 struct ReceiveMessageRequest {
