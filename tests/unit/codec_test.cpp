@@ -153,6 +153,32 @@ TEST(SqsCodec, ViewsAreWhatTheCopiesHoldAndNothingOfABadAnswerIsPassedOn) {
   EXPECT_EQ(passed, 0);
 }
 
+// The answers to deletes and visibility changes: every entry kept, a field that is
+// absent or not a string read as empty, SenderFault only when it is a boolean.
+TEST(SqsCodec, BatchAnswersKeepEveryEntry) {
+  const auto result = sqs::codec::decode_batch(
+      R"({"Successful":[{"Id":"0"},{"Id":"1","MessageId":"m","SequenceNumber":"7"},{"Id":2},3],)"
+      R"("Failed":[{"Id":"4","Code":"ReceiptHandleIsInvalid","Message":"gone","SenderFault":true},)"
+      R"({"Id":"5","Code":"InternalError","SenderFault":"yes"},{"Id":"6"}]})");
+  ASSERT_EQ(result.successful.size(), 4u);
+  EXPECT_EQ(result.successful[0].id, "0");
+  EXPECT_EQ(result.successful[1].message_id, "m");
+  EXPECT_EQ(result.successful[1].sequence_number, "7");
+  EXPECT_EQ(result.successful[2].id, "");  // not a string
+  EXPECT_EQ(result.successful[3].id, "");  // not an object
+  ASSERT_EQ(result.failed.size(), 3u);
+  EXPECT_EQ(result.failed[0].id, "4");
+  EXPECT_EQ(result.failed[0].code, "ReceiptHandleIsInvalid");
+  EXPECT_EQ(result.failed[0].message, "gone");
+  EXPECT_TRUE(result.failed[0].sender_fault);
+  EXPECT_FALSE(result.failed[1].sender_fault);  // not a boolean
+  EXPECT_EQ(result.failed[2].code, "");
+  const auto empty = sqs::codec::decode_batch(R"({"Successful":{},"Other":[]})");
+  EXPECT_TRUE(empty.successful.empty() && empty.failed.empty());
+  EXPECT_THROW(sqs::codec::decode_batch("[]"), AwsError);
+  EXPECT_THROW(sqs::codec::decode_batch(R"({"Successful":[)"), AwsError);
+}
+
 // Deletes and visibility changes are written by hand (one per message): byte for byte
 // what nlohmann writes for the same request, whatever UTF-8 the strings hold; and, as
 // nlohmann would, they refuse text that is not UTF-8 instead of sending it.
