@@ -362,7 +362,7 @@ class SqsSource final : public runtime::Source {
       const auto sent_at = std::chrono::steady_clock::now();
       delete_requests_.fetch_add(1, std::memory_order_relaxed);
       const auto result =
-          co_await settle_client_->delete_message_batch(options_.queue_url, request);
+          co_await settle_client_->delete_message_batch(options_.queue_url, std::move(request));
       adapt_flushes(std::chrono::steady_clock::now() - sent_at);
       std::vector<bool> answered(entries.size(), false);
       for (const auto& ok : result.successful)
@@ -436,8 +436,8 @@ class SqsSource final : public runtime::Source {
       request.push_back({std::to_string(i), entries[i].receipt, entries[i].seconds});
     try {
       visibility_requests_.fetch_add(1, std::memory_order_relaxed);
-      const auto result =
-          co_await settle_client_->change_message_visibility_batch(options_.queue_url, request);
+      const auto result = co_await settle_client_->change_message_visibility_batch(
+          options_.queue_url, std::move(request));
       for (const auto& f : result.failed)
         warn("visibility change failed (" + f.code + "): " + f.message);
     } catch (const aws::AwsError& e) {
