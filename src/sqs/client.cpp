@@ -3,6 +3,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "aws/service_client.hpp"
 #include "sluice/aws/error.hpp"
@@ -14,14 +15,19 @@ using aws::AwsError;
 using aws::ErrorKind;
 using nlohmann::json;
 
+namespace {
+// ApproximateReceiveCount, read one way for the copies and the views: 0 if it is not
+// a number.
+int receive_count_of(std::string_view text) {
+  int count = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), count).ec != std::errc()) return 0;
+  return count;
+}
+}  // namespace
+
 int Message::receive_count() const {
   auto it = attributes.find("ApproximateReceiveCount");
-  if (it == attributes.end()) return 0;
-  try {
-    return std::stoi(it->second);
-  } catch (...) {
-    return 0;
-  }
+  return it == attributes.end() ? 0 : receive_count_of(it->second);
 }
 
 std::optional<std::string> Message::group_id() const {
@@ -120,10 +126,7 @@ std::optional<std::string_view> MessageView::attribute(std::string_view name) co
 
 int MessageView::receive_count() const {
   const auto text = attribute("ApproximateReceiveCount");
-  int count = 0;
-  if (!text || std::from_chars(text->data(), text->data() + text->size(), count).ec != std::errc())
-    return 0;
-  return count;
+  return text ? receive_count_of(*text) : 0;
 }
 
 Message MessageView::to_message() const {
@@ -147,6 +150,7 @@ asio::awaitable<std::vector<Message>> SqsClient::receive_message(ReceiveMessageR
 
 asio::awaitable<std::size_t> SqsClient::receive_message(
     ReceiveMessageRequest request, std::function<void(const MessageView&)> each) {
+  if (!each) throw std::invalid_argument("receive_message: expected a callback, got an empty one");
   codec::validate(request);
   auto impl = impl_;
   const std::string body = co_await impl->invoke("ReceiveMessage", codec::encode_receive(request));

@@ -304,11 +304,13 @@ std::size_t decode_receive(std::string_view body, bool verify_md5,
     std::size_t first_attribute = 0, attribute_count = 0;
     MessageAttributes message_attributes;  // rare: no allocation while empty
   };
-  std::vector<Found> found(list.size());
+  // SQS answers at most 10: a longer list (a hostile body) grows as it is read.
+  std::vector<Found> found;
+  found.reserve(std::min(list.size(), kMaxBatchEntries));
   std::vector<MessageView::Attribute> attributes;
-  std::size_t n = 0;
+  attributes.reserve(found.capacity() * 6);
   for (simdjson::dom::element item : list) {
-    Found& msg = found[n++];
+    Found& msg = found.emplace_back();
     simdjson::dom::object m;
     if (item.get_object().get(m)) malformed("message is not an object");
     for (auto field : m) {
@@ -326,8 +328,9 @@ std::size_t decode_receive(std::string_view body, bool verify_md5,
       else if (key == "Attributes") {
         simdjson::dom::object attrs;
         if (field.value.get_object().get(attrs)) malformed("Attributes is not an object");
-        if (msg.attribute_count) malformed("Attributes twice in one message");
-        msg.first_attribute = attributes.size();
+        // Given twice, both are kept (a lookup finds the first): this message's
+        // attributes are still side by side.
+        if (msg.attribute_count == 0) msg.first_attribute = attributes.size();
         for (auto a : attrs) attributes.emplace_back(a.key, get_string(a.value, "attribute"));
         msg.attribute_count = attributes.size() - msg.first_attribute;
       } else if (key == "MessageAttributes") {
@@ -400,30 +403,82 @@ SendMessageResult decode_send(std::string_view body, const SendMessageEntry& sen
   return result;
 }
 
+namespace {
+// The reading decode_batch had before it used simdjson, kept for the answers simdjson
+// refuses and nlohmann reads (a byte-order mark, an integer beyond 64 bits, text after
+// a NUL): what was accepted still is.
+BatchResult decode_batch_tree(std::string_view body) {
+  const json doc = parse_object(body);
+  BatchResult result;
+  if (auto it = doc.find("Successful"); it != doc.end() && it->is_array())
+    for (const auto& e : *it)
+      result.successful.push_back(
+          {string_field(e, "Id"), string_field(e, "MessageId"), string_field(e, "SequenceNumber")});
+  if (auto it = doc.find("Failed"); it != doc.end() && it->is_array())
+    for (const auto& e : *it) {
+      BatchEntryFailure f{string_field(e, "Id"), string_field(e, "Code"),
+                          string_field(e, "Message"), false};
+      if (auto sf = e.find("SenderFault"); sf != e.end() && sf->is_boolean()) f.sender_fault = *sf;
+      result.failed.push_back(std::move(f));
+    }
+  return result;
+}
+}  // namespace
+
 BatchResult decode_batch(std::string_view body) {
   // Every delete and visibility change of the pipeline ends here: simdjson, no tree.
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element doc;
+  if (parser.parse(body.data(), body.size(), true).get(doc)) return decode_batch_tree(body);
   simdjson::dom::object root;
-  if (parser.parse(body.data(), body.size(), true).get(doc) || doc.get_object().get(root))
-    malformed("not a JSON object");
-  // A field that is absent or not a string reads as empty, as it always has.
-  auto text = [](simdjson::dom::element entry, const char* key) {
-    std::string_view value;
-    if (entry[key].get_string().get(value)) return std::string();
-    return std::string(value);
+  if (doc.get_object().get(root)) malformed("not a JSON object");
+  // Of a key given twice the last one counts, as in the tree; a field that is not a
+  // string reads as empty, SenderFault counts only as a boolean.
+  std::optional<simdjson::dom::array> successful, failed;
+  for (auto field : root) {
+    simdjson::dom::array list;
+    const bool is_array = !field.value.get_array().get(list);
+    if (field.key == "Successful")
+      successful = is_array ? std::optional(list) : std::nullopt;
+    else if (field.key == "Failed")
+      failed = is_array ? std::optional(list) : std::nullopt;
+  }
+  auto text = [](simdjson::dom::element value) {
+    std::string_view s;
+    return value.get_string().get(s) ? std::string() : std::string(s);
   };
   BatchResult result;
-  simdjson::dom::array list;
-  if (!root["Successful"].get_array().get(list))
-    for (simdjson::dom::element e : list)
-      result.successful.push_back({text(e, "Id"), text(e, "MessageId"), text(e, "SequenceNumber")});
-  if (!root["Failed"].get_array().get(list))
-    for (simdjson::dom::element e : list) {
-      BatchEntryFailure f{text(e, "Id"), text(e, "Code"), text(e, "Message"), false};
-      bool sender_fault = false;
-      if (!e["SenderFault"].get_bool().get(sender_fault)) f.sender_fault = sender_fault;
-      result.failed.push_back(std::move(f));
+  if (successful)
+    for (simdjson::dom::element e : *successful) {
+      BatchEntrySuccess entry;
+      simdjson::dom::object fields;
+      if (!e.get_object().get(fields))
+        for (auto field : fields) {
+          if (field.key == "Id")
+            entry.id = text(field.value);
+          else if (field.key == "MessageId")
+            entry.message_id = text(field.value);
+          else if (field.key == "SequenceNumber")
+            entry.sequence_number = text(field.value);
+        }
+      result.successful.push_back(std::move(entry));
+    }
+  if (failed)
+    for (simdjson::dom::element e : *failed) {
+      BatchEntryFailure entry{{}, {}, {}, false};
+      simdjson::dom::object fields;
+      if (!e.get_object().get(fields))
+        for (auto field : fields) {
+          if (field.key == "Id")
+            entry.id = text(field.value);
+          else if (field.key == "Code")
+            entry.code = text(field.value);
+          else if (field.key == "Message")
+            entry.message = text(field.value);
+          else if (field.key == "SenderFault")
+            entry.sender_fault = field.value.is_bool() && field.value.get_bool().value();
+        }
+      result.failed.push_back(std::move(entry));
     }
   return result;
 }

@@ -31,8 +31,8 @@ std::string encode_change_visibility_batch(const std::string& queue_url,
 // that does not match the body or the message attributes.
 std::vector<Message> decode_receive(std::string_view body, bool verify_md5);
 // The same, without copying: every message is checked first (nothing is passed on
-// from a malformed answer), then each is passed to `each` as views into this
-// thread's parser. Returns how many.
+// from a malformed answer), then each is passed to `each` as views into the parsed
+// answer, valid until `each` returns. Returns how many.
 std::size_t decode_receive(std::string_view body, bool verify_md5,
                            const std::function<void(const MessageView&)>& each);
 SendMessageResult decode_send(std::string_view body, const SendMessageEntry& sent, bool verify_md5);

@@ -6,8 +6,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <map>
 #include <set>
 
+#include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
@@ -125,6 +127,45 @@ TEST_F(SqsClientTest, SendReceiveDeleteWithAttributes) {
   EXPECT_TRUE(receive(url, 10, 0).empty());
   const auto attributes = run(client_->get_queue_attributes(url));
   EXPECT_EQ(attributes.at("ApproximateNumberOfMessagesNotVisible"), "0");
+}
+
+// The copy-free receive (what the container uses): each message's views hold what the
+// copying receive would have returned, attributes and binary values included.
+TEST_F(SqsClientTest, ReceiveAsViewsSeesEveryPartOfEachMessage) {
+  const std::string url = make_queue("views");
+  std::map<std::string, std::string> sent;  // body -> message id
+  for (int i = 0; i < 3; ++i) {
+    sqs::SendMessageEntry e = message("body-" + std::to_string(i));
+    e.message_attributes["n"] = sqs::MessageAttributeValue::number(std::to_string(i));
+    e.message_attributes["blob"] = sqs::MessageAttributeValue::binary(std::string("\x00\xff", 2));
+    sent[e.body] = run(client_->send_message(url, e)).message_id;
+  }
+  std::map<std::string, sqs::Message> seen;
+  for (int guard = 0; guard < 10 && seen.size() < sent.size(); ++guard) {
+    sqs::ReceiveMessageRequest r;
+    r.queue_url = url;
+    r.wait_time_seconds = 1;
+    std::function<void(const sqs::MessageView&)> keep = [&](const sqs::MessageView& m) {
+      EXPECT_EQ(m.receive_count(), 1);
+      EXPECT_TRUE(m.attribute("SentTimestamp"));
+      seen.emplace(std::string(m.body), m.to_message());
+    };
+    const std::size_t count = run(client_->receive_message(r, std::move(keep)));
+    EXPECT_LE(count, sent.size());
+  }
+  ASSERT_EQ(seen.size(), sent.size());
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = url;
+  std::function<void(const sqs::MessageView&)> none;
+  EXPECT_THROW(run(client_->receive_message(r, none)), std::invalid_argument);
+  for (const auto& [body, m] : seen) {
+    EXPECT_EQ(m.message_id, sent.at(body));
+    EXPECT_FALSE(m.receipt_handle.empty());
+    EXPECT_EQ(m.md5_of_body, crypto::md5_hex(body));
+    EXPECT_EQ(m.message_attributes.at("n").string_value, body.substr(5));
+    EXPECT_EQ(m.message_attributes.at("blob").binary_value, std::string("\x00\xff", 2));
+    run(client_->delete_message(url, m.receipt_handle));
+  }
 }
 
 TEST_F(SqsClientTest, VisibilityTimeoutAndRedeliveryWithReceiveCount) {

@@ -122,6 +122,7 @@ TEST(SqsCodec, ViewsAreWhatTheCopiesHoldAndNothingOfABadAnswerIsPassedOn) {
         EXPECT_EQ(view.attributes[0].first, "SentTimestamp");  // the answer's order
         EXPECT_EQ(view.attribute("MessageGroupId"), "g-" + std::string(view.message_id));
         EXPECT_FALSE(view.attribute("SequenceNumber"));
+        EXPECT_EQ(view.receive_count(), view.message_id == "1" ? 2 : 0);  // "x" is no count
       });
   EXPECT_EQ(count, 2u);
   EXPECT_EQ(inner_body, "nine");
@@ -151,6 +152,20 @@ TEST(SqsCodec, ViewsAreWhatTheCopiesHoldAndNothingOfABadAnswerIsPassedOn) {
       sqs::codec::decode_receive(no_receipt, false, [&](const sqs::MessageView&) { ++passed; }),
       AwsError);
   EXPECT_EQ(passed, 0);
+
+  // "Attributes" given twice: both kept, a lookup finds the first (as the map did).
+  const std::string twice =
+      R"({"Messages":[{"MessageId":"1","ReceiptHandle":"r","Body":"b","MD5OfBody":")" +
+      crypto::md5_hex("b") +
+      R"(","Attributes":{"SentTimestamp":"1"},"Attributes":{"SentTimestamp":"2","ApproximateReceiveCount":"4"}}]})";
+  ASSERT_EQ(sqs::codec::decode_receive(twice, true,
+                                       [&](const sqs::MessageView& view) {
+                                         EXPECT_EQ(view.attributes.size(), 3u);
+                                         EXPECT_EQ(view.attribute("SentTimestamp"), "1");
+                                         EXPECT_EQ(view.receive_count(), 4);
+                                       }),
+            1u);
+  EXPECT_EQ(sqs::codec::decode_receive(twice, true).at(0).attributes.at("SentTimestamp"), "1");
 }
 
 // The answers to deletes and visibility changes: every entry kept, a field that is
@@ -173,6 +188,25 @@ TEST(SqsCodec, BatchAnswersKeepEveryEntry) {
   EXPECT_TRUE(result.failed[0].sender_fault);
   EXPECT_FALSE(result.failed[1].sender_fault);  // not a boolean
   EXPECT_EQ(result.failed[2].code, "");
+  // A key given twice: the last counts, as in nlohmann's tree (and decode_send_batch's
+  // digest check, which reads one).
+  const auto twice =
+      sqs::codec::decode_batch(R"({"Successful":[{"Id":"old"}],"Successful":[{"Id":"0","Id":"1"}],)"
+                               R"("Failed":[{"Id":"2","SenderFault":true,"SenderFault":"no"}]})");
+  ASSERT_EQ(twice.successful.size(), 1u);
+  EXPECT_EQ(twice.successful[0].id, "1");
+  ASSERT_EQ(twice.failed.size(), 1u);
+  EXPECT_FALSE(twice.failed[0].sender_fault);
+  // What simdjson refuses and the tree reads is still read: a byte-order mark, an
+  // integer beyond 64 bits.
+  EXPECT_EQ(
+      sqs::codec::decode_batch("\xEF\xBB\xBF{\"Successful\":[{\"Id\":\"0\"}]}").successful.size(),
+      1u);
+  EXPECT_EQ(sqs::codec::decode_batch(
+                R"({"Successful":[{"Id":"0","Extra":123456789012345678901234567890}]})")
+                .successful.at(0)
+                .id,
+            "0");
   const auto empty = sqs::codec::decode_batch(R"({"Successful":{},"Other":[]})");
   EXPECT_TRUE(empty.successful.empty() && empty.failed.empty());
   EXPECT_THROW(sqs::codec::decode_batch("[]"), AwsError);

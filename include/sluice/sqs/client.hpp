@@ -43,7 +43,9 @@ class SqsClient {
   boost::asio::awaitable<std::vector<Message>> receive_message(ReceiveMessageRequest request);
   // The same without copying: each message is passed to `each` as views into the
   // answer, valid only during that call (nothing of a malformed answer is passed on).
-  // Returns how many messages came.
+  // Returns how many messages came. If `each` throws, the exception leaves this call
+  // and the messages not yet passed on come back after their visibility timeout.
+  // Pass a named std::function: GCC 12 mishandles temporaries inside co_await.
   boost::asio::awaitable<std::size_t> receive_message(ReceiveMessageRequest request,
                                                       std::function<void(const MessageView&)> each);
   boost::asio::awaitable<void> delete_message(std::string queue_url, std::string receipt_handle);
