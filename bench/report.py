@@ -320,6 +320,8 @@ def section(results, runs, sweep, auto, pipe, pinned, made, benchmarks_dir):
              "@aws-sdk/client-sqs (Node)", "js_sdk_receive_client_work_us"),
             ("decode a 10-message answer + verify its digests", "BM_DecodeReceive10_Sluice",
              "a decoder on nlohmann::json (C++)", "BM_DecodeReceive10_Nlohmann"),
+            ("the same as views, no copies (the container's path)", "BM_DecodeReceive10_SluiceViews",
+             "a decoder on nlohmann::json (C++)", "BM_DecodeReceive10_Nlohmann"),
         ]
         rows = [(w, medians[a], p, medians[b]) for w, a, p, b in pairs if a in medians and b in medians]
         if rows:
