@@ -36,7 +36,10 @@ export AWS_EC2_METADATA_DISABLED=true
 scripts/build.sh >/dev/null
 out="bench/results/$(date +%F)"
 mkdir -p "$out" bench/plots
-rm -f "$out"/*.txt  # a --quick run must not report an earlier run's other tables
+# Only what this script writes: a --quick run must not report an earlier run's other
+# tables, and notes kept beside them (ab-runs.txt, the A/B outputs) must survive.
+rm -f "$out"/drain-*.txt "$out"/concurrency.txt "$out"/pipeline.txt "$out"/pipeline-pinned.txt \
+  "$out"/micro.txt
 
 for i in $(seq 1 "$repeat"); do
   echo "run-all: drain run $i of $repeat"
