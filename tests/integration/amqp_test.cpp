@@ -831,6 +831,7 @@ TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
     EXPECT_EQ(code, 2) << text;
     EXPECT_NE(text.find("source.ca_file"), std::string::npos) << text;
   }
+  test::remove_sqlite(::testing::TempDir() + "/x.db");
 }
 
 TEST_F(AmqpTest, QueueCommandsCreateAndCount) {

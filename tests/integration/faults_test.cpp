@@ -202,6 +202,7 @@ TEST_F(FaultTest, AMissingQueueIsAnErrorAtStartWithExitCode2) {
   EXPECT_NE(stderr_text.find("does not exist"), std::string::npos) << stderr_text;
   EXPECT_NE(stderr_text.find("wait_for_queue"), std::string::npos) << stderr_text;
   std::filesystem::remove(config_path);
+  test::remove_sqlite(::testing::TempDir() + "/missing.db");
 }
 
 // The README: bad usage is exit code 2 (CLI11's own codes, such as 106 for a missing
@@ -230,6 +231,7 @@ TEST_F(FaultTest, AMissingDeadLetterQueueIsAnErrorAtStartWithExitCode2) {
             std::string::npos)
       << stderr_text;
   std::filesystem::remove(config_path);
+  test::remove_sqlite(::testing::TempDir() + "/missing-dlq.db");
 }
 
 // Before: --until-drained exited 0 although records were never written (the queue's
