@@ -622,7 +622,9 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) { c.mongodb.id_from_hash = as_bool(n, k); }},
       // --- dead letters
       {"dead_letter.queue_url", "string", "",
-       "SQS queue for rejected messages (body, reason, original attributes); empty: none.",
+       "SQS queue for rejected messages: the body, the reason and the original message "
+       "attributes as String values (Binary ones base64), as many as fit in SQS's 10 beside "
+       "Sluice's three; empty: none.",
        [](auto& c, auto& n, auto& k) { c.sqs.dead_letter_queue_url = as_queue_url(n, k); },
        "SLUICE_DEAD_LETTER_QUEUE_URL"},
       {"dead_letter.table", "boolean", "true",

@@ -707,6 +707,46 @@ TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) 
   EXPECT_EQ(visible(url) + not_visible(url), 0);
 }
 
+// docs/configuration.md (dead_letter.queue_url): a dead letter carries the original
+// message attributes as String values (Binary ones base64-encoded), as many as fit in
+// SQS's 10 beside Sluice's three, in name order.
+TEST_F(ContainerTest, DeadLettersCarryTheOriginalAttributesAsStringsAsManyAsFit) {
+  const std::string url = make_queue("dlq-attributes");
+  const std::string dlq = make_queue("dlq-attributes-dead");
+  sqs::SendMessageEntry e;
+  e.body = "{not json";
+  e.message_attributes["a-blob"] = sqs::MessageAttributeValue::binary(std::string("\x00\xff", 2));
+  e.message_attributes["b-count"] = sqs::MessageAttributeValue::number("42");
+  for (char c = 'c'; c <= 'j'; ++c)  // eight more: ten in all, SQS's limit
+    e.message_attributes[std::string(1, c) + "-text"] = sqs::MessageAttributeValue::string("v");
+  test::run(io_, client_->send_message(url, e));
+  auto sqs = sqs_options(url);
+  sqs.dead_letter_queue_url = dlq;
+  Container container(fast_options("dlq-attributes"), make_sqs_source(sqs),
+                      typed_handler<InventoryEvent>(json_decoder<InventoryEvent>(),
+                                                    [](InventoryEvent&, Message&) {}));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().dead_lettered == 1; }));
+  container.stop();
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = dlq;
+  r.wait_time_seconds = 1;
+  const auto dead = test::run(io_, client_->receive_message(r));
+  ASSERT_EQ(dead.size(), 1u);
+  const auto& attributes = dead[0].message_attributes;
+  EXPECT_EQ(attributes.size(), 10u);
+  for (const char* ours : {"sluice-reject-reason", "sluice-source-queue", "sluice-message-id"})
+    EXPECT_TRUE(attributes.count(ours)) << ours;
+  ASSERT_TRUE(attributes.count("a-blob"));
+  EXPECT_EQ(attributes.at("a-blob").data_type, "String");
+  EXPECT_EQ(attributes.at("a-blob").string_value, "AP8=");
+  ASSERT_TRUE(attributes.count("b-count"));
+  EXPECT_EQ(attributes.at("b-count").data_type, "String");
+  EXPECT_EQ(attributes.at("b-count").string_value, "42");
+  EXPECT_TRUE(attributes.count("g-text"));   // the seventh original, in name order
+  EXPECT_FALSE(attributes.count("h-text"));  // no room left
+}
+
 TEST_F(ContainerTest, BatchListenerSettlesPerMessage) {
   const std::string url = make_queue("batch");
   publish(url, 40, [](int i) { return std::to_string(i); });
