@@ -16,9 +16,12 @@
 //   FIFO ceiling and sluice run FIFO on 20 message groups;
 //   --node: the Node peers (bench/node-peer/consumer.mjs): 8 sqs-consumer instances,
 //           and 16 loops on one @aws-sdk client, each with a pg pool of 8.
-// Usage: bench_pipeline [COUNT] [--node] [--repeat N] [--pin]
-//   --pin  the emulator on CPU 0; PostgreSQL, the contender and this harness on CPU 1:
-//          the queue server is never starved by the consumer it serves.
+// Usage: bench_pipeline [COUNT] [--node] [--repeat N] [--pin] [--requests]
+//   --pin       the emulator on CPU 0; PostgreSQL, the contender and this harness on CPU
+//               1: the queue server is never starved by the consumer it serves.
+//   --requests  each contender talks to the emulator through a counting proxy (in this
+//               process), and its SQS requests per 1,000 messages are printed, up to the
+//               clock's stop; the proxy's hop costs time and CPU: not a timing run.
 // Environment: BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
 // BENCH_BATCH (100), BENCH_WRITERS (4) for the sluice contenders; BENCH_LOG_LEVEL (error),
 // BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, sluice, sluice-per-record,
@@ -32,6 +35,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "app/config.hpp"
@@ -42,6 +46,7 @@
 #include "pipeline/transform.hpp"
 #include "sluice/sqs/client.hpp"
 #include "support/emulator.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
 
@@ -54,10 +59,9 @@ std::string env_or(const char* name, const char* fallback) {
   return v && *v ? v : fallback;
 }
 
-std::string config_yaml(const std::string& url, const std::string& dsn, const std::string& table,
-                        int batch, int writers) {
-  return "source:\n  queue_url: " + url +
-         "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
+std::string config_yaml(const std::string& url, const std::string& endpoint, const std::string& dsn,
+                        const std::string& table, int batch, int writers) {
+  return "source:\n  queue_url: " + url + "\n  endpoint_url: " + endpoint +
          "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " + env_or("BENCH_RECEIVES", "8") +
          "\n  max_in_flight: " + env_or("BENCH_INFLIGHT", "1000") +
          "\n  worker_threads: " + env_or("BENCH_WORKERS", "0") + "\n" +
@@ -83,18 +87,21 @@ void pin(pid_t pid, int cpu) {
 
 static int run_bench(int argc, char** argv) {
   int count = 30000, repeat = 1;
-  bool node = false, pinned = false;
+  bool node = false, pinned = false, count_requests = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--node") == 0)
       node = true;
     else if (std::strcmp(argv[i], "--pin") == 0)
       pinned = true;
+    else if (std::strcmp(argv[i], "--requests") == 0)
+      count_requests = true;
     else if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
       repeat = std::atoi(argv[++i]);
     else if (std::atoi(argv[i]) > 0)
       count = std::atoi(argv[i]);
     else {
-      std::fprintf(stderr, "usage: %s [COUNT] [--node] [--repeat N] [--pin]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [COUNT] [--node] [--repeat N] [--pin] [--requests]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -121,7 +128,9 @@ static int run_bench(int argc, char** argv) {
   } remove_rows{rows_file};
   {
     const pipeline::Transformer transformer(
-        app::parse_config(config_yaml("http://127.0.0.1:1/0/q", pg.dsn(), "t", 100, 4)).transform);
+        app::parse_config(
+            config_yaml("http://127.0.0.1:1/0/q", emulator.endpoint(), pg.dsn(), "t", 100, 4))
+            .transform);
     std::ofstream out(rows_file);
     for (const auto& body : events.bodies) {
       pipeline::MessageView view;
@@ -163,6 +172,8 @@ static int run_bench(int argc, char** argv) {
     PQclear(PQexec(conn, statement.c_str()));
     PQfinish(conn);
   };
+  // Where the contenders send their SQS requests: the emulator, or a counting proxy.
+  std::string endpoint = emulator.endpoint();
   for (int run = 1; run <= repeat; ++run) {
     const std::string tag = std::to_string(getpid()) + "_" + std::to_string(run);
     double ceiling_rate = 0, fifo_ceiling_rate = 0, db_ceiling_rate = 0;
@@ -197,8 +208,32 @@ static int run_bench(int argc, char** argv) {
       watch.dsn = pg.dsn();
       watch.table = table;
       watch.expected_rows = expected_rows;
+      std::optional<test::HttpFaultProxy> counter;
+      if (count_requests) {
+        counter.emplace("127.0.0.1", emulator.port(), test::HttpFaults{});
+        endpoint = counter->endpoint();
+      }
       sql("CHECKPOINT");  // the last contender's dirty pages are not this one's cost
       const auto r = bench::observe(command(url, table), watch);
+      if (counter) {
+        // What the contender asked for up to the clock's stop (its shutdown is not counted).
+        auto per_1000 = [&](const char* action) { return counter->count(action) * 1000.0 / count; };
+        const double receives = per_1000("ReceiveMessage"),
+                     batches = per_1000("DeleteMessageBatch"), singles = per_1000("DeleteMessage"),
+                     visibility = per_1000("ChangeMessageVisibilityBatch") +
+                                  per_1000("ChangeMessageVisibility");
+        const double total = receives + batches + singles + visibility;
+        std::printf(
+            "     %s: SQS requests per 1,000 messages %.0f (receive %.0f, delete batch %.0f, "
+            "delete %.0f, visibility %.0f)\n",
+            id, total, receives, batches, singles, visibility);
+        std::printf(
+            "DATA requests run=%d id=%s per_1000=%.1f receive=%.1f delete_batch=%.1f delete=%.1f "
+            "visibility=%.1f\n",
+            run, id, total, receives, batches, singles, visibility);
+        counter.reset();
+        endpoint = emulator.endpoint();
+      }
       if (writes) sql("DROP TABLE IF EXISTS \"" + table + "\"");  // no autovacuum later
       const double rate = count / r.seconds;
       if (std::string(id) == "ceiling") ceiling_rate = rate;
@@ -226,12 +261,12 @@ static int run_bench(int argc, char** argv) {
       std::fflush(stdout);
     };
     auto raw = [&](const std::string& url, const std::string&) {
-      return std::vector<std::string>{bin + "/bench_sqs_raw", emulator.endpoint(), url,
-                                      std::to_string(count), "8"};
+      return std::vector<std::string>{bin + "/bench_sqs_raw", endpoint, url, std::to_string(count),
+                                      "8"};
     };
     auto raw_db = [&](const std::string& url, const std::string& table) {
       return std::vector<std::string>{bin + "/bench_sqs_raw",
-                                      emulator.endpoint(),
+                                      endpoint,
                                       url,
                                       std::to_string(count),
                                       "8",
@@ -242,7 +277,8 @@ static int run_bench(int argc, char** argv) {
     auto sluice = [&](int batch_size, int writer_count) {
       return [&, batch_size, writer_count](const std::string& url, const std::string& table) {
         const std::string config = "/tmp/sluice-bench-" + table + ".yaml";
-        std::ofstream(config) << config_yaml(url, pg.dsn(), table, batch_size, writer_count);
+        std::ofstream(config) << config_yaml(url, endpoint, pg.dsn(), table, batch_size,
+                                             writer_count);
         std::vector<std::string> argv;
         // BENCH_WRAP: a profiler in front of sluice, e.g. "/usr/bin/perf record -o F --".
         std::istringstream wrap(env_or("BENCH_WRAP", ""));
@@ -260,7 +296,7 @@ static int run_bench(int argc, char** argv) {
                                         root + "/bench/node-peer/consumer.mjs",
                                         mode,
                                         url,
-                                        emulator.endpoint(),
+                                        endpoint,
                                         pg.dsn(),
                                         table};
       };
