@@ -70,9 +70,10 @@ std::string sluice_config(const std::string& queue, const std::string& dsn,
     const char* v = std::getenv(name);
     return std::string(v ? v : fallback);
   };
-  return "source:\n  type: rabbitmq\n  amqp_url: " + test::RabbitMq::shared().uri() +
-         "\n  queue: " + queue + "\n  concurrency: " + env("BENCH_CONSUMERS", "4") +
-         "\n  prefetch: 250\n  max_in_flight: " + env("BENCH_INFLIGHT", "4000") +
+  return "source:\n  type: rabbitmq\n  rabbitmq:\n    url: " + test::RabbitMq::shared().uri() +
+         "\n    queue: " + queue +
+         "\n    prefetch: 250\n  concurrency: " + env("BENCH_CONSUMERS", "4") +
+         "\n  max_in_flight: " + env("BENCH_INFLIGHT", "4000") +
          "\n  worker_threads: 2\nnormalize:\n  fields:\n"
          "    - {name: skuId, from: /skuId, required: true}\n"
          "    - {name: locationId, from: /locationId, required: true}\n"

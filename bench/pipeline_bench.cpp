@@ -61,9 +61,9 @@ std::string env_or(const char* name, const char* fallback) {
 
 std::string config_yaml(const std::string& url, const std::string& endpoint, const std::string& dsn,
                         const std::string& table, int batch, int writers) {
-  return "source:\n  queue_url: " + url + "\n  endpoint_url: " + endpoint +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: " + env_or("BENCH_RECEIVES", "8") +
-         "\n  max_in_flight: " + env_or("BENCH_INFLIGHT", "1000") +
+  return "source:\n  sqs:\n    queue_url: " + url + "\n    endpoint_url: " + endpoint +
+         "\n    region: us-east-1\n    poll_wait: 1s\n  concurrency: " +
+         env_or("BENCH_RECEIVES", "8") + "\n  max_in_flight: " + env_or("BENCH_INFLIGHT", "1000") +
          "\n  worker_threads: " + env_or("BENCH_WORKERS", "0") + "\n" +
          test::inventory_stages_yaml() + "sink:\n  type: postgres\n  table: " + table +
          "\n  batch_size: " + std::to_string(batch) + "\n  writers: " + std::to_string(writers) +

@@ -353,7 +353,7 @@ class AmqpSource final : public runtime::Source {
           first = false;
         } else {
           ++recoveries_;
-          gauge("amqp_recoveries", static_cast<double>(recoveries_));
+          gauge("amqp_connection_recoveries", static_cast<double>(recoveries_));
           spdlog::info("amqp event=connection_recovered source=\"{}\" consumers={}", describe_,
                        active_consumers());
         }

@@ -13,41 +13,11 @@
 #include <set>
 #include <sstream>
 
-#include "amqp/connection.hpp"
 #include "app/metrics.hpp"
 #include "common/redact.hpp"
-#include "sluice/aws/http.hpp"
 
 namespace sluice::app {
-std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  const std::string unit = text.substr(used);
-  long long factor = 0;
-  if (unit == "ms")
-    factor = 1;
-  else if (unit == "s")
-    factor = 1000;
-  else if (unit == "m")
-    factor = 60'000;
-  else if (unit == "h")
-    factor = 3'600'000;
-  else
-    return std::nullopt;
-  long long ms = 0;
-  if (__builtin_mul_overflow(v, factor, &ms)) return std::nullopt;  // never wrap
-  return std::chrono::milliseconds(ms);
-}
-
-static std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max) {
-  return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) + "ms to " +
-         std::to_string(max.count()) + "ms";
-}
+using namespace config;
 
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& value,
                                         std::chrono::milliseconds min,
@@ -63,136 +33,6 @@ namespace {
 
 // ------------------------------------------------------------------ value parsing
 
-// An error about a secret that is safe to show: it repeats the value redacted (a URI
-// with its password as ***), which says more than "not shown".
-struct RedactedConfigError : ConfigError {
-  using ConfigError::ConfigError;
-};
-
-std::string shown(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "(empty)";
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  YAML::Emitter out;
-  out << YAML::Flow << node;
-  return out.c_str();
-}
-
-[[noreturn]] void bad(const std::string& key, const YAML::Node& node, const std::string& expected) {
-  throw ConfigError(key + ": got " + shown(node) + ", expected " + expected);
-}
-
-std::string as_string(const YAML::Node& n, const std::string& key) {
-  if (!n.IsScalar()) bad(key, n, "a string");
-  return n.Scalar();
-}
-
-long long as_int(const YAML::Node& n, const std::string& key, long long min, long long max) {
-  const std::string range = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
-  if (!n.IsScalar()) bad(key, n, range);
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(n.Scalar(), &used);
-  } catch (...) {
-    bad(key, n, range);
-  }
-  if (used != n.Scalar().size() || v < min || v > max) bad(key, n, range);
-  return v;
-}
-
-bool as_bool(const YAML::Node& n, const std::string& key) {
-  if (n.IsScalar()) {
-    const std::string& s = n.Scalar();
-    if (s == "true" || s == "yes" || s == "on") return true;
-    if (s == "false" || s == "no" || s == "off") return false;
-  }
-  bad(key, n, "true or false");
-}
-
-std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& key,
-                                      std::chrono::milliseconds min,
-                                      std::chrono::milliseconds max) {
-  const auto d = n.IsScalar() ? parse_duration(n.Scalar()) : std::nullopt;
-  if (!d || *d < min || *d > max) bad(key, n, duration_expected(min, max));
-  return *d;
-}
-
-// For limits the API takes in whole seconds (SQS WaitTimeSeconds, VisibilityTimeout):
-// 500ms is refused, not silently made 0.
-std::chrono::seconds as_whole_seconds(const YAML::Node& n, const std::string& key,
-                                      std::chrono::seconds min, std::chrono::seconds max) {
-  const auto d = as_duration(n, key, min, max);
-  if (d.count() % 1000 != 0)
-    bad(key, n,
-        "whole seconds (the SQS API takes seconds), from " + std::to_string(min.count()) + "s to " +
-            std::to_string(max.count()) + "s");
-  return std::chrono::duration_cast<std::chrono::seconds>(d);
-}
-
-// An http(s) URL whose path names a queue: /ACCOUNT/NAME.
-std::string as_queue_url(const YAML::Node& n, const std::string& key) {
-  const std::string text = as_string(n, key);
-  if (text.empty()) return text;
-  if (text.find('@') != std::string::npos)
-    throw ConfigError(key + ": got '" + common::redact_password(text) +
-                      "', expected a queue URL without credentials in it (they come from the AWS "
-                      "settings)");
-  aws::Url url;
-  try {
-    url = aws::Url::parse(text);
-  } catch (const std::exception&) {
-    bad(key, n, "an SQS queue URL such as https://sqs.us-east-1.amazonaws.com/123456789012/orders");
-  }
-  const auto account_end = url.target.find('/', 1);
-  if (url.target.size() < 4 || account_end == std::string::npos || account_end == 1 ||
-      account_end + 1 >= url.target.size() ||
-      url.target.find_first_of("/?# ", account_end + 1) != std::string::npos)
-    bad(key, n,
-        "an SQS queue URL whose path is /ACCOUNT/QUEUE_NAME, such as "
-        "https://sqs.us-east-1.amazonaws.com/123456789012/orders");
-  return text;
-}
-
-std::string as_endpoint_url(const YAML::Node& n, const std::string& key) {
-  const std::string text = as_string(n, key);
-  if (text.empty()) return text;
-  if (text.find('@') != std::string::npos)
-    throw ConfigError(key + ": got '" + common::redact_password(text) +
-                      "', expected an endpoint URL without credentials in it");
-  try {
-    aws::Url::parse(text);
-  } catch (const std::exception&) {
-    bad(key, n, "an http:// or https:// URL such as http://127.0.0.1:4566");
-  }
-  return text;
-}
-
-// A file that must exist and be readable when given (certificates, keys).
-std::string as_file_path_or_empty(const YAML::Node& n, const std::string& key) {
-  const std::string path = as_string(n, key);
-  if (path.empty()) return path;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path))
-    bad(key, n, "a readable file");
-  return path;
-}
-
-std::string as_enum(const YAML::Node& n, const std::string& key,
-                    const std::vector<std::string>& values) {
-  std::string list;
-  for (const auto& v : values) list += (list.empty() ? "" : ", ") + v;
-  if (!n.IsScalar() || std::find(values.begin(), values.end(), n.Scalar()) == values.end())
-    bad(key, n, "one of " + list);
-  return n.Scalar();
-}
-
-std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& key) {
-  if (!n.IsSequence()) bad(key, n, "a list of strings");
-  std::vector<std::string> out;
-  for (const auto& item : n) out.push_back(as_string(item, key + "[]"));
-  return out;
-}
-
 nlohmann::json as_json_scalar(const YAML::Node& n, const std::string& key) {
   if (!n.IsScalar()) bad(key, n, "a scalar value");
   const std::string& s = n.Scalar();
@@ -206,164 +46,38 @@ nlohmann::json as_json_scalar(const YAML::Node& n, const std::string& key) {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Apply = std::function<void(PipelineConfig&, const YAML::Node&, const std::string& key)>;
+using Option = config::Option<PipelineConfig>;
 
-struct Option {
-  Option(std::string key_, std::string type_, std::string default_, std::string doc_, Apply apply_,
-         std::string env_ = {}, bool secret_ = false)
-      : key(std::move(key_)),
-        type(std::move(type_)),
-        default_value(std::move(default_)),
-        doc(std::move(doc_)),
-        apply(std::move(apply_)),
-        env(std::move(env_)),
-        secret(secret_) {}
-  std::string key;
-  std::string type;
-  std::string default_value;  // parsed through `apply` before the file is read
-  std::string doc;
-  Apply apply;
-  std::string env;  // environment variable that overrides the file
-  bool secret = false;
-};
+// The names of the registered drivers, for source.type.
+std::vector<std::string> driver_names() {
+  std::vector<std::string> names;
+  for (const auto* d : driver::registered_drivers()) names.emplace_back(d->name());
+  return names;
+}
+
+std::string driver_list() {
+  std::string list;
+  for (const auto& name : driver_names()) list += (list.empty() ? "" : " | ") + name;
+  return list;
+}
 
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       // --- source
-      {"source.type", "enum: sqs | rabbitmq", "sqs",
-       "The queue service: Amazon SQS (and SQS-compatible emulators) or RabbitMQ (AMQP 0-9-1).",
-       [](auto& c, auto& n, auto& k) {
-         c.source = as_enum(n, k, {"sqs", "rabbitmq"}) == "rabbitmq" ? SourceType::rabbitmq
-                                                                     : SourceType::sqs;
-       },
+      {"source.type", "enum: " + driver_list(), driver_names().front(),
+       "Where messages come from; each source has its own keys under source.<type> (the "
+       "sections below). The other source.* keys are the container's, for every source.",
+       [](auto& c, auto& n, auto& k) { c.source_type = as_enum(n, k, driver_names()); },
        "SLUICE_SOURCE_TYPE"},
-      {"source.queue_url", "string", "", "SQS queue URL to drain (required for sqs).",
-       [](auto& c, auto& n, auto& k) { c.sqs.queue_url = as_queue_url(n, k); }, "SLUICE_QUEUE_URL"},
-      {"source.amqp_url", "string", "amqp://guest:guest@127.0.0.1:5672/%2f",
-       "RabbitMQ: amqp://user:password@host:port/vhost (amqps:// for TLS; %2f is the vhost /).",
-       [](auto& c, auto& n, auto& k) {
-         const std::string text = as_string(n, k);
-         try {
-           amqp::parse_uri(text);
-         } catch (const std::invalid_argument& e) {
-           throw RedactedConfigError(k + ": " + e.what());  // shows the URI redacted
-         }
-         c.amqp.uri = text;
-       },
-       "SLUICE_AMQP_URL", true},
-      {"source.queue", "string", "", "RabbitMQ: the queue to consume (required for rabbitmq).",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.queue = as_string(n, k);
-         if (c.amqp.queue.size() > 255) bad(k, n, "a queue name of at most 255 bytes");
-       },
-       "SLUICE_AMQP_QUEUE"},
-      {"source.prefetch", "integer", "250",
-       "RabbitMQ: unacknowledged deliveries per consumer (basic.qos): max(prefetch, "
-       "batch_size), at most max_in_flight / MAX consumers, so the broker never has more than "
-       "max_in_flight out.",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.prefetch = static_cast<int>(as_int(n, k, 1, 65535));
-       }},
-      {"source.batch_size", "integer", "1",
-       "RabbitMQ: deliveries that end a consumer's cycle (Spring's batchSize; see "
-       "docs/rabbitmq.md).",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.batch_size = static_cast<int>(as_int(n, k, 1, 65535));
-       }},
-      {"source.receive_timeout", "duration", "1s",
-       "RabbitMQ: a consumer's cycle ends after this long without a delivery.",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.receive_timeout = as_duration(n, k, milliseconds(10), seconds(3600));
-       }},
-      {"source.consecutive_active_trigger", "integer", "10",
-       "RabbitMQ: a consumer active this many cycles in a row starts another (up to MAX).",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.consecutive_active_trigger = static_cast<int>(as_int(n, k, 1, 100000));
-       }},
-      {"source.consecutive_idle_trigger", "integer", "10",
-       "RabbitMQ: a consumer idle this many cycles in a row stops (down to MIN).",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.consecutive_idle_trigger = static_cast<int>(as_int(n, k, 1, 100000));
-       }},
-      {"source.start_consumer_min_interval", "duration", "10s",
-       "RabbitMQ: at least this long between two consumers started.",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.start_consumer_min_interval = as_duration(n, k, milliseconds(0), seconds(86400));
-       }},
-      {"source.stop_consumer_min_interval", "duration", "60s",
-       "RabbitMQ: at least this long between two consumers stopped.",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.stop_consumer_min_interval = as_duration(n, k, milliseconds(0), seconds(86400));
-       }},
-      {"source.recovery_interval", "duration", "5s",
-       "RabbitMQ: a lost connection or consumer is recovered after 500ms, doubling up to this.",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.recovery_interval = as_duration(n, k, milliseconds(100), seconds(3600));
-       }},
-      {"source.retry_hold_max", "duration", "5m",
-       "RabbitMQ: a failed message is held (unacknowledged) for its backoff, at most this long, "
-       "then nacked with requeue; keep it under the broker's consumer_timeout (30m).",
-       [](auto& c, auto& n, auto& k) {
-         c.amqp.retry_hold_max = as_duration(n, k, milliseconds(0), seconds(86400));
-       }},
-      {"source.amqp_heartbeat", "duration", "60s",
-       "RabbitMQ: the connection heartbeat asked for (whole seconds; 0s: none); a broker silent "
-       "for two of them is taken for lost.",
-       [](auto& c, auto& n, auto& k) {
-         const auto d = as_duration(n, k, milliseconds(0), seconds(65535));
-         if (d.count() % 1000 != 0)
-           bad(k, n, "whole seconds from 0s to 65535s (AMQP counts seconds)");
-         c.amqp.heartbeat = std::chrono::duration_cast<seconds>(d);
-       }},
-      {"source.connection_name", "string", "sluice",
-       "RabbitMQ: the connection's name as the broker shows it.",
-       [](auto& c, auto& n, auto& k) { c.amqp.connection_name = as_string(n, k); }},
-      {"source.ca_file", "string", "",
-       "RabbitMQ over amqps://: the CA certificates (PEM) that signed the broker's; empty: the "
-       "system's.",
-       [](auto& c, auto& n, auto& k) { c.amqp.ca_file = as_file_path_or_empty(n, k); }},
-      {"source.verify_hostname", "boolean", "true",
-       "RabbitMQ over amqps://: the broker's certificate must name the URL's host.",
-       [](auto& c, auto& n, auto& k) { c.amqp.verify_hostname = as_bool(n, k); }},
-      {"source.dead_letter_exchange", "boolean", "false",
-       "RabbitMQ: the queue has an x-dead-letter-exchange: rejected messages go there "
-       "(basic.reject without requeue) as well as to the rejects table. false: they are kept in "
-       "the rejects table and acked.",
-       [](auto& c, auto& n, auto& k) { c.amqp_dead_letter_exchange = as_bool(n, k); }},
       {"source.wait_for_queue", "boolean", "false",
        "A queue that does not exist at start: wait for it to be created (logging) instead of "
        "exiting with code 2 (Spring's missingQueuesFatal, inverted).",
        [](auto& c, auto& n, auto& k) { c.wait_for_queue = as_bool(n, k); }},
-      {"source.region", "string", "",
-       "AWS region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile.",
-       [](auto& c, auto& n, auto& k) { c.sqs.client.region = as_string(n, k); }, "SLUICE_REGION"},
-      {"source.endpoint_url", "string", "",
-       "SQS endpoint, for local emulators; empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, the "
-       "profile, AWS.",
-       [](auto& c, auto& n, auto& k) { c.sqs.client.endpoint_url = as_endpoint_url(n, k); },
-       "SLUICE_SQS_ENDPOINT"},
-      {"source.fifo", "enum: auto | on | off", "auto",
-       "FIFO: each MessageGroupId in order into the sink, groups in parallel. auto: the queue's "
-       "FifoQueue attribute (its URL's .fifo if unreadable).",
-       [](auto& c, auto& n, auto& k) {
-         const std::string f = as_enum(n, k, {"auto", "on", "off"});
-         c.sqs.fifo = f == "on" ? FifoMode::on : f == "off" ? FifoMode::off : FifoMode::auto_detect;
-       }},
       {"source.max_in_flight", "integer", "100",
        "Messages held at once (received, not yet settled): seed 001's maxConcurrentMessages. "
        "Bounds memory.",
        [](auto& c, auto& n, auto& k) {
          c.container.max_in_flight = static_cast<int>(as_int(n, k, 1, 100000));
-       }},
-      {"source.max_messages_per_poll", "integer", "10",
-       "Messages asked for by one receive (SQS allows 10).",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.max_messages_per_poll = static_cast<int>(as_int(n, k, 1, 10));
-       }},
-      {"source.poll_wait", "duration", "20s",
-       "Long-poll wait of each receive (SQS allows up to 20s).",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.poll_wait = as_whole_seconds(n, k, seconds(0), seconds(20));
        }},
       {"source.concurrency", "string", "1-4",
        "N or MIN-MAX (Spring's syntax), elastic between MIN and MAX: concurrent receives (SQS), "
@@ -405,11 +119,6 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          c.container.error_backoff_max = as_duration(n, k, milliseconds(1), seconds(3600));
        }},
-      {"source.visibility_timeout", "duration", "30s",
-       "Visibility asked for on every receive; extended by the heartbeat while a message is held.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.visibility_timeout = as_whole_seconds(n, k, seconds(1), seconds(43200));
-       }},
       {"source.heartbeat", "boolean", "true",
        "Extend the visibility of held messages before it runs out.",
        [](auto& c, auto& n, auto& k) { c.container.heartbeat = as_bool(n, k); }},
@@ -447,54 +156,10 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          c.container.shutdown_deadline = as_duration(n, k, milliseconds(0), seconds(3600));
        }},
-      {"source.delete_batch_size", "integer", "10",
-       "Deletes (acks) are sent in batches of this many (SQS allows 10) ...",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.delete_batch_size = static_cast<int>(as_int(n, k, 1, 10));
-       }},
-      {"source.delete_flush_interval", "duration", "100ms",
-       "... or after this long; so are visibility changes. Always flushed on stop.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.delete_flush_interval = as_duration(n, k, milliseconds(1), seconds(10));
-       }},
-      {"source.large_payloads.enabled", "boolean", "false",
-       "SQS: bodies the AWS extended clients stored in S3 (an S3 pointer with the "
-       "ExtendedPayloadSize attribute) are fetched before decode; the pipeline sees the "
-       "real body (decode.max_body_bytes then defaults to max_bytes_in_flight, at most 1 GiB).",
-       [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.enabled = as_bool(n, k); }},
-      {"source.large_payloads.max_bytes_in_flight", "integer", "268435456",
-       "Payload bytes held at once; a handler call waits for room. A payload larger than this is "
-       "rejected with reason payload_too_large.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.large_payloads.max_bytes_in_flight =
-             static_cast<std::uint64_t>(as_int(n, k, 1, 1LL << 40));
-       }},
-      {"source.large_payloads.delete_after_ack", "boolean", "false",
-       "Delete each S3 object once its message is deleted from the queue (off by default, as "
-       "in the Java extended client).",
-       [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.delete_after_ack = as_bool(n, k); }},
-      {"source.large_payloads.region", "string", "", "The buckets' region; empty: the queue's.",
-       [](auto& c, auto& n, auto& k) { c.sqs.large_payloads.s3.region = as_string(n, k); }},
-      {"source.large_payloads.endpoint_url", "string", "",
-       "S3 endpoint, for local emulators; empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the "
-       "profile, AWS.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqs.large_payloads.s3.endpoint_url = as_endpoint_url(n, k);
-       },
-       "SLUICE_S3_ENDPOINT"},
-      {"source.large_payloads.addressing", "enum: auto | path | virtual", "auto",
-       "S3 addressing: auto is virtual-hosted on AWS's endpoints for host-safe bucket names, "
-       "path-style elsewhere (emulators).",
-       [](auto& c, auto& n, auto& k) {
-         const std::string a = as_enum(n, k, {"auto", "path", "virtual"});
-         c.sqs.large_payloads.s3.addressing = a == "path"      ? s3::AddressingStyle::path
-                                              : a == "virtual" ? s3::AddressingStyle::virtual_hosted
-                                                               : s3::AddressingStyle::auto_detect;
-       }},
       // --- decode
       {"decode.max_body_bytes", "integer", "262144",
-       "Larger bodies are rejected as malformed. With source.large_payloads.enabled the "
-       "default is source.large_payloads.max_bytes_in_flight (at most 1 GiB).",
+       "Larger bodies are rejected as malformed. With source.sqs.large_payloads.enabled the "
+       "default is source.sqs.large_payloads.max_bytes_in_flight (at most 1 GiB).",
        [](auto& c, auto& n, auto& k) {
          c.max_body_bytes_set = true;
          c.transform.max_body_bytes = static_cast<std::size_t>(as_int(n, k, 1, 1 << 30));
@@ -621,12 +286,6 @@ const std::vector<Option>& options() {
        "Identity in _id (derived from the hash) instead of the seed's separate unique index.",
        [](auto& c, auto& n, auto& k) { c.mongodb.id_from_hash = as_bool(n, k); }},
       // --- dead letters
-      {"dead_letter.queue_url", "string", "",
-       "SQS queue for rejected messages: the body, the reason and the original message "
-       "attributes as String values (Binary ones base64), as many as fit in SQS's 10 beside "
-       "Sluice's three; empty: none.",
-       [](auto& c, auto& n, auto& k) { c.sqs.dead_letter_queue_url = as_queue_url(n, k); },
-       "SLUICE_DEAD_LETTER_QUEUE_URL"},
       {"dead_letter.table", "boolean", "true",
        "Also keep rejected messages in the sink's rejects table.",
        [](auto& c, auto& n, auto& k) { c.writer.rejects_table = as_bool(n, k); }},
@@ -767,17 +426,19 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 // Every value goes through here: errors name the key and the environment variable
-// that can set it, and a secret's value is never repeated.
-void apply_option(const Option& o, PipelineConfig& config, const YAML::Node& node,
-                  const std::string& key) {
+// that can set it, and a secret's value is never repeated. `full_key` is the row's
+// key as the file writes it (source.sqs.queue_url for a driver's queue_url).
+template <class Target>
+void apply_option(const config::Option<Target>& o, const std::string& full_key, Target& target,
+                  const YAML::Node& node, const std::string& key) {
   try {
-    o.apply(config, node, key);
+    o.apply(target, node, key);
   } catch (const ConfigError& e) {
     std::string what = o.secret && !dynamic_cast<const RedactedConfigError*>(&e)
                            ? key + ": expected " + o.type + " (the value is secret: not shown)"
                            : e.what();
     if (!o.env.empty() && what.find(o.env) == std::string::npos)
-      what += " [key " + o.key + ", environment variable " + o.env + "]";
+      what += " [key " + full_key + ", environment variable " + o.env + "]";
     throw ConfigError(what);
   }
 }
@@ -788,22 +449,70 @@ const Option* find_option(const std::string& key) {
   return nullptr;
 }
 
+std::string section_of(const driver::SourceDriver& d) {
+  return "source." + std::string(d.name());
+}
+
+// A driver's own key: its row and the driver.
+struct DriverKey {
+  const driver::SourceDriver* driver = nullptr;
+  const driver::SourceOption* option = nullptr;
+};
+DriverKey find_driver_option(const std::string& key) {
+  for (const auto* d : driver::registered_drivers()) {
+    const std::string prefix = section_of(*d) + ".";
+    if (!key.starts_with(prefix)) continue;
+    for (const auto& o : d->options())
+      if (key.compare(prefix.size(), std::string::npos, o.key) == 0) return {d, &o};
+  }
+  return {};
+}
+
+// A key of an earlier release (source.queue_url): its new name (source.sqs.queue_url).
+std::optional<std::string> renamed(const std::string& key) {
+  for (const auto* d : driver::registered_drivers())
+    for (const auto& [old_key, own_key] : d->renamed_keys())
+      if (old_key == key) return section_of(*d) + "." + own_key;
+  return std::nullopt;
+}
+
+// Every key, of the pipeline's table and of every driver's, with or without the earlier
+// names, for "did you mean" suggestions and for sections.
+std::vector<std::string> full_keys(bool with_old_names) {
+  std::vector<std::string> keys;
+  for (const auto& o : options()) keys.push_back(o.key);
+  for (const auto* d : driver::registered_drivers()) {
+    for (const auto& o : d->options()) keys.push_back(section_of(*d) + "." + o.key);
+    if (with_old_names)
+      for (const auto& [old_key, own_key] : d->renamed_keys()) keys.push_back(old_key);
+  }
+  return keys;
+}
+
 bool is_section(const std::string& key) {
-  for (const auto& o : options())
-    if (o.key.rfind(key + ".", 0) == 0) return true;
+  for (const auto& k : full_keys(true))
+    if (k.rfind(key + ".", 0) == 0) return true;
   return false;
 }
 
-// Every option and every section above one, for "did you mean" suggestions.
+// Every option and every section above one (not the earlier names), for suggestions.
 std::vector<std::string> all_keys() {
   std::set<std::string> keys;
-  for (const auto& o : options()) {
-    keys.insert(o.key);
-    for (auto dot = o.key.find('.'); dot != std::string::npos; dot = o.key.find('.', dot + 1))
-      keys.insert(o.key.substr(0, dot));
+  for (const auto& k : full_keys(false)) {
+    keys.insert(k);
+    for (auto dot = k.find('.'); dot != std::string::npos; dot = k.find('.', dot + 1))
+      keys.insert(k.substr(0, dot));
   }
   return {keys.begin(), keys.end()};
 }
+
+// What the loader holds until finalize: every driver's section, since source.type may
+// come after them (or from the environment).
+struct Loading {
+  PipelineConfig config;
+  std::map<std::string, std::unique_ptr<driver::SourceSettings>, std::less<>> sections;
+  std::map<std::string, std::string, std::less<>> written;  // driver -> the first key given
+};
 
 void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::string& key) {
   if (!list.IsSequence()) bad(key, list, "a list of fields");
@@ -830,64 +539,68 @@ void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::str
   }
 }
 
-void walk(PipelineConfig& config, const YAML::Node& node, const std::string& prefix) {
+void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
+  auto& config = loading.config;
   for (const auto& entry : node) {
-    const std::string key =
+    const std::string written =
         prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+    std::string key = written;
+    if (find_option(key) == nullptr && find_driver_option(key).option == nullptr)
+      if (auto now = renamed(key)) {
+        config.warnings.push_back(key + " is now " + *now +
+                                  " (read under its new name; the old name will be refused in "
+                                  "the next release)");
+        key = *now;
+      }
     if (key == "normalize.fields") {
       apply_fields(config, entry.second, key);
     } else if (const Option* option = find_option(key)) {
-      apply_option(*option, config, entry.second, key);
+      apply_option(*option, key, config, entry.second, key);
+    } else if (const auto own = find_driver_option(key); own.option) {
+      const std::string name(own.driver->name());
+      loading.written.try_emplace(name, written);
+      apply_option(*own.option, key, *loading.sections.at(name), entry.second,
+                   key == written ? key : key + " (written " + written + ")");
     } else if (is_section(key)) {
       if (!entry.second.IsMap()) bad(key, entry.second, "a mapping");
-      walk(config, entry.second, key);
+      walk(loading, entry.second, key);
     } else {
       unknown_key(key, all_keys());
     }
   }
 }
 
-void finalize(PipelineConfig& c) {
-  if (c.source == SourceType::sqs && c.sqs.queue_url.empty())
-    throw ConfigError("source.queue_url: missing, expected an SQS queue URL");
-  if (c.source == SourceType::rabbitmq) {
-    if (c.amqp.queue.empty())
-      throw ConfigError(
-          "source.queue: missing, expected the RabbitMQ queue's name (source.type is rabbitmq)");
-    // Spring's concurrency: consumers. The container's own receive loop is single:
-    // a push source's receive only takes what has arrived.
-    if (c.container.auto_concurrency)
-      c.container.max_concurrent_receives =
-          std::clamp(c.container.max_in_flight / std::max(1, c.amqp.prefetch), 1, 64);
-    c.amqp.min_consumers = c.container.min_concurrent_receives;
-    c.amqp.max_consumers = c.container.max_concurrent_receives;
-    if (c.amqp.max_consumers > c.container.max_in_flight)
-      throw ConfigError("source.concurrency: got " + std::to_string(c.amqp.max_consumers) +
-                        " consumers at most, expected at most source.max_in_flight (" +
-                        std::to_string(c.container.max_in_flight) +
-                        "): each consumer holds at least one delivery");
-    if (c.amqp.retry_hold_max < c.container.failure_backoff_base)
-      c.container.failure_backoff_base = c.amqp.retry_hold_max;
-  }
-  // Fetched payloads are the bodies decode sees: by default it takes what the
-  // budget can hold.
-  if (c.source == SourceType::sqs && c.sqs.large_payloads.enabled && !c.max_body_bytes_set)
-    c.transform.max_body_bytes = static_cast<std::size_t>(
-        std::min<std::uint64_t>(c.sqs.large_payloads.max_bytes_in_flight, 1u << 30));
+// normalize.fields[].meta names that only some sources have.
+const std::pair<pipeline::MetaField, const char*> kSourceMeta[] = {
+    {pipeline::MetaField::sent_time, "sent_time"},
+    {pipeline::MetaField::group_id, "group_id"},
+    {pipeline::MetaField::sequence_number, "sequence_number"}};
+
+void finalize(Loading& loading) {
+  auto& c = loading.config;
+  c.source_driver = driver::find_driver(c.source_type);
+  const auto& source = *c.source_driver;
+  // Keys of a source that is not the one chosen are refused, not ignored.
+  for (const auto& [name, key] : loading.written)
+    if (name != source.name())
+      throw ConfigError(key + ": set, but source.type is " + c.source_type +
+                        " (keys of a source that is not chosen are refused: remove them, or set "
+                        "source.type: " +
+                        name + ")");
+  auto settings = std::move(loading.sections.find(source.name())->second);
+  driver::PipelineSettings pipeline_settings{c.container, c.transform.max_body_bytes,
+                                             c.max_body_bytes_set};
+  source.finalize(*settings, pipeline_settings);
+  c.source = std::move(settings);
   c.container.name = "pipeline";
   c.container.ack_mode = AckMode::manual;  // the sink writer settles each message
   // The stages are quick and never block (the writers do the I/O), so a received
   // batch is handled in one worker call: one thread hand-off per poll, not per message.
   c.container.listener_mode = ListenerMode::batch;
-  c.writer.dead_letter_queue = c.source == SourceType::sqs ? !c.sqs.dead_letter_queue_url.empty()
-                                                           : c.amqp_dead_letter_exchange;
-  // The library's checks speak of its own option names: say the YAML keys instead.
+  c.writer.dead_letter_queue = source.dead_letters(*c.source);
+  // The container's checks speak of its own option names: say the YAML keys instead.
   try {
     validate(c.container);
-    if (c.source == SourceType::sqs)
-      validate(c.sqs);
-    else
-      validate(c.amqp);
   } catch (const std::invalid_argument& e) {
     std::string what = e.what();
     static const std::pair<const char*, const char*> keys[] = {
@@ -896,31 +609,31 @@ void finalize(PipelineConfig& c) {
         {"container option error_backoff_max", "source.receive_error_backoff_max"},
         {"container option min_concurrent_receives", "source.concurrency (MIN)"},
         {"container option max_concurrent_receives", "source.concurrency (MAX)"},
-        {"container option ", "source."},
-        {"SQS source option ", "source."},
-        {"AMQP source option uri", "source.amqp_url"},
-        {"AMQP source option min_consumers", "source.concurrency (MIN)"},
-        {"AMQP source option max_consumers", "source.concurrency (MAX)"},
-        {"AMQP source option ", "source."}};
+        {"container option ", "source."}};
     for (const auto& [from, to] : keys)
       if (auto at = what.find(from); at != std::string::npos)
         what.replace(at, std::string_view(from).size(), to);
     throw ConfigError(what);
   }
-  // A heartbeat that comes less often than half the visibility can let a held message
-  // reappear: refused here rather than corrected at run time.
-  if (c.source == SourceType::sqs && c.container.heartbeat &&
-      c.container.heartbeat_interval.count() > 0 &&
-      c.container.heartbeat_interval * 2 > c.sqs.visibility_timeout)
-    throw ConfigError("source.heartbeat_interval: got " +
-                      std::to_string(c.container.heartbeat_interval.count()) +
-                      "ms, expected at most half of source.visibility_timeout (" +
-                      std::to_string(c.sqs.visibility_timeout.count()) + "s)");
   try {
     pipeline::validate(c.transform);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
+  // A message property the chosen source does not have would be null in every record.
+  const auto offered = source.meta_fields();
+  for (std::size_t i = 0; i < c.transform.fields.size(); ++i)
+    for (const auto& [field, name] : kSourceMeta)
+      if (c.transform.fields[i].meta == field &&
+          std::find(offered.begin(), offered.end(), name) == offered.end()) {
+        std::string list;
+        for (const auto& o : offered) list += (list.empty() ? "" : ", ") + o;
+        throw ConfigError("normalize.fields[" + std::to_string(i) + "].meta: got '" + name +
+                          "', expected a property the " + c.source_type + " source has (" +
+                          (list.empty() ? std::string("none of its own") : list) +
+                          ") or one every message has (message_id, received_time, "
+                          "receive_count, source, sns_*)");
+      }
   // Typed columns take the type of their field.
   for (auto& column : c.postgres.columns) {
     auto it = std::find_if(c.transform.fields.begin(), c.transform.fields.end(),
@@ -944,13 +657,36 @@ void finalize(PipelineConfig& c) {
     c.writer.writers = 1;  // one writer per file
 }
 
+// The environment's value of a row, applied as if the file had it.
+template <class Target>
+void apply_environment(const config::Option<Target>& o, const std::string& full_key,
+                       Target& target) {
+  if (o.env.empty()) return;
+  if (const char* value = std::getenv(o.env.c_str()); value && *value) {
+    const YAML::Node node{std::string(value)};
+    try {
+      apply_option(o, full_key, target, node, full_key + " (from " + o.env + ")");
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("environment: ") + e.what());
+    }
+  }
+}
+
 }  // namespace
 
 PipelineConfig parse_config(const std::string& yaml_text, const std::string& origin) {
-  PipelineConfig config;
+  Loading loading;
+  auto& config = loading.config;
   for (const auto& o : options())
     if (!o.default_value.empty() && o.apply)
       o.apply(config, YAML::Load(o.default_value), o.key + " (default)");
+  for (const auto* d : driver::registered_drivers()) {
+    auto settings = d->make_settings();
+    for (const auto& o : d->options())
+      if (!o.default_value.empty())
+        o.apply(*settings, YAML::Load(o.default_value), o.key + " (default)");
+    loading.sections.emplace(std::string(d->name()), std::move(settings));
+  }
   config.max_body_bytes_set = false;  // only the file or the environment set it
   YAML::Node root;
   try {
@@ -961,28 +697,24 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
   if (!root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping at the top level");
     try {
-      walk(config, root, "");
+      walk(loading, root, "");
     } catch (const ConfigError& e) {
       throw ConfigError(origin + ": " + e.what());
     }
   }
-  for (const auto& o : options()) {
-    if (o.env.empty()) continue;
-    if (const char* value = std::getenv(o.env.c_str()); value && *value) {
-      const YAML::Node node{std::string(value)};
-      try {
-        apply_option(o, config, node, o.key + " (from " + o.env + ")");
-      } catch (const ConfigError& e) {
-        throw ConfigError(std::string("environment: ") + e.what());
-      }
-    }
-  }
+  // The environment: the pipeline's keys (source.type among them), then those of the
+  // chosen source only (a variable meant for another source is not this one's).
+  for (const auto& o : options()) apply_environment(o, o.key, config);
+  const auto* chosen = driver::find_driver(config.source_type);
+  for (const auto& o : chosen->options())
+    apply_environment(o, section_of(*chosen) + "." + o.key,
+                      *loading.sections.at(config.source_type));
   try {
-    finalize(config);
+    finalize(loading);
   } catch (const ConfigError& e) {
     throw ConfigError(origin + ": " + e.what());
   }
-  return config;
+  return std::move(loading.config);
 }
 
 PipelineConfig load_config(const std::string& path) {
@@ -1010,16 +742,41 @@ std::string configuration_markdown() {
   std::ostringstream out;
   out << "# Configuration\n\n"
       << "Generated by `sluice config docs` from the option table in `src/app/config.cpp`\n"
-      << "(a test keeps this file and the table in step). Durations take a unit: `250ms`,\n"
+      << "and those of the source drivers (`src/<source>/driver.cpp`); a test keeps this\n"
+      << "file and the tables in step. Durations take a unit: `250ms`,\n"
       << "`20s`, `5m`, `1h`. Unknown keys, wrong types and impossible values are errors that\n"
       << "name the key, the value and what was expected. Environment variables override the\n"
       << "file. AWS credentials and region come from the usual AWS places (see README).\n\n"
       << "| key | type | default | environment | meaning |\n|---|---|---|---|---|\n";
-  for (const auto& o : options())
-    out << "| `" << o.key << "` | " << cell(o.type) << " | "
+  auto row = [&](const std::string& key, const auto& o) {
+    out << "| `" << key << "` | " << cell(o.type) << " | "
         << (o.default_value.empty() ? "" : "`" + o.default_value + "`") << " | "
         << (o.env.empty() ? "" : "`" + o.env + "`") << " | " << cell(o.doc)
         << (o.secret ? " Secret: shown redacted." : "") << " |\n";
+  };
+  for (const auto& o : options()) row(o.key, o);
+  for (const auto* d : driver::registered_drivers()) {
+    const std::string section = "source." + std::string(d->name());
+    out << "\n## `source.type: " << d->name() << "`\n\n"
+        << d->doc() << " Its keys, under `" << section
+        << "`, are refused when another source is chosen.\n\n"
+        << "| key | type | default | environment | meaning |\n|---|---|---|---|---|\n";
+    for (const auto& o : d->options()) row(section + "." + o.key, o);
+    const auto renamed = d->renamed_keys();
+    if (!renamed.empty()) {
+      out << "\nEarlier releases named these keys";
+      for (std::size_t i = 0; i < renamed.size(); ++i)
+        out << (i == 0                    ? " "
+                : i + 1 == renamed.size() ? " and "
+                                          : ", ")
+            << "`" << renamed[i].first << "` (`" << section << "." << renamed[i].second << "`)";
+      out << ": they are read under their new names, with a warning, for one release.\n";
+    }
+    const auto meta = d->meta_fields();
+    out << "\nIts messages' own properties for `normalize.fields[].meta`: ";
+    for (std::size_t i = 0; i < meta.size(); ++i) out << (i ? ", " : "") << "`" << meta[i] << "`";
+    out << (meta.empty() ? "none.\n" : ".\n");
+  }
   out << "\n## Fields of `normalize.fields[]`\n\nEach field takes exactly one of `from`, `const`, "
          "`meta`.\n\n"
       << "| key | type | meaning |\n|---|---|---|\n";
@@ -1038,24 +795,15 @@ std::string configuration_markdown() {
          "code is known to be permanent), or the record failed on its own "
          "`sink.max_record_failures` deliveries in a row; the detail is the database's message. "
          "Its batch-mates are written. |\n";
+  for (const auto* d : driver::registered_drivers())
+    for (const auto& [reason, when] : d->reject_reasons())
+      out << "| `" << reason << "` | " << cell(when) << " (`source.type: " << d->name() << "`) |\n";
   return out.str();
 }
 
 std::string describe(const PipelineConfig& c) {
   std::ostringstream out;
-  if (c.source == SourceType::rabbitmq)
-    out << "source: rabbitmq " << common::redact_password(c.amqp.uri) << " queue " << c.amqp.queue
-        << " (consumers " << c.amqp.min_consumers << "-" << c.amqp.max_consumers << ", prefetch "
-        << c.amqp.prefetch << ", max_in_flight " << c.container.max_in_flight << ")\n";
-  else
-    out << "source: " << c.sqs.queue_url << " (receives "
-        << (c.container.auto_concurrency
-                ? std::string("auto, at most ") +
-                      std::to_string(
-                          std::clamp(c.container.max_in_flight / 10, 1, kMaxAutoReceives))
-                : std::to_string(c.container.min_concurrent_receives) + "-" +
-                      std::to_string(c.container.max_concurrent_receives))
-        << ", max_in_flight " << c.container.max_in_flight << ")\n";
+  out << "source: " << c.source_driver->describe(*c.source, c.container) << "\n";
   out << "sink: "
       << (c.sink == SinkType::sqlite ? "sqlite " + c.sqlite.path
           : c.sink == SinkType::postgres

@@ -5,41 +5,34 @@
 // docs/configuration.md all come from that table.
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
 #include "sinks/sink.hpp"
 #include "sinks/writer.hpp"
-#include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"
-#include "sluice/sqs/source.hpp"
 
 namespace sluice::app {
 
-// Names the key, the value and what was expected.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using config::ConfigError;  // names the key, the value and what was expected
 
 enum class SinkType { sqlite, postgres, mongodb };
 
-enum class SourceType { sqs, rabbitmq };
-
 struct PipelineConfig {
-  // source: the queue (queue URL, region, endpoint, dead-letter queue, FIFO, polls;
-  // or a RabbitMQ queue) and the container core that drains it
-  SourceType source = SourceType::sqs;
-  SqsSourceOptions sqs;
-  bool max_body_bytes_set = false;  // decode.max_body_bytes given (not its default)
-  AmqpSourceOptions amqp;
+  // source: the chosen driver (source.type) with its own section (source.<type>.*),
+  // and the container core that drains it (the other source.* keys)
+  std::string source_type;  // source.type
+  const driver::SourceDriver* source_driver = nullptr;
+  std::shared_ptr<const driver::SourceSettings> source;  // the driver's settings
   ContainerOptions container;
-  bool wait_for_queue = false;  // a missing queue at start: wait for it instead of exit 2
-  bool amqp_dead_letter_exchange = false;  // rejects also go to the RabbitMQ queue's DLX
+  bool wait_for_queue = false;      // a missing queue at start: wait for it instead of exit 2
+  bool max_body_bytes_set = false;  // decode.max_body_bytes given (not its default)
   // stages
   pipeline::TransformSpec transform;
   // sink
@@ -55,10 +48,18 @@ struct PipelineConfig {
   std::string metrics_listen = "127.0.0.1:9464";
   std::string log_level = "info";
   std::vector<std::string> log_fields;  // business fields carried in log lines
+  // Said once at start: keys of earlier releases read under their new names.
+  std::vector<std::string> warnings;
+
+  // The chosen source's settings as its driver's own settings type.
+  template <class Settings>
+  const Settings& source_as() const {
+    return dynamic_cast<const Settings&>(*source);
+  }
 };
 
 // "250ms", "20s", "5m", "1h"; nullopt for anything else (or a value that would overflow).
-std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);
+using config::parse_duration;
 // A command-line duration: throws std::invalid_argument "FLAG: got 'V', expected ..."
 // outside [min, max].
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& value,

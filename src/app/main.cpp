@@ -344,6 +344,8 @@ int main(int argc, char** argv) {
     if (*run) {
       const auto cfg = sluice::app::load_config(config_path);
       if (log_level == "info") spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+      for (const auto& warning : cfg.warnings)
+        spdlog::warn("event=config_key_renamed detail=\"{}\"", warning);
       sluice::app::RunSummary summary;
       code = sluice::app::run_pipeline(cfg, run_options, summary);
     } else if (*pub) {
@@ -375,7 +377,9 @@ int main(int argc, char** argv) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;
     } else if (*check) {
-      std::cout << sluice::app::describe(sluice::app::load_config(check_path));
+      const auto cfg = sluice::app::load_config(check_path);
+      for (const auto& warning : cfg.warnings) std::cerr << "sluice: warning: " << warning << "\n";
+      std::cout << sluice::app::describe(cfg);
       code = 0;
     } else if (*demo) {
       code = sluice::app::run_round_trip(round_trip);

@@ -37,7 +37,8 @@ const Histogram::BucketBoundaries kLatency{
     0.025,   0.05,     0.1,     0.25,   0.5,     1,      2.5,   5,      10,    25};
 }  // namespace
 
-PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figures)
+    : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   received_ = &BuildCounter()
                    .Name("sluice_messages_received_total")
@@ -111,67 +112,20 @@ PipelineMetrics::PipelineMetrics() : registry_(std::make_shared<prometheus::Regi
                               "round (towards 0: the heartbeat lags; -1: nothing was due)")
                           .Register(r)
                           .Add({});
-  amqp_consumers_ = &BuildGauge()
-                         .Name("sluice_amqp_consumers")
-                         .Help("RabbitMQ consumers running (each on its own channel)")
-                         .Register(r)
-                         .Add({});
-  amqp_blocked_ = &BuildGauge()
-                       .Name("sluice_amqp_connection_blocked")
-                       .Help(
-                           "1 while the broker blocks the connection (connection.blocked: "
-                           "memory or disk alarm)")
-                       .Register(r)
-                       .Add({});
-  amqp_unacknowledged_ = &BuildGauge()
-                              .Name("sluice_amqp_unacknowledged")
-                              .Help(
-                                  "RabbitMQ deliveries held unacknowledged (handled, waiting "
-                                  "out a retry's backoff, or acked and not yet sent)")
-                              .Register(r)
-                              .Add({});
-  amqp_recoveries_ = &BuildCounter()
-                          .Name("sluice_amqp_connection_recoveries_total")
-                          .Help("RabbitMQ connections opened again after a loss")
-                          .Register(r)
-                          .Add({});
-  amqp_losses_ = &BuildCounter()
-                      .Name("sluice_amqp_connections_lost_total")
-                      .Help(
-                          "RabbitMQ connections lost (closed by the broker, network, missed "
-                          "heartbeats)")
-                      .Register(r)
-                      .Add({});
-  amqp_ack_frames_ = &BuildCounter()
-                          .Name("sluice_amqp_ack_frames_total")
-                          .Help("basic.ack frames sent (multiple=true covers many messages)")
-                          .Register(r)
-                          .Add({});
-  payload_bytes_held_ = &BuildGauge()
-                             .Name("sluice_large_payload_bytes_held")
-                             .Help("Bytes of S3 payloads held by messages not yet settled")
+  for (const auto& spec : figures) {
+    auto figure = std::make_unique<Figure>();
+    figure->spec = spec;
+    if (spec.kind == driver::SourceFigure::Kind::gauge)
+      figure->gauge = &BuildGauge().Name("sluice_" + spec.name).Help(spec.help).Register(r).Add({});
+    else
+      figure->counter = &BuildCounter()
+                             .Name("sluice_" + spec.name + "_total")
+                             .Help(spec.help)
                              .Register(r)
                              .Add({});
-  static const std::pair<const char*, const char*> source_totals[] = {
-      {"large_payloads_fetched", "S3 payloads fetched (extended-client pointers resolved)"},
-      {"large_payload_bytes_fetched", "Bytes of S3 payloads fetched"},
-      {"large_payloads_missing", "S3 payloads missing (their messages rejected: payload_missing)"},
-      {"large_payload_fetch_failures", "S3 payload fetches that failed (their messages retried)"},
-      {"large_payload_waits",
-       "Handler calls that waited for room in max_bytes_in_flight before their payloads were "
-       "fetched"},
-      {"large_payloads_deleted", "S3 payloads deleted after their message (delete_after_ack)"},
-      {"sqs_receive_requests", "ReceiveMessage calls (what SQS bills, with the two below)"},
-      {"sqs_delete_requests", "DeleteMessageBatch calls"},
-      {"sqs_change_visibility_requests",
-       "ChangeMessageVisibilityBatch calls (heartbeat, retries, releases)"},
-  };
-  for (const auto& [name, help] : source_totals)
-    source_totals_[name] = &BuildCounter()
-                                .Name("sluice_" + std::string(name) + "_total")
-                                .Help(help)
-                                .Register(r)
-                                .Add({});
+    figures_by_name_[spec.name] = figure.get();
+    figures_.push_back(std::move(figure));
+  }
   receives_ = &BuildGauge()
                    .Name("sluice_concurrent_receives")
                    .Help("Receive loops running")
@@ -355,32 +309,43 @@ void PipelineMetrics::on_concurrency(int receives) {
   receives_->Set(receives);
 }
 std::uint64_t PipelineMetrics::source_total(const std::string& name) const {
-  auto it = source_totals_.find(name);
-  return it == source_totals_.end() ? 0 : static_cast<std::uint64_t>(it->second->Value());
+  auto it = figures_by_name_.find(name);
+  return it == figures_by_name_.end() ? 0 : static_cast<std::uint64_t>(it->second->last.load());
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> PipelineMetrics::source_summary() const {
+  std::vector<std::pair<std::string, std::uint64_t>> lines;
+  for (const auto& f : figures_)
+    if (!f->spec.summary.empty() && f->last.load() > 0)
+      lines.emplace_back(f->spec.summary, static_cast<std::uint64_t>(f->last.load()));
+  return lines;
+}
+
+std::int64_t PipelineMetrics::source_unacknowledged() const {
+  double held = 0;
+  for (const auto& f : figures_)
+    if (f->spec.held) held += f->last.load(std::memory_order_relaxed);
+  return static_cast<std::int64_t>(held);
 }
 
 void PipelineMetrics::on_source_gauge(const std::string& name, double value) {
-  // Totals arrive as running values: the counters advance by the difference.
-  auto advance = [](prometheus::Counter* counter, double total) {
-    if (total > counter->Value()) counter->Increment(total - counter->Value());
-  };
-  if (name == "amqp_consumers")
-    amqp_consumers_->Set(value);
-  else if (name == "amqp_connection_blocked")
-    amqp_blocked_->Set(value);
-  else if (name == "amqp_unacknowledged") {
-    amqp_unacknowledged_->Set(value);
-    source_unacknowledged_.store(static_cast<std::int64_t>(value), std::memory_order_relaxed);
-  } else if (name == "amqp_recoveries")
-    advance(amqp_recoveries_, value);
-  else if (name == "amqp_connections_lost")
-    advance(amqp_losses_, value);
-  else if (name == "amqp_ack_frames")
-    advance(amqp_ack_frames_, value);
-  else if (name == "large_payload_bytes_held")
-    payload_bytes_held_->Set(value);
-  else if (auto it = source_totals_.find(name); it != source_totals_.end())
-    advance(it->second, value);
+  auto it = figures_by_name_.find(name);
+  if (it == figures_by_name_.end()) return;  // a figure its driver does not declare
+  Figure& f = *it->second;
+  if (f.gauge) {
+    f.last.store(value, std::memory_order_relaxed);
+    f.gauge->Set(value);
+    return;
+  }
+  // Totals arrive as running values from any thread: the counter advances by what
+  // this report adds beyond the largest seen, claimed atomically (two reports never
+  // both count the same difference).
+  double seen = f.last.load();
+  while (value > seen)
+    if (f.last.compare_exchange_weak(seen, value)) {
+      f.counter->Increment(value - seen);
+      break;
+    }
 }
 
 void PipelineMetrics::record_outcome(sinks::WriteOutcome outcome) {

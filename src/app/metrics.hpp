@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "driver/source_driver.hpp"
 #include "sinks/sink.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"
@@ -43,7 +44,8 @@ double histogram_quantile(const prometheus::ClientMetric::Histogram& histogram, 
 
 class PipelineMetrics : public ContainerObserver {
  public:
-  PipelineMetrics();
+  // `figures`: what the source reports (its driver's table), each made a metric.
+  explicit PipelineMetrics(const std::vector<driver::SourceFigure>& figures = {});
 
   // ContainerObserver (called from the container's threads)
   void on_receive(std::size_t messages, std::chrono::nanoseconds latency) override;
@@ -53,10 +55,9 @@ class PipelineMetrics : public ContainerObserver {
   void on_concurrency(int receives) override;
   void on_source_gauge(const std::string& name, double value) override;
   // What the source holds unacknowledged beyond the container's in-flight messages
-  // (RabbitMQ: retries waiting out their backoff, acks not yet sent); 0 for SQS.
-  std::int64_t source_unacknowledged() const {
-    return source_unacknowledged_.load(std::memory_order_relaxed);
-  }
+  // (its figures marked `held`: RabbitMQ's retries waiting out their backoff and acks
+  // not yet sent); 0 for a source without such figures.
+  std::int64_t source_unacknowledged() const;
   // False while the latest receive failed (queue gone, credentials refused, endpoint down).
   bool receiving() const { return receiving_.load(); }
 
@@ -79,8 +80,10 @@ class PipelineMetrics : public ContainerObserver {
   std::uint64_t written() const { return static_cast<std::uint64_t>(written_->Value()); }
   std::uint64_t duplicates() const { return static_cast<std::uint64_t>(duplicates_->Value()); }
   std::uint64_t rejected(const std::string& reason) const;
-  // A source's running total ("large_payloads_fetched", ...); 0 when it reported none.
+  // A source's figure ("large_payloads_fetched", ...) as last reported; 0 when none.
   std::uint64_t source_total(const std::string& name) const;
+  // The figures with a summary line, and their values (those not 0).
+  std::vector<std::pair<std::string, std::uint64_t>> source_summary() const;
   std::uint64_t failed_writes() const { return static_cast<std::uint64_t>(write_failed_->Value()); }
   // From the first message received to the last one settled: the time spent working,
   // without start-up or the idle wait of --until-drained.
@@ -108,15 +111,16 @@ class PipelineMetrics : public ContainerObserver {
   std::vector<std::pair<std::string, prometheus::Counter*>> settled_by_outcome_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* receives_;
-  prometheus::Gauge* amqp_consumers_;
-  prometheus::Gauge* amqp_blocked_;
-  prometheus::Gauge* amqp_unacknowledged_;
-  prometheus::Counter* amqp_recoveries_;
-  prometheus::Counter* amqp_losses_;
-  prometheus::Counter* amqp_ack_frames_;
-  prometheus::Gauge* payload_bytes_held_;
-  std::map<std::string, prometheus::Counter*> source_totals_;  // by the source's figure name
-  std::atomic<std::int64_t> source_unacknowledged_{0};
+  // The source's figures, made at construction and fixed afterwards (read by any
+  // thread without a lock); each keeps its latest value.
+  struct Figure {
+    driver::SourceFigure spec;
+    prometheus::Gauge* gauge = nullptr;      // Kind::gauge
+    prometheus::Counter* counter = nullptr;  // Kind::total
+    std::atomic<double> last{0};
+  };
+  std::vector<std::unique_ptr<Figure>> figures_;
+  std::map<std::string, Figure*, std::less<>> figures_by_name_;
   prometheus::Gauge* acks_pending_;
   prometheus::Counter* acks_abandoned_;
   prometheus::Counter* visibility_extensions_;

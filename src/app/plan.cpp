@@ -52,12 +52,29 @@ std::string measured_json(const Measured& m) {
 std::string yaml_fragment(const std::vector<Recommendation>& recs, const std::string& origin) {
   std::ostringstream out;
   out << "# sluice plan, from " << origin << "\n";
-  for (const char* section : {"source", "sink"}) {
+  for (const std::string section : {"source", "sink"}) {
     out << section << ":\n";
-    for (const auto& r : recs)
-      if (r.key.starts_with(std::string(section) + "."))
-        out << "  " << r.key.substr(r.key.find('.') + 1) << ": " << r.value << "  # " << r.formula
-            << "\n";
+    // Its own keys first, then those of its subsections (source.sqs.*), nested.
+    std::vector<std::string> subsections;
+    for (const auto& r : recs) {
+      if (!r.key.starts_with(section + ".")) continue;
+      const std::string rest = r.key.substr(section.size() + 1);
+      if (const auto dot = rest.find('.'); dot != std::string::npos) {
+        if (std::find(subsections.begin(), subsections.end(), rest.substr(0, dot)) ==
+            subsections.end())
+          subsections.push_back(rest.substr(0, dot));
+        continue;
+      }
+      out << "  " << rest << ": " << r.value << "  # " << r.formula << "\n";
+    }
+    for (const auto& subsection : subsections) {
+      out << "  " << subsection << ":\n";
+      const std::string prefix = section + "." + subsection + ".";
+      for (const auto& r : recs)
+        if (r.key.starts_with(prefix))
+          out << "    " << r.key.substr(prefix.size()) << ": " << r.value << "  # " << r.formula
+              << "\n";
+    }
   }
   return out.str();
 }

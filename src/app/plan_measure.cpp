@@ -197,7 +197,7 @@ std::vector<Recommendation> recommend(const Measured& m, double headroom_s) {
   // Seed 001: queue_capacity / min_sustained_processing_rate + write p99 + headroom.
   const double visibility = std::clamp(
       std::ceil(in_flight / m.min_sustained_rate + m.sink_batch_p99_s + headroom_s), 1.0, 43200.0);
-  out.push_back({"source.visibility_timeout", number(visibility, 10) + "s",
+  out.push_back({"source.sqs.visibility_timeout", number(visibility, 10) + "s",
                  "ceil(max_in_flight " + number(in_flight) +
                      " (as recommended) / min sustained rate " + number(m.min_sustained_rate) +
                      "/s + sink batch p99 " + number(m.sink_batch_p99_s) + "s + headroom " +

@@ -9,10 +9,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
-#include <charconv>
 #include <condition_variable>
 #include <future>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -20,11 +20,8 @@
 #include "app/allocator.hpp"
 #include "app/autoscale.hpp"
 #include "app/metrics.hpp"
-#include "app/queue_watch.hpp"
 #include "sinks/writer.hpp"
-#include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
-#include "sluice/sqs/source.hpp"
 
 namespace sluice::app {
 namespace asio = boost::asio;
@@ -58,15 +55,6 @@ sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
   return nullptr;
 }
 
-std::optional<std::chrono::system_clock::time_point> sent_time(const Message& m) {
-  const auto text = m.attribute("SentTimestamp");
-  long long ms = 0;
-  if (!text) return std::nullopt;
-  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), ms);
-  if (ec != std::errc{} || end != text->data() + text->size()) return std::nullopt;
-  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
-}
-
 // "skuId=SKU-1 locationId=LOC-7": the configured business fields, for log lines.
 std::string log_context(const pipeline::Record& record, const std::vector<std::string>& fields) {
   std::string out;
@@ -84,9 +72,9 @@ std::string log_context(const pipeline::Record& record, const std::vector<std::s
 int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary) {
   const auto started = Clock::now();
   const double cpu_started = cpu_now();
-  auto metrics = std::make_shared<PipelineMetrics>();
+  const driver::SourceDriver& source = *config.source_driver;
+  auto metrics = std::make_shared<PipelineMetrics>(source.figures());
   const pipeline::Transformer transformer(config.transform);
-  const bool rabbitmq = config.source == SourceType::rabbitmq;
   // The sizes sluice plan compares its recommendations with.
   metrics->set_setting("max_in_flight", config.container.max_in_flight);
   metrics->set_setting("min_concurrent_receives", config.container.min_concurrent_receives);
@@ -94,9 +82,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   metrics->set_setting("worker_threads", config.container.worker_threads);
   metrics->set_setting("sink_writers", config.writer.writers);
   metrics->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
-  if (!rabbitmq)
-    metrics->set_setting("visibility_timeout_seconds",
-                         static_cast<double>(config.sqs.visibility_timeout.count()));
+  for (const auto& [name, value] : source.plan_settings(*config.source))
+    metrics->set_setting(name, value);
   // Seed 004's signal for this pipeline's own queue (sluice_autoscale_*, /autoscale).
   scale::SignalOptions signal_options = config.autoscale;
   signal_options.capacity =
@@ -153,14 +140,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 
   const auto& log_fields = config.log_fields;
   auto handle_one = [&](Message& message) -> sinks::BatchWriter::Item {
-    pipeline::MessageView view{message.body(),
-                               message.id(),
-                               message.receive_count(),
-                               sent_time(message),
-                               message.received_at(),
-                               message.source(),
-                               message.attribute("MessageGroupId"),
-                               message.attribute("SequenceNumber")};
+    const auto meta = source.read_meta(message);
+    pipeline::MessageView view{message.body(), message.id(),          message.receive_count(),
+                               meta.sent_time, message.received_at(), message.source(),
+                               meta.group_id,  meta.sequence_number};
     auto result = transformer.transform(view);
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!log_fields.empty()) {
@@ -185,10 +168,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   // committed: each group's rows reach the database in queue order.
   std::unique_ptr<Container> container;
   try {
-    container = std::make_unique<Container>(config.container,
-                                            config.source == SourceType::rabbitmq
-                                                ? make_amqp_source(config.amqp)
-                                                : make_sqs_source(config.sqs),
+    container = std::make_unique<Container>(config.container, source.factory(*config.source),
                                             BatchHandler([&](std::span<Message> batch) {
                                               std::vector<sinks::BatchWriter::Item> items;
                                               items.reserve(batch.size());
@@ -204,9 +184,15 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   container->set_observer(metrics);
   // A message whose S3 payload is missing (or can never fit): rejected like a
   // malformed one, its row in the rejects table first.
+  std::mutex unusable_mutex;
+  std::map<std::string, std::uint64_t> unusable;  // by reason
   container->set_unusable_handler(
       [&](Message& message, const std::string& reason, const std::string& detail) {
         metrics->record_rejected(reason);
+        {
+          std::lock_guard lock(unusable_mutex);
+          ++unusable[reason];
+        }
         writer.submit_reject(sinks::RejectRow{std::string(message.id()), reason, detail,
                                               message.body(), message.source()},
                              message);
@@ -214,9 +200,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 
   // The queue: checked at start, its counts read on a thread of their own (the
   // backlog gauge and the drained check).
-  std::unique_ptr<QueueWatch> watch;
+  std::unique_ptr<driver::QueueProbe> watch;
   try {
-    watch = make_queue_watch(config);
+    watch = source.probe(*config.source);
   } catch (const ConfigError& e) {
     std::cerr << "sluice: " << e.what() << "\n";
     writer.stop();
@@ -229,7 +215,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     spdlog::info("event=signal_during_start signal={}", g_signal.load());
     return 0;
   }
-  QueueCounts counts;
+  driver::QueueCounts counts;
   watch->start(counts);
   auto stop_stats = [&] { watch->stop(); };
 
@@ -265,8 +251,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   ready = true;
   spdlog::info("event=pipeline_started queue={} sink={} identity={} allocator=\"{}\"",
-               config.source == SourceType::rabbitmq ? config.amqp.queue : config.sqs.queue_url,
-               summary.sink, config.transform.hash_version, allocator_in_use());
+               source.queue_name(*config.source), summary.sink, config.transform.hash_version,
+               allocator_in_use());
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};
   std::int64_t counts_seen_ns = 0;
@@ -277,14 +263,15 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     const std::int64_t read_at = counts.read_at_ns.load();
     if (read_at == counts_seen_ns) continue;  // no new reading of the queue
     counts_seen_ns = read_at;
-    const long visible = counts.visible.load(), not_visible = counts.not_visible.load();
-    metrics->set_backlog(static_cast<double>(visible), static_cast<double>(not_visible));
+    const long visible = counts.ready.load(), queue_in_flight = counts.in_flight.load();
+    // A queue that does not report its unacknowledged count (RabbitMQ over AMQP): this
+    // instance's own (held, plus waiting in the source) stands in for it.
+    const double in_flight =
+        queue_in_flight >= 0
+            ? static_cast<double>(queue_in_flight)
+            : static_cast<double>(stats.in_flight + metrics->source_unacknowledged());
+    metrics->set_backlog(static_cast<double>(visible), in_flight);
     {
-      // RabbitMQ does not report the queue's unacknowledged count over AMQP: this
-      // instance's own (held plus waiting in the source) stands in for it.
-      const double in_flight =
-          rabbitmq ? static_cast<double>(stats.in_flight + metrics->source_unacknowledged())
-                   : static_cast<double>(not_visible);
       in_flight_window.add(Clock::now(), in_flight);
       scale::GateInputs gates;
       gates.backlog = static_cast<double>(visible);
@@ -295,7 +282,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       signal_document = signal_json(signal, {});
     }
     if (!options.until_drained) continue;
-    const bool idle = visible == 0 && not_visible == 0 && stats.in_flight == 0 &&
+    const bool idle = visible == 0 && queue_in_flight <= 0 && stats.in_flight == 0 &&
                       stats.pending_acks == 0 && metrics->source_unacknowledged() == 0 &&
                       writer.queued() == 0;
     if (!idle) {
@@ -346,10 +333,11 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
   summary.rejected_sink_refused = metrics->rejected("sink_refused");
-  summary.payloads_fetched = metrics->source_total("large_payloads_fetched");
-  summary.payload_bytes_fetched = metrics->source_total("large_payload_bytes_fetched");
-  summary.rejected_payload =
-      metrics->rejected("payload_missing") + metrics->rejected("payload_too_large");
+  {
+    std::lock_guard lock(unusable_mutex);
+    summary.rejected_by_source = unusable;
+  }
+  summary.source_figures = metrics->source_summary();
   // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
   // past the watchdog's margin (a server that stopped answering must not hold the exit).
   if (writers_stopped) {
@@ -412,9 +400,13 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
 }
 
 void print_summary(const RunSummary& s) {
-  const std::uint64_t rejected = s.rejected_malformed + s.rejected_validation +
-                                 s.rejected_schema_drift + s.rejected_sink_refused +
-                                 s.rejected_payload;
+  std::uint64_t rejected = s.rejected_malformed + s.rejected_validation + s.rejected_schema_drift +
+                           s.rejected_sink_refused;
+  std::string by_source;  // reasons of the source's own (a payload missing, a line too long)
+  for (const auto& [reason, n] : s.rejected_by_source) {
+    rejected += n;
+    by_source += ", " + reason + " " + std::to_string(n);
+  }
   std::cout << "\n== sluice run summary ==\n"
             << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
@@ -423,13 +415,12 @@ void print_summary(const RunSummary& s) {
             << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
             << ", validation " << s.rejected_validation << ", schema drift "
             << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
-            << (s.rejected_payload > 0
-                    ? ", S3 payload missing or too large " + std::to_string(s.rejected_payload)
-                    : std::string())
-            << ")\n";
-  if (s.payloads_fetched > 0)
-    std::cout << "  S3 payloads         " << s.payloads_fetched << " fetched ("
-              << s.payload_bytes_fetched << " bytes)\n";
+            << by_source << ")\n";
+  for (const auto& [label, value] : s.source_figures) {
+    std::string padded = "  " + label;
+    padded.resize(std::max<std::size_t>(padded.size() + 1, 22), ' ');
+    std::cout << padded << value << "\n";
+  }
   std::cout << "  failed writes       " << s.failed << "  (" << s.unresolved
             << " never written since)\n"
             << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"

@@ -1,7 +1,10 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "app/config.hpp"
 
@@ -20,9 +23,12 @@ struct RunOptions {
 struct RunSummary {
   std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,
-                rejected_sink_refused = 0, rejected_payload = 0;
+                rejected_sink_refused = 0;
+  // Messages the source could not make usable, by reason (payload_missing, ...).
+  std::map<std::string, std::uint64_t> rejected_by_source;
   std::uint64_t records_in_sink = 0;
-  std::uint64_t payloads_fetched = 0, payload_bytes_fetched = 0;  // large payloads from S3
+  // The source's figures with a summary line ("S3 payloads fetched", ...), not 0.
+  std::vector<std::pair<std::string, std::uint64_t>> source_figures;
   std::uint64_t unresolved = 0;  // messages whose last write failed (not written since)
   double seconds = 0;            // the whole run
   double active_seconds = 0;     // first message received to last settled

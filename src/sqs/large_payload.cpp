@@ -167,7 +167,7 @@ void PayloadResolver::prepare(std::span<const StatePtr> unit) {
     if (*size > budget_->capacity()) {
       mark(state, false, "payload_too_large",
            "s3://" + pointer->bucket + "/" + pointer->key + " is " + std::to_string(*size) +
-               " bytes, more than source.large_payloads.max_bytes_in_flight (" +
+               " bytes, more than source.sqs.large_payloads.max_bytes_in_flight (" +
                std::to_string(budget_->capacity()) + ")");
       continue;
     }

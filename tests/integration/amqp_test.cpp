@@ -317,7 +317,7 @@ TEST_F(AmqpTest, AMissingHeartbeatIsDetected) {
   proxy.stall(false);
   ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 90s));
   container.stop();
-  EXPECT_GE(gauges->get("amqp_recoveries"), 1);
+  EXPECT_GE(gauges->get("amqp_connection_recoveries"), 1);
   EXPECT_EQ(seen.size(), 1000u);
 }
 
@@ -544,7 +544,7 @@ TEST_F(AmqpTest, ConnectionClosedByTheBrokerLosesNothing) {
   ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 90s));
   container.stop();
   EXPECT_LT(before, 3000u) << "the fault came after the work";
-  EXPECT_GE(gauges->get("amqp_recoveries"), 1) << "the connection was never lost";
+  EXPECT_GE(gauges->get("amqp_connection_recoveries"), 1) << "the connection was never lost";
   EXPECT_GT(container.stats().lost, 0u) << "no delivery was held when the connection closed";
   EXPECT_EQ(seen.size(), 3000u);
 }
@@ -645,11 +645,10 @@ namespace {
 
 std::string rabbit_yaml(const std::string& queue, const std::string& sink_section,
                         const std::string& extra = "") {
-  return "source:\n  type: rabbitmq\n  amqp_url: " + RabbitMq::shared().uri() +
-         "\n  queue: " + queue +
-         "\n  concurrency: 2-4\n  prefetch: 100\n  max_in_flight: 400\n  failure_backoff: 200ms\n"
-         "  receive_timeout: 200ms\n" +
-         extra + test::inventory_stages_yaml() +
+  return "source:\n  type: rabbitmq\n  rabbitmq:\n    url: " + RabbitMq::shared().uri() +
+         "\n    queue: " + queue + "\n    prefetch: 100\n    receive_timeout: 200ms\n" + extra +
+         "  concurrency: 2-4\n  max_in_flight: 400\n  failure_backoff: 200ms\n" +
+         test::inventory_stages_yaml() +
          "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" + sink_section;
 }
 
@@ -715,7 +714,7 @@ TEST_F(AmqpTest, PipelineIntoPostgresWithRejectsToTheDeadLetterExchange) {
   const auto config = app::parse_config(rabbit_yaml(
       queue,
       "sink:\n  type: postgres\n  table: " + table + "\n  postgres:\n    dsn: " + pg.dsn() + "\n",
-      "  dead_letter_exchange: true\n"));
+      "    dead_letter_exchange: true\n"));
   const auto summary = drain(config);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   EXPECT_EQ(std::stoul(pg.query("SELECT count(*) FROM " + table)), events.distinct_records);
@@ -791,7 +790,7 @@ TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
     wrong.replace(wrong.find(good), good.size(), RabbitMq::shared().uri("guest", "hunter2-X"));
     const auto [code, text] = run_binary(wrong);
     EXPECT_EQ(code, 2) << text;
-    EXPECT_NE(text.find("source.amqp_url (SLUICE_AMQP_URL)"), std::string::npos) << text;
+    EXPECT_NE(text.find("source.rabbitmq.url (SLUICE_AMQP_URL)"), std::string::npos) << text;
     EXPECT_NE(text.find("ACCESS_REFUSED"), std::string::npos) << text;
     EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
   }
@@ -800,14 +799,14 @@ TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
     bad.replace(bad.find(good), good.size(), "amqp://guest:hunter2-X@127.0.0.1:99999/%2f");
     const auto [code, text] = run_binary(bad);
     EXPECT_EQ(code, 2) << text;
-    EXPECT_NE(text.find("source.amqp_url"), std::string::npos) << text;
+    EXPECT_NE(text.find("source.rabbitmq.url"), std::string::npos) << text;
     EXPECT_NE(text.find("port"), std::string::npos) << text;
     EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
   }
   {
     const auto [code, text] = run_binary(rabbit_yaml("no-such-queue-here", sink));
     EXPECT_EQ(code, 2) << text;
-    EXPECT_NE(text.find("source.queue (SLUICE_AMQP_QUEUE)"), std::string::npos) << text;
+    EXPECT_NE(text.find("source.rabbitmq.queue (SLUICE_AMQP_QUEUE)"), std::string::npos) << text;
     EXPECT_NE(text.find("does not exist"), std::string::npos) << text;
   }
   {
@@ -829,7 +828,7 @@ TEST_F(AmqpTest, BinaryExitsWith2OnWrongCredentialsBadUriOrMissingQueue) {
                   "amqps://guest:guest@127.0.0.1:" + std::to_string(broker_->port()) + "/%2f");
     const auto [code, text] = run_binary(plain);
     EXPECT_EQ(code, 2) << text;
-    EXPECT_NE(text.find("source.ca_file"), std::string::npos) << text;
+    EXPECT_NE(text.find("source.rabbitmq.ca_file"), std::string::npos) << text;
   }
   test::remove_sqlite(::testing::TempDir() + "/x.db");
 }

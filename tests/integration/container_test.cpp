@@ -707,7 +707,7 @@ TEST_F(ContainerTest, TypedHandlerRejectsUndecodableBodiesToTheDeadLetterQueue) 
   EXPECT_EQ(visible(url) + not_visible(url), 0);
 }
 
-// docs/configuration.md (dead_letter.queue_url): a dead letter carries the original
+// docs/configuration.md (source.sqs.dead_letter_queue_url): a dead letter carries the original
 // message attributes as String values (Binary ones base64-encoded), as many as fit in
 // SQS's 10 beside Sluice's three, in name order.
 TEST_F(ContainerTest, DeadLettersCarryTheOriginalAttributesAsStringsAsManyAsFit) {

@@ -113,7 +113,7 @@ TEST(Deploy, KedaScalersReadWhatSluiceServes) {
   auto app_docs = documents_by_kind(kDeploy + "kubernetes/sluice.yaml");
   const auto pipeline =
       YAML::Load(app_docs["ConfigMap/sluice-pipeline"]["data"]["pipeline.yaml"].as<std::string>());
-  const std::string queue_url = pipeline["source"]["queue_url"].as<std::string>();
+  const std::string queue_url = pipeline["source"]["sqs"]["queue_url"].as<std::string>();
 
   // KEDA's own SQS scaler: the same queue, one replica per max_in_flight.
   auto sqs = documents_by_kind(kDeploy + "kubernetes/keda-sqs.yaml");

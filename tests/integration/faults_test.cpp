@@ -49,10 +49,11 @@ class FaultTest : public test::PipelineFixture {
     return PipelineFixture::publish(url, count, duplicates, 0.0, seed);
   }
   std::string yaml(const std::string& url, const std::string& endpoint, const std::string& sink) {
-    return "source:\n  queue_url: " + url + "\n  endpoint_url: " + endpoint +
-           "\n  region: us-east-1\n  poll_wait: 1s\n  visibility_timeout: 3s\n"
+    return "source:\n  sqs:\n    queue_url: " + url + "\n    endpoint_url: " + endpoint +
+           "\n    region: us-east-1\n    poll_wait: 1s\n    visibility_timeout: 3s\n"
+           "    delete_flush_interval: 20ms\n"
            "  concurrency: 2-4\n  max_in_flight: 200\n  failure_backoff: 1s\n"
-           "  delete_flush_interval: 20ms\n  shutdown_deadline: 3s\n" +
+           "  shutdown_deadline: 3s\n" +
            test::inventory_stages_yaml() +
            "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: info\n" + sink;
   }
@@ -197,7 +198,7 @@ TEST_F(FaultTest, AMissingQueueIsAnErrorAtStartWithExitCode2) {
                         "sink:\n  sqlite:\n    path: " + ::testing::TempDir() + "/missing.db\n"));
   const auto [code, stderr_text] = run_to_exit(config_path);
   EXPECT_EQ(code, 2);
-  EXPECT_NE(stderr_text.find("source.queue_url (SLUICE_QUEUE_URL)"), std::string::npos)
+  EXPECT_NE(stderr_text.find("source.sqs.queue_url (SLUICE_QUEUE_URL)"), std::string::npos)
       << stderr_text;
   EXPECT_NE(stderr_text.find("does not exist"), std::string::npos) << stderr_text;
   EXPECT_NE(stderr_text.find("wait_for_queue"), std::string::npos) << stderr_text;
@@ -222,12 +223,13 @@ TEST_F(FaultTest, AMissingDeadLetterQueueIsAnErrorAtStartWithExitCode2) {
   const std::string missing =
       test::Emulator::shared().queue_url(test::unique_queue_name("never-created-dlq"));
   const std::string config_path = write_config(
-      "missing-dlq", yaml(url, test::Emulator::shared().endpoint(),
-                          "sink:\n  sqlite:\n    path: " + ::testing::TempDir() +
-                              "/missing-dlq.db\ndead_letter:\n  queue_url: " + missing + "\n"));
+      "missing-dlq",
+      yaml(url, test::Emulator::shared().endpoint(),
+           "sink:\n  sqlite:\n    path: " + ::testing::TempDir() +
+               "/missing-dlq.db\nsource:\n  sqs:\n    dead_letter_queue_url: " + missing + "\n"));
   const auto [code, stderr_text] = run_to_exit(config_path);
   EXPECT_EQ(code, 2);
-  EXPECT_NE(stderr_text.find("dead_letter.queue_url (SLUICE_DEAD_LETTER_QUEUE_URL)"),
+  EXPECT_NE(stderr_text.find("source.sqs.dead_letter_queue_url (SLUICE_DEAD_LETTER_QUEUE_URL)"),
             std::string::npos)
       << stderr_text;
   std::filesystem::remove(config_path);

@@ -13,6 +13,7 @@
 #include "app/run.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
+#include "sqs/driver.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/pipeline.hpp"
@@ -27,10 +28,10 @@ namespace {
 constexpr int kGroups = 20, kPerGroup = 300;
 
 std::string fifo_yaml(const std::string& url, const std::string& sink_section) {
-  return "source:\n  queue_url: " + url +
-         "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 4\n  max_in_flight: 200\n"
-         "  failure_backoff: 1s\n  delete_flush_interval: 10ms\n"
+  return "source:\n  sqs:\n    queue_url: " + url +
+         "\n    endpoint_url: " + test::Emulator::shared().endpoint() +
+         "\n    region: us-east-1\n    poll_wait: 1s\n    delete_flush_interval: 10ms\n"
+         "  concurrency: 4\n  max_in_flight: 200\n  failure_backoff: 1s\n"
          "normalize:\n  fields:\n"
          "    - {name: group, from: /group, required: true}\n"
          "    - {name: seq, from: /seq, type: integer, required: true}\n"
@@ -86,7 +87,7 @@ TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
   test::remove_sqlite(db);
   const auto config = app::parse_config(fifo_yaml(
       url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db + "\n"));
-  EXPECT_EQ(config.sqs.fifo, FifoMode::auto_detect);
+  EXPECT_EQ(config.source_as<sqs::SqsSettings>().source.fifo, FifoMode::auto_detect);
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.written, static_cast<std::uint64_t>(kGroups * kPerGroup));
   EXPECT_EQ(queue_total(url), 0);

@@ -442,11 +442,12 @@ TEST_F(LargePayload, PipelineStoresEveryRecordOnceWithFivePercentThroughS3) {
   const std::string db = ::testing::TempDir() + "/sluice-lp-" + std::to_string(getpid()) + ".db";
   test::remove_sqlite(db);
   const auto config = app::parse_config(
-      "source:\n  queue_url: " + url + "\n  endpoint_url: " + Emulator::shared().endpoint() +
-      "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 2-4\n  max_in_flight: 100\n"
-      "  delete_flush_interval: 20ms\n  large_payloads:\n    enabled: true\n"
-      "    max_bytes_in_flight: 8388608\n    addressing: path\n    endpoint_url: " +
-      Emulator::shared().endpoint() + "\ndead_letter:\n  queue_url: " + dlq +
+      "source:\n  concurrency: 2-4\n  max_in_flight: 100\n  sqs:\n    queue_url: " + url +
+      "\n    endpoint_url: " + Emulator::shared().endpoint() +
+      "\n    region: us-east-1\n    poll_wait: 1s\n"
+      "    delete_flush_interval: 20ms\n    large_payloads:\n      enabled: true\n"
+      "      max_bytes_in_flight: 8388608\n      addressing: path\n      endpoint_url: " +
+      Emulator::shared().endpoint() + "\n    dead_letter_queue_url: " + dlq +
       "\ndecode:\n  max_body_bytes: 2097152\n" + test::inventory_stages_yaml() +
       "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\nsink:\n  type: sqlite\n  "
       "sqlite:\n    path: " +
@@ -455,8 +456,11 @@ TEST_F(LargePayload, PipelineStoresEveryRecordOnceWithFivePercentThroughS3) {
   EXPECT_EQ(summary.received, 600u + extra + 1);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records + extra);
   EXPECT_EQ(summary.written, events.distinct_records + extra);
-  EXPECT_EQ(summary.rejected_payload, 1u);
-  EXPECT_EQ(summary.payloads_fetched, padded + extra) << "each padded event came through S3";
+  EXPECT_EQ(summary.rejected_by_source.at("payload_missing"), 1u);
+  ASSERT_FALSE(summary.source_figures.empty());
+  EXPECT_EQ(summary.source_figures[0].first, "S3 payloads fetched");
+  EXPECT_EQ(summary.source_figures[0].second, padded + extra)
+      << "each padded event came through S3";
   EXPECT_EQ(queue_total(url), 0) << "every message settled: written, duplicate or dead-lettered";
   const auto reasons = sqlite_column(db, "SELECT reason || ' ' || detail FROM rejects");
   ASSERT_EQ(reasons.size(), 1u);
@@ -532,8 +536,9 @@ TEST_F(LargePayload, SnsTopicFansOutToTwoQueuesDrainedByTwoPipelines) {
                     "    - {name: signatureVersion, meta: sns_signature_version}\n");
     }
     const auto config = app::parse_config(
-        "source:\n  queue_url: " + url + "\n  endpoint_url: " + Emulator::shared().endpoint() +
-        "\n  region: us-east-1\n  poll_wait: 1s\n  delete_flush_interval: 20ms\ndecode:\n"
+        "source:\n  sqs:\n    queue_url: " + url +
+        "\n    endpoint_url: " + Emulator::shared().endpoint() +
+        "\n    region: us-east-1\n    poll_wait: 1s\n    delete_flush_interval: 20ms\ndecode:\n"
         "  sns_envelope: " +
         (envelope ? "true" : "false") + "\n" + stages +
         "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\nsink:\n  type: sqlite\n  "

@@ -36,10 +36,10 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string pipeline_yaml(const std::string& queue_url, const std::string& sink_section) {
-  return "source:\n  queue_url: " + queue_url +
-         "\n  endpoint_url: " + test::Emulator::shared().endpoint() +
-         "\n  region: us-east-1\n  poll_wait: 1s\n  concurrency: 2-4\n  max_in_flight: 200\n"
-         "  failure_backoff: 1s\n  delete_flush_interval: 20ms\n" +
+  return "source:\n  sqs:\n    queue_url: " + queue_url +
+         "\n    endpoint_url: " + test::Emulator::shared().endpoint() +
+         "\n    region: us-east-1\n    poll_wait: 1s\n    delete_flush_interval: 20ms\n"
+         "  concurrency: 2-4\n  max_in_flight: 200\n  failure_backoff: 1s\n" +
          test::inventory_stages_yaml() +
          "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" + sink_section;
 }
@@ -84,8 +84,9 @@ TEST_F(PipelineTest, MalformedMessagesGoToTheDeadLetterQueueWithTheirReason) {
   const auto events = publish(url, 300, 0.0, 0.1);
   const std::string db = ::testing::TempDir() + "/sluice-dlq-" + std::to_string(getpid()) + ".db";
   test::remove_sqlite(db);
-  const auto config = app::parse_config(pipeline_yaml(
-      url, "sink:\n  sqlite:\n    path: " + db + "\ndead_letter:\n  queue_url: " + dlq + "\n"));
+  const auto config = app::parse_config(
+      pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db +
+                             "\nsource:\n  sqs:\n    dead_letter_queue_url: " + dlq + "\n"));
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   std::set<std::string> reasons;
@@ -224,7 +225,7 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
       ::testing::TempDir() + "/sluice-kill9-" + std::to_string(getpid()) + ".yaml";
   // A short visibility timeout: what the killed process held comes back quickly.
   std::string yaml = pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db + "\n");
-  yaml.replace(yaml.find("  poll_wait: 1s"), 15, "  poll_wait: 1s\n  visibility_timeout: 2s");
+  yaml.replace(yaml.find("    poll_wait: 1s"), 17, "    poll_wait: 1s\n    visibility_timeout: 2s");
   std::ofstream(config_path) << yaml;
   for (int round = 0; round < 2; ++round) {
     pid_t pid = 0;
@@ -363,7 +364,7 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   const auto& r = doc["recommended"];
   // Seed 001: ceil(20 / min rate + sink p99 + 10 s).
   const double visibility = std::ceil(20.0 / min_rate + m["sink_batch_p99_s"].get<double>() + 10.0);
-  EXPECT_EQ(r["source.visibility_timeout"]["value"],
+  EXPECT_EQ(r["source.sqs.visibility_timeout"]["value"],
             std::to_string(static_cast<long>(visibility)) + "s")
       << out;
   // 20 held at once all the time: the limit held throughput, so it doubles.
@@ -384,8 +385,8 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   const std::string text((std::istreambuf_iterator<char>(written)), {});
   EXPECT_NE(text.find("source:\n  max_in_flight: 40  # 2 x max_in_flight 20"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("\n  visibility_timeout: " + std::to_string(static_cast<long>(visibility)) +
-                      "s  # ceil("),
+  EXPECT_NE(text.find("\n  sqs:\n    visibility_timeout: " +
+                      std::to_string(static_cast<long>(visibility)) + "s  # ceil("),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("sink:\n  writers: "), std::string::npos) << text;

@@ -5,12 +5,17 @@
 #include <fstream>
 #include <sstream>
 
+#include "amqp/driver.hpp"
+#include "file/driver.hpp"
+#include "sqs/driver.hpp"
+
 using namespace sluice::app;
 
 namespace {
 const char* kMinimal = R"(
 source:
-  queue_url: http://127.0.0.1:1/000000000000/q
+  sqs:
+    queue_url: http://127.0.0.1:1/000000000000/q
 normalize:
   fields:
     - {name: skuId, from: /skuId, required: true}
@@ -32,12 +37,19 @@ std::string error_of(const std::string& yaml) {
 std::string with(const std::string& extra) {
   return std::string(kMinimal) + extra;
 }
+
+const sluice::SqsSourceOptions& sqs(const PipelineConfig& c) {
+  return c.source_as<sluice::sqs::SqsSettings>().source;
+}
+const sluice::AmqpSourceOptions& amqp(const PipelineConfig& c) {
+  return c.source_as<sluice::amqp::AmqpSettings>().source;
+}
 }  // namespace
 
 TEST(Config, DefaultsComeFromTheOptionTable) {
   const auto c = parse_config(kMinimal);
   EXPECT_EQ(c.container.max_in_flight, 100);
-  EXPECT_EQ(c.sqs.poll_wait, std::chrono::seconds(20));
+  EXPECT_EQ(sqs(c).poll_wait, std::chrono::seconds(20));
   EXPECT_EQ(c.container.min_concurrent_receives, 1);
   EXPECT_EQ(c.container.max_concurrent_receives, 4);
   EXPECT_EQ(c.sink, SinkType::sqlite);
@@ -89,9 +101,9 @@ TEST(Config, ErrorsNameTheKeyTheValueAndWhatWasExpected) {
                   {"unknown key metrics.lisen", "metrics.listen"}));
   EXPECT_TRUE(has(error_of(with("sink:\n  type: postgres\n")), {"sink.postgres.dsn", "missing"}));
   EXPECT_TRUE(has(error_of(with("logging:\n  fields: [nope]\n")), {"logging.fields", "nope"}));
-  EXPECT_TRUE(has(error_of("source:\n  queue_url: http://127.0.0.1:1/000000000000/q\n"),
+  EXPECT_TRUE(has(error_of("source:\n  sqs:\n    queue_url: http://127.0.0.1:1/000000000000/q\n"),
                   {"normalize.fields"}));
-  EXPECT_TRUE(has(error_of("normalize: {}\n"), {"source.queue_url", "missing"}));
+  EXPECT_TRUE(has(error_of("normalize: {}\n"), {"source.sqs.queue_url", "missing"}));
   EXPECT_TRUE(has(error_of(std::string(kMinimal) +
                            "normalize:\n  fields:\n    - {name: a, from: /a, typo: 1}\n"),
                   {"normalize.fields[0].typo"}));
@@ -106,7 +118,7 @@ TEST(Config, EnvironmentOverridesTheFile) {
   const auto c = parse_config(with("sink:\n  type: postgres\n"));
   unsetenv("SLUICE_QUEUE_URL");
   unsetenv("SLUICE_POSTGRES_DSN");
-  EXPECT_EQ(c.sqs.queue_url, "http://127.0.0.1:2/000000000000/from-env");
+  EXPECT_EQ(sqs(c).queue_url, "http://127.0.0.1:2/000000000000/from-env");
   EXPECT_EQ(c.postgres.dsn, "host=127.0.0.1 password=s3cret");
   EXPECT_EQ(describe(c).find("s3cret"), std::string::npos) << "secrets are redacted";
   setenv("SLUICE_LOG_LEVEL", "loud", 1);
@@ -124,17 +136,17 @@ TEST(Config, TheExampleConfigurationLoads) {
 TEST(Config, TheSnsAndLargePayloadExamplesLoad) {
   const auto large =
       load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/large-payloads-pipeline.yaml");
-  EXPECT_TRUE(large.sqs.large_payloads.enabled);
-  EXPECT_EQ(large.sqs.large_payloads.max_bytes_in_flight, 268435456u);
-  EXPECT_EQ(large.sqs.large_payloads.s3.addressing, sluice::s3::AddressingStyle::auto_detect);
+  EXPECT_TRUE(sqs(large).large_payloads.enabled);
+  EXPECT_EQ(sqs(large).large_payloads.max_bytes_in_flight, 268435456u);
+  EXPECT_EQ(sqs(large).large_payloads.s3.addressing, sluice::s3::AddressingStyle::auto_detect);
   EXPECT_EQ(large.transform.max_body_bytes, 16777216u);
   const auto sns = load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/sns-pipeline.yaml");
   EXPECT_TRUE(sns.transform.unwrap_sns);
-  EXPECT_FALSE(sns.sqs.large_payloads.enabled);
+  EXPECT_FALSE(sqs(sns).large_payloads.enabled);
 }
 
 TEST(Config, LargePayloadAndSnsOptionsAreChecked) {
-  const std::string base = "source:\n  queue_url: http://127.0.0.1:1/0/q\n";
+  const std::string base = "source:\n  sqs:\n    queue_url: http://127.0.0.1:1/0/q\n";
   const std::string stages =
       "normalize:\n  fields:\n    - {name: a, from: /a}\n    - {name: t, meta: sns_topic_arn}\n"
       "identity:\n  versions:\n    V1: [a]\n";
@@ -146,13 +158,13 @@ TEST(Config, LargePayloadAndSnsOptionsAreChecked) {
     }
     return std::string();
   };
-  EXPECT_NE(error(base + "  large_payloads:\n    max_bytes_in_flight: 0\n" + stages +
+  EXPECT_NE(error(base + "    large_payloads:\n      max_bytes_in_flight: 0\n" + stages +
                   "decode:\n  sns_envelope: true\n")
-                .find("source.large_payloads.max_bytes_in_flight"),
+                .find("source.sqs.large_payloads.max_bytes_in_flight"),
             std::string::npos);
-  EXPECT_NE(error(base + "  large_payloads:\n    addressing: dns\n" + stages +
+  EXPECT_NE(error(base + "    large_payloads:\n      addressing: dns\n" + stages +
                   "decode:\n  sns_envelope: true\n")
-                .find("source.large_payloads.addressing"),
+                .find("source.sqs.large_payloads.addressing"),
             std::string::npos);
   const std::string no_envelope = error(base + stages);
   EXPECT_NE(no_envelope.find("decode.sns_envelope"), std::string::npos) << no_envelope;
@@ -161,8 +173,9 @@ TEST(Config, LargePayloadAndSnsOptionsAreChecked) {
 
 TEST(Config, LargePayloadsRaiseTheBodyLimitUnlessItIsSet) {
   const std::string base =
-      "source:\n  queue_url: http://127.0.0.1:1/0/q\n  large_payloads:\n    enabled: true\n"
-      "    max_bytes_in_flight: 50000000\nnormalize:\n  fields:\n    - {name: a, from: /a}\n"
+      "source:\n  sqs:\n    queue_url: http://127.0.0.1:1/0/q\n    large_payloads:\n      enabled: "
+      "true\n"
+      "      max_bytes_in_flight: 50000000\nnormalize:\n  fields:\n    - {name: a, from: /a}\n"
       "identity:\n  versions:\n    V1: [a]\n";
   EXPECT_EQ(parse_config(base).transform.max_body_bytes, 50000000u);
   EXPECT_EQ(parse_config(base + "decode:\n  max_body_bytes: 1000\n").transform.max_body_bytes,
@@ -191,11 +204,11 @@ TEST(Config, RefusesWhatItUsedToAcceptSilently) {
   EXPECT_TRUE(has(error_of(with("source:\n  failure_backoff: 5000000000000000h\n")),
                   {"source.failure_backoff"}));
   // SQS takes whole seconds: 500ms used to become 0 (short polling).
-  EXPECT_TRUE(has(error_of(with("source:\n  poll_wait: 500ms\n")),
-                  {"source.poll_wait", "'500ms'", "whole seconds"}));
-  EXPECT_TRUE(has(error_of(with("source:\n  visibility_timeout: 1500ms\n")),
-                  {"source.visibility_timeout", "whole seconds"}));
-  EXPECT_EQ(parse_config(with("source:\n  poll_wait: 2000ms\n")).sqs.poll_wait,
+  EXPECT_TRUE(has(error_of(with("source:\n  sqs:\n    poll_wait: 500ms\n")),
+                  {"source.sqs.poll_wait", "'500ms'", "whole seconds"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  sqs:\n    visibility_timeout: 1500ms\n")),
+                  {"source.sqs.visibility_timeout", "whole seconds"}));
+  EXPECT_EQ(sqs(parse_config(with("source:\n  sqs:\n    poll_wait: 2000ms\n"))).poll_wait,
             std::chrono::seconds(2));
   // Port 70000 used to bind port 4464.
   EXPECT_TRUE(has(error_of(with("metrics:\n  listen: 127.0.0.1:70000\n")),
@@ -203,33 +216,36 @@ TEST(Config, RefusesWhatItUsedToAcceptSilently) {
   EXPECT_TRUE(has(error_of(with("metrics:\n  listen: localhost:9464\n")),
                   {"metrics.listen", "IP address"}));
   // A queue URL that is not one, named with its key and environment variable.
-  EXPECT_TRUE(has(error_of(with("source:\n  queue_url: not-a-url\n")),
-                  {"source.queue_url", "'not-a-url'", "SQS queue URL", "SLUICE_QUEUE_URL"}));
-  EXPECT_TRUE(has(error_of(with("source:\n  queue_url: https://sqs.us-east-1.amazonaws.com/\n")),
-                  {"source.queue_url", "/ACCOUNT/QUEUE_NAME"}));
-  EXPECT_TRUE(has(error_of(with("source:\n  endpoint_url: 127.0.0.1:4566\n")),
-                  {"source.endpoint_url", "http://", "SLUICE_SQS_ENDPOINT"}));
-  EXPECT_TRUE(has(error_of(with("dead_letter:\n  queue_url: ftp://x/1/q\n")),
-                  {"dead_letter.queue_url", "SLUICE_DEAD_LETTER_QUEUE_URL"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  sqs:\n    queue_url: not-a-url\n")),
+                  {"source.sqs.queue_url", "'not-a-url'", "SQS queue URL", "SLUICE_QUEUE_URL"}));
+  EXPECT_TRUE(
+      has(error_of(with("source:\n  sqs:\n    queue_url: https://sqs.us-east-1.amazonaws.com/\n")),
+          {"source.sqs.queue_url", "/ACCOUNT/QUEUE_NAME"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  sqs:\n    endpoint_url: 127.0.0.1:4566\n")),
+                  {"source.sqs.endpoint_url", "http://", "SLUICE_SQS_ENDPOINT"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  sqs:\n    dead_letter_queue_url: ftp://x/1/q\n")),
+                  {"source.sqs.dead_letter_queue_url", "SLUICE_DEAD_LETTER_QUEUE_URL"}));
   setenv("SLUICE_SQS_ENDPOINT", "nonsense", 1);
   const std::string from_env = error_of(kMinimal);
   unsetenv("SLUICE_SQS_ENDPOINT");
-  EXPECT_TRUE(has(from_env, {"source.endpoint_url", "SLUICE_SQS_ENDPOINT", "'nonsense'"}));
+  EXPECT_TRUE(has(from_env, {"source.sqs.endpoint_url", "SLUICE_SQS_ENDPOINT", "'nonsense'"}));
   // Cross-field errors name the YAML keys, not the library's option names.
   EXPECT_TRUE(has(error_of(with("source:\n  failure_backoff: 10s\n  failure_backoff_max: 1s\n")),
                   {"source.failure_backoff_max", "at least source.failure_backoff"}));
-  EXPECT_TRUE(has(error_of(with("source:\n  visibility_timeout: 10s\n  heartbeat_interval: 6s\n")),
-                  {"source.heartbeat_interval", "half of source.visibility_timeout"}));
+  EXPECT_TRUE(has(
+      error_of(with("source:\n  heartbeat_interval: 6s\n  sqs:\n    visibility_timeout: 10s\n")),
+      {"source.heartbeat_interval", "half of source.sqs.visibility_timeout"}));
   // Unacknowledged MongoDB writes.
   EXPECT_TRUE(has(error_of(with("sink:\n  mongodb:\n    write_concern: \"0\"\n")),
                   {"sink.mongodb.write_concern", "majority", "from 1", "unacknowledged"}));
   EXPECT_TRUE(
       has(error_of(with("metrics:\n  listen: ::1:9464\n")), {"metrics.listen", "brackets"}));
-  EXPECT_TRUE(has(error_of(with("source:\n  queue_url: https://sqs.us-east-1.amazonaws.com//q\n")),
-                  {"source.queue_url", "/ACCOUNT/QUEUE_NAME"}));
+  EXPECT_TRUE(has(
+      error_of(with("source:\n  sqs:\n    queue_url: https://sqs.us-east-1.amazonaws.com//q\n")),
+      {"source.sqs.queue_url", "/ACCOUNT/QUEUE_NAME"}));
   const std::string with_credentials =
-      error_of(with("source:\n  queue_url: https://u:hunter2@sqs.example.com/1/q\n"));
-  EXPECT_TRUE(has(with_credentials, {"source.queue_url", "without credentials"}));
+      error_of(with("source:\n  sqs:\n    queue_url: https://u:hunter2@sqs.example.com/1/q\n"));
+  EXPECT_TRUE(has(with_credentials, {"source.sqs.queue_url", "without credentials"}));
   EXPECT_EQ(with_credentials.find("hunter2"), std::string::npos) << with_credentials;
 }
 
@@ -269,7 +285,7 @@ identity:
     V1: [skuId]
 )";
   auto sqs = parse_config(
-      "source:\n  queue_url: http://127.0.0.1:1/000000000000/q\n"
+      "source:\n  sqs:\n    queue_url: http://127.0.0.1:1/000000000000/q\n"
       "  concurrency: auto\n  max_in_flight: 500\n" +
       fields +
       "autoscale:\n  period: 30s\n  periods: 3\n  spare: 2\n"
@@ -284,13 +300,112 @@ identity:
   EXPECT_EQ(sqs.autoscale_running, 4);
   // RabbitMQ: consumers elastic from 1 to max_in_flight / prefetch.
   auto rabbit = parse_config(
-      "source:\n  type: rabbitmq\n  queue: q\n  concurrency: auto\n"
-      "  max_in_flight: 1000\n  prefetch: 100\n" +
+      "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n    prefetch: 100\n  concurrency: "
+      "auto\n"
+      "  max_in_flight: 1000\n" +
       fields);
-  EXPECT_EQ(rabbit.amqp.min_consumers, 1);
-  EXPECT_EQ(rabbit.amqp.max_consumers, 10);
+  EXPECT_EQ(amqp(rabbit).min_consumers, 1);
+  EXPECT_EQ(amqp(rabbit).max_consumers, 10);
   EXPECT_TRUE(has(error_of(with("autoscale:\n  periods: 0\n")), {"autoscale.periods", "'0'"}));
   EXPECT_TRUE(has(error_of(with("autoscale:\n  period: 500ms\n")), {"autoscale.period", "500ms"}));
   EXPECT_TRUE(has(error_of(with("source:\n  concurrency: automatic\n")),
                   {"source.concurrency", "or auto"}));
+}
+
+// Each source has its section; a key of another source is refused, not ignored.
+TEST(Config, EachSourceHasItsOwnSection) {
+  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
+    for (const char* p : parts)
+      if (message.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << message << " lacks " << p;
+    return ::testing::AssertionSuccess();
+  };
+  const std::string fields =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const auto rabbit = parse_config(
+      "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: orders\n"
+      "    url: amqp://u:p@127.0.0.1:5999/%2f\n" +
+      fields);
+  EXPECT_EQ(rabbit.source_driver->name(), "rabbitmq");
+  EXPECT_EQ(amqp(rabbit).queue, "orders");
+  EXPECT_EQ(amqp(rabbit).uri, "amqp://u:p@127.0.0.1:5999/%2f");
+  EXPECT_TRUE(rabbit.warnings.empty());
+  // An SQS key with RabbitMQ chosen (the dead-letter queue of the old flat namespace too).
+  EXPECT_TRUE(has(error_of("source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n  sqs:\n"
+                           "    queue_url: http://127.0.0.1:1/0/q\n" +
+                           fields),
+                  {"source.sqs.queue_url", "set, but source.type is rabbitmq", "refused"}));
+  EXPECT_TRUE(has(error_of("source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n"
+                           "dead_letter:\n  queue_url: http://127.0.0.1:1/0/dlq\n" +
+                           fields),
+                  {"dead_letter.queue_url", "source.type is rabbitmq"}));
+  EXPECT_TRUE(has(error_of("source:\n  rabbitmq:\n    queue: q\n" + fields),
+                  {"source.rabbitmq.queue", "source.type is sqs"}));
+  // A variable of another source in the environment is not this one's business.
+  setenv("SLUICE_AMQP_QUEUE", "elsewhere", 1);
+  const std::string ok = error_of(kMinimal);
+  unsetenv("SLUICE_AMQP_QUEUE");
+  EXPECT_EQ(ok, "no error");
+  // The type names the registered sources.
+  EXPECT_TRUE(has(error_of(with("source:\n  type: kafka\n")),
+                  {"source.type", "'kafka'", "sqs, rabbitmq, file"}));
+  // A message property the chosen source does not have.
+  EXPECT_TRUE(has(error_of("source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n"
+                           "normalize:\n  fields:\n    - {name: a, from: /a}\n"
+                           "    - {name: s, meta: sequence_number}\n"
+                           "identity:\n  versions:\n    V1: [a]\n"),
+                  {"normalize.fields[1].meta", "'sequence_number'", "rabbitmq", "sent_time"}));
+}
+
+TEST(Config, KeysOfEarlierReleasesAreReadWithAWarningNamingTheNewKey) {
+  const auto c = parse_config(
+      "source:\n  queue_url: http://127.0.0.1:1/0/q\n  poll_wait: 5s\n  large_payloads:\n"
+      "    enabled: true\ndead_letter:\n  queue_url: http://127.0.0.1:1/0/dlq\n"
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n");
+  EXPECT_EQ(sqs(c).queue_url, "http://127.0.0.1:1/0/q");
+  EXPECT_EQ(sqs(c).poll_wait, std::chrono::seconds(5));
+  EXPECT_TRUE(sqs(c).large_payloads.enabled);
+  EXPECT_EQ(sqs(c).dead_letter_queue_url, "http://127.0.0.1:1/0/dlq");
+  ASSERT_EQ(c.warnings.size(), 4u);
+  EXPECT_EQ(c.warnings[0],
+            "source.queue_url is now source.sqs.queue_url (read under its new name; the old "
+            "name will be refused in the next release)");
+  EXPECT_NE(c.warnings[3].find("dead_letter.queue_url is now source.sqs.dead_letter_queue_url"),
+            std::string::npos);
+  // Its errors name both.
+  const std::string e = error_of(with("source:\n  poll_wait: 500ms\n"));
+  EXPECT_NE(e.find("source.sqs.poll_wait (written source.poll_wait)"), std::string::npos) << e;
+  const auto rabbit = parse_config(
+      "source:\n  type: rabbitmq\n  queue: q\n  amqp_heartbeat: 10s\n  prefetch: 7\n"
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n");
+  EXPECT_EQ(amqp(rabbit).heartbeat, std::chrono::seconds(10));
+  EXPECT_EQ(amqp(rabbit).prefetch, 7);
+}
+
+TEST(Config, TheFileSource) {
+  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
+    for (const char* p : parts)
+      if (message.find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << message << " lacks " << p;
+    return ::testing::AssertionSuccess();
+  };
+  const std::string fields =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const auto c = parse_config("source:\n  type: file\n  file:\n    path: events.jsonl\n" + fields);
+  const auto& file = c.source_as<sluice::file::FileSettings>().source;
+  EXPECT_EQ(file.path, "events.jsonl");
+  EXPECT_EQ(sluice::file::checkpoint_path(file), "events.jsonl.checkpoint");
+  EXPECT_FALSE(c.writer.dead_letter_queue) << "rejects stay in the rejects table";
+  EXPECT_NE(describe(c).find("checkpoint events.jsonl.checkpoint"), std::string::npos)
+      << describe(c);
+  EXPECT_TRUE(has(error_of("source:\n  type: file\n" + fields), {"source.file.path", "missing"}));
+  EXPECT_TRUE(has(error_of("source:\n  type: file\n  file:\n    path: 'logs/*.jsonl'\n" + fields),
+                  {"source.file.checkpoint", "glob"}));
+  EXPECT_TRUE(has(error_of("source:\n  type: file\n  file:\n    path: '-'\n"
+                           "    checkpoint: x.ckpt\n" +
+                           fields),
+                  {"source.file.checkpoint", "standard input"}));
+  EXPECT_TRUE(
+      has(error_of("source:\n  type: file\n  file:\n    path: a\n    max_batch: 0\n" + fields),
+          {"source.file.max_batch", "'0'"}));
 }

@@ -1,0 +1,123 @@
+#include "driver/config_values.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+namespace sluice::config {
+
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  long long factor = 0;
+  if (unit == "ms")
+    factor = 1;
+  else if (unit == "s")
+    factor = 1000;
+  else if (unit == "m")
+    factor = 60'000;
+  else if (unit == "h")
+    factor = 3'600'000;
+  else
+    return std::nullopt;
+  long long ms = 0;
+  if (__builtin_mul_overflow(v, factor, &ms)) return std::nullopt;  // never wrap
+  return std::chrono::milliseconds(ms);
+}
+
+std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) + "ms to " +
+         std::to_string(max.count()) + "ms";
+}
+
+std::string shown(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "(empty)";
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+void bad(const std::string& key, const YAML::Node& node, const std::string& expected) {
+  throw ConfigError(key + ": got " + shown(node) + ", expected " + expected);
+}
+
+std::string as_string(const YAML::Node& n, const std::string& key) {
+  if (!n.IsScalar()) bad(key, n, "a string");
+  return n.Scalar();
+}
+
+long long as_int(const YAML::Node& n, const std::string& key, long long min, long long max) {
+  const std::string range = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  if (!n.IsScalar()) bad(key, n, range);
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(n.Scalar(), &used);
+  } catch (...) {
+    bad(key, n, range);
+  }
+  if (used != n.Scalar().size() || v < min || v > max) bad(key, n, range);
+  return v;
+}
+
+bool as_bool(const YAML::Node& n, const std::string& key) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "no" || s == "off") return false;
+  }
+  bad(key, n, "true or false");
+}
+
+std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& key,
+                                      std::chrono::milliseconds min,
+                                      std::chrono::milliseconds max) {
+  const auto d = n.IsScalar() ? parse_duration(n.Scalar()) : std::nullopt;
+  if (!d || *d < min || *d > max) bad(key, n, duration_expected(min, max));
+  return *d;
+}
+
+std::chrono::seconds as_whole_seconds(const YAML::Node& n, const std::string& key,
+                                      std::chrono::seconds min, std::chrono::seconds max,
+                                      const std::string& why) {
+  const auto d = as_duration(n, key, min, max);
+  if (d.count() % 1000 != 0)
+    bad(key, n,
+        "whole seconds (" + why + "), from " + std::to_string(min.count()) + "s to " +
+            std::to_string(max.count()) + "s");
+  return std::chrono::duration_cast<std::chrono::seconds>(d);
+}
+
+std::string as_file_path_or_empty(const YAML::Node& n, const std::string& key) {
+  const std::string path = as_string(n, key);
+  if (path.empty()) return path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path))
+    bad(key, n, "a readable file");
+  return path;
+}
+
+std::string as_enum(const YAML::Node& n, const std::string& key,
+                    const std::vector<std::string>& values) {
+  std::string list;
+  for (const auto& v : values) list += (list.empty() ? "" : ", ") + v;
+  if (!n.IsScalar() || std::find(values.begin(), values.end(), n.Scalar()) == values.end())
+    bad(key, n, "one of " + list);
+  return n.Scalar();
+}
+
+std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& key) {
+  if (!n.IsSequence()) bad(key, n, "a list of strings");
+  std::vector<std::string> out;
+  for (const auto& item : n) out.push_back(as_string(item, key + "[]"));
+  return out;
+}
+
+}  // namespace sluice::config

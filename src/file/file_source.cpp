@@ -1,0 +1,681 @@
+// The file source: JSON lines read as a queue whose ack is a checkpoint (see
+// sluice/file/source.hpp for what it promises).
+//
+// Threads: open(), receive(), reject() and flush() run on the container's I/O thread,
+// which alone reads the inputs (inputs_, reading_). ack(), retry() and release() come
+// from any thread: what they touch (the trackers, the retries, the checkpoint's
+// dirtiness) is guarded by mutex_.
+#include "file/file_source.hpp"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "file/line_tracker.hpp"
+#include "runtime/source.hpp"
+
+namespace sluice {
+namespace asio = boost::asio;
+using runtime::SourceError;
+using runtime::SourceErrorKind;
+using runtime::StatePtr;
+using Clock = std::chrono::steady_clock;
+
+namespace file {
+
+bool is_glob(const std::string& path) {
+  return path.find_first_of("*?[") != std::string::npos;
+}
+
+std::vector<std::string> matching_files(const std::string& path) {
+  std::vector<std::string> files;
+  if (!is_glob(path)) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) files.push_back(path);
+    return files;
+  }
+  glob_t found{};
+  if (::glob(path.c_str(), 0, nullptr, &found) == 0)  // sorted by name
+    for (std::size_t i = 0; i < found.gl_pathc; ++i) {
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(found.gl_pathv[i], ec))
+        files.emplace_back(found.gl_pathv[i]);
+    }
+  globfree(&found);
+  return files;
+}
+
+std::string checkpoint_path(const FileSourceOptions& options) {
+  if (!options.checkpoint.empty()) return options.checkpoint;
+  if (options.path == "-" || is_glob(options.path)) return {};
+  return options.path + ".checkpoint";
+}
+
+std::map<std::string, Position> read_checkpoint(const std::string& path) {
+  std::map<std::string, Position> files;
+  std::ifstream in(path);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return files;  // a first run
+    throw std::runtime_error("checkpoint " + path + ": cannot read it (" + std::strerror(errno) +
+                             ")");
+  }
+  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  auto malformed = [&](const std::string& why) {
+    return std::runtime_error("checkpoint " + path + ": " + why +
+                              " (expected {\"version\": 1, \"files\": {PATH: {\"line\": N, "
+                              "\"offset\": N}}}; remove it to read every file from its start)");
+  };
+  if (doc.is_discarded() || !doc.is_object()) throw malformed("not a JSON object");
+  if (doc.value("version", 0) != 1) throw malformed("not version 1");
+  const auto it = doc.find("files");
+  if (it == doc.end() || !it->is_object()) throw malformed("no \"files\" object");
+  for (const auto& [name, at] : it->items()) {
+    if (!at.is_object() || !at.contains("line") || !at.contains("offset") ||
+        !at["line"].is_number_unsigned() || !at["offset"].is_number_unsigned())
+      throw malformed("the entry of " + name + " is not {\"line\": N, \"offset\": N}");
+    files[name] = {at["line"].get<std::uint64_t>(), at["offset"].get<std::uint64_t>()};
+  }
+  return files;
+}
+
+void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files) {
+  nlohmann::json doc = {{"version", 1}, {"files", nlohmann::json::object()}};
+  for (const auto& [name, at] : files)
+    doc["files"][name] = {{"line", at.line}, {"offset", at.offset}};
+  const std::string text = doc.dump(1) + "\n";
+  const std::string temporary = path + ".tmp";
+  auto fail = [&](const char* what) {
+    return std::runtime_error("checkpoint " + path + ": " + what + " (" + std::strerror(errno) +
+                              ")");
+  };
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw fail("cannot create its temporary file");
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const auto n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw fail("cannot write it");
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    throw fail("cannot flush it to disk");
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) throw fail("cannot rename it into place");
+  // The rename itself is durable once its folder is flushed.
+  const auto folder = std::filesystem::path(path).parent_path();
+  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+namespace {
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kOverlongKept = 1024;
+
+// One file (or standard input) being read: the I/O thread's alone.
+struct Input {
+  std::string path;
+  int fd = -1;
+  bool owns_fd = true;
+  bool pipe = false;  // standard input that is not a regular file: read when ready
+  std::optional<asio::posix::stream_descriptor> descriptor;  // for a pipe
+  std::uint64_t taken = 0;  // file offset of the first byte not yet in a line
+  std::uint64_t line = 0;   // lines taken
+  std::string carry;        // bytes read, not yet lines
+  std::size_t carry_at = 0;
+  bool at_end = false;                // the latest read found nothing more
+  bool closed = false;                // a pipe's writer is gone
+  std::size_t partial_size = 0;       // carry's size when the partial line last grew
+  Clock::time_point partial_since{};  // ... and when
+  bool overlong = false;              // discarding a line beyond max_line_bytes
+  std::string overlong_head;
+
+  ~Input() {
+    if (descriptor) descriptor->release();
+    if (fd >= 0 && owns_fd) ::close(fd);
+  }
+  std::string_view pending() const { return std::string_view(carry).substr(carry_at); }
+};
+
+struct Line {
+  std::size_t input = 0;
+  std::uint64_t number = 0;
+  std::uint64_t end = 0;
+  std::string body;
+  bool overlong = false;
+};
+
+std::string receipt_of(std::size_t input, std::uint64_t line) {
+  return std::to_string(input) + ":" + std::to_string(line);
+}
+std::pair<std::size_t, std::uint64_t> parse_receipt(std::string_view receipt) {
+  const auto colon = receipt.find(':');
+  return {std::stoull(std::string(receipt.substr(0, colon))),
+          std::stoull(std::string(receipt.substr(colon + 1)))};
+}
+
+class FileSource final : public runtime::Source {
+ public:
+  FileSource(FileSourceOptions options, runtime::SourceContext context,
+             std::shared_ptr<Progress> progress)
+      : options_(std::move(options)),
+        context_(std::move(context)),
+        progress_(progress ? std::move(progress) : std::make_shared<Progress>()),
+        checkpoint_(checkpoint_path(options_)),
+        checkpoint_timer_(context_.executor) {}
+
+  ~FileSource() override {
+    if (stdin_flags_ >= 0) ::fcntl(STDIN_FILENO, F_SETFL, stdin_flags_);
+  }
+
+  asio::awaitable<void> open() override {
+    if (options_.path == "-") {
+      auto input = std::make_unique<Input>();
+      input->path = "-";
+      input->fd = STDIN_FILENO;
+      input->owns_fd = false;
+      struct stat st {};
+      if (::fstat(STDIN_FILENO, &st) == 0 && !S_ISREG(st.st_mode)) {
+        input->pipe = true;
+        stdin_flags_ = ::fcntl(STDIN_FILENO, F_GETFL);
+        ::fcntl(STDIN_FILENO, F_SETFL, stdin_flags_ | O_NONBLOCK);
+        input->descriptor.emplace(context_.executor, STDIN_FILENO);
+      }
+      add_input(std::move(input), {});
+    } else {
+      try {
+        positions_ =
+            checkpoint_.empty() ? std::map<std::string, Position>{} : read_checkpoint(checkpoint_);
+      } catch (const std::exception& e) {
+        throw SourceError(SourceErrorKind::permanent, "checkpoint", e.what());
+      }
+      const auto files = matching_files(options_.path);
+      if (files.empty())  // it may yet be written: tried again with backoff
+        throw SourceError(SourceErrorKind::transient, "not_found",
+                          "no file matches " + options_.path);
+      for (const auto& path : files) open_file(path);
+    }
+    checkpoint_loop();
+    report();
+    co_return;
+  }
+
+  runtime::SourceCapabilities capabilities() const override {
+    runtime::SourceCapabilities c;
+    c.max_batch = std::max(1, std::min(options_.max_batch, std::max(1, context_.max_in_flight)));
+    return c;
+  }
+
+  asio::awaitable<std::vector<StatePtr>> receive(int max) override {
+    std::vector<StatePtr> out;
+    take_due_retries(out, max);
+    read_lines(out, max);
+    if (out.empty()) {
+      // Nothing now: look again after a while (a writer appending, a retry coming due).
+      asio::steady_timer timer(context_.executor);
+      timer.expires_after(until_next_look());
+      co_await timer.async_wait(asio::use_awaitable);
+      if (auto* pipe = waiting_pipe()) {
+        // A pipe says when it has more; bounded by one more interval.
+        asio::steady_timer bound(context_.executor);
+        bound.expires_after(options_.poll_interval);
+        bound.async_wait([pipe](boost::system::error_code ec) {
+          if (!ec) pipe->descriptor->cancel();
+        });
+        boost::system::error_code ec;
+        co_await pipe->descriptor->async_wait(asio::posix::descriptor_base::wait_read,
+                                              asio::redirect_error(asio::use_awaitable, ec));
+        bound.cancel();
+      }
+      take_due_retries(out, max);
+      read_lines(out, max);
+    }
+    report();
+    co_return out;
+  }
+
+  void ack(const StatePtr& state) override { done(state); }
+
+  void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
+    again(state, Clock::now() + backoff);
+  }
+  void release(const StatePtr& state) override { again(state, Clock::now()); }
+
+  // No dead-letter destination of its own: the line is done (the rejects table keeps it).
+  asio::awaitable<bool> reject(StatePtr state, std::string /*reason*/) override {
+    done(state);
+    co_return false;
+  }
+
+  asio::awaitable<void> flush() override {
+    save_checkpoint();
+    co_return;
+  }
+
+  std::string describe() const override { return "file " + options_.path; }
+  std::string message_source() const override { return options_.path; }
+
+ private:
+  void open_file(const std::string& path) {
+    auto input = std::make_unique<Input>();
+    input->path = path;
+    input->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (input->fd < 0)
+      throw SourceError(SourceErrorKind::transient, "open",
+                        "cannot open " + path + " (" + std::strerror(errno) + ")");
+    Position at;
+    if (auto it = positions_.find(path); it != positions_.end()) at = it->second;
+    struct stat st {};
+    if (::fstat(input->fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < at.offset) {
+      warn("file " + path + " is shorter (" + std::to_string(st.st_size) +
+           " bytes) than its checkpoint (" + std::to_string(at.offset) +
+           "): read again from its start (the sink dedupes what it already holds)");
+      at = {};
+    }
+    if (at.offset > 0 && ::lseek(input->fd, static_cast<off_t>(at.offset), SEEK_SET) < 0)
+      throw SourceError(SourceErrorKind::transient, "seek",
+                        "cannot seek in " + path + " (" + std::strerror(errno) + ")");
+    input->taken = at.offset;
+    input->line = at.line;
+    add_input(std::move(input), at);
+  }
+
+  void add_input(std::unique_ptr<Input> input, Position at) {
+    std::lock_guard lock(mutex_);
+    trackers_.emplace_back();
+    trackers_.back().resume(at.line, at.offset);
+    names_.push_back(input->path);
+    inputs_.push_back(std::move(input));
+  }
+
+  // Reads whole lines into messages, the oldest input first.
+  void read_lines(std::vector<StatePtr>& out, int max) {
+    std::vector<Line> lines;
+    while (static_cast<int>(out.size() + lines.size()) < max && reading_ < inputs_.size()) {
+      auto& input = *inputs_[reading_];
+      auto line = next_line(input);
+      if (line) {
+        line->input = reading_;
+        lines.push_back(std::move(*line));
+        continue;
+      }
+      // This input has nothing more now. A later input means this one is complete.
+      if (reading_ + 1 < inputs_.size() || input.closed) {
+        if (auto last = take_partial(input)) {
+          last->input = reading_;
+          lines.push_back(std::move(*last));
+          continue;
+        }
+        if (reading_ + 1 < inputs_.size()) {
+          ++reading_;
+          continue;
+        }
+        break;
+      }
+      if (!options_.follow)
+        if (auto last = partial_if_settled(input)) {
+          last->input = reading_;
+          lines.push_back(std::move(*last));
+          continue;
+        }
+      if (options_.follow && is_glob(options_.path)) look_for_new_files();
+      if (reading_ + 1 < inputs_.size()) continue;
+      break;
+    }
+    if (lines.empty()) return;
+    const auto now = std::chrono::system_clock::now();
+    std::lock_guard lock(mutex_);
+    for (auto& line : lines) {
+      auto& tracker = trackers_[line.input];
+      // Blank lines carry nothing: done as soon as read.
+      if (!line.overlong && line.body.find_first_not_of(" \t\r") == std::string::npos) {
+        tracker.skipped(line.number, line.end);
+        dirty_ = true;
+        continue;
+      }
+      tracker.delivered(line.number, line.end);
+      auto state = std::make_shared<detail::MessageState>();
+      text_.clear();
+      text_.id(names_[line.input] + ":" + std::to_string(line.number))
+          .receipt(receipt_of(line.input, line.number));
+      state->text = text_.build();
+      state->body = std::move(line.body);
+      state->received_at = now;
+      if (line.overlong)
+        state->set_problem({false, "line_too_long",
+                            "line " + std::to_string(line.number) + " is longer than " +
+                                std::to_string(options_.max_line_bytes) +
+                                " bytes (source.file.max_line_bytes); its first " +
+                                std::to_string(kOverlongKept) + " bytes are kept"});
+      out.push_back(std::move(state));
+    }
+  }
+
+  // The next whole line of `input`, reading more as needed; nullopt at its end for now.
+  std::optional<Line> next_line(Input& input) {
+    for (;;) {
+      const auto pending = input.pending();
+      const auto newline = pending.find('\n');
+      if (newline != std::string_view::npos) {
+        Line line;
+        line.number = ++input.line;
+        line.end = input.taken + newline + 1;
+        if (input.overlong) {
+          line.body = std::move(input.overlong_head);
+          line.overlong = true;
+          input.overlong = false;
+          input.overlong_head.clear();
+        } else {
+          line.body.assign(pending.substr(0, newline));
+          if (!line.body.empty() && line.body.back() == '\r') line.body.pop_back();
+        }
+        input.taken = line.end;
+        input.carry_at += newline + 1;
+        if (input.carry_at > kReadChunk) {  // keep the carry small
+          input.carry.erase(0, input.carry_at);
+          input.carry_at = 0;
+        }
+        input.partial_size = 0;
+        return line;
+      }
+      if (pending.size() > options_.max_line_bytes) {  // drop all but its head
+        if (!input.overlong) {
+          input.overlong = true;
+          input.overlong_head.assign(pending.substr(0, kOverlongKept));
+        }
+        input.taken += pending.size();
+        input.carry.clear();
+        input.carry_at = 0;
+      }
+      if (!read_more(input)) return std::nullopt;
+    }
+  }
+
+  // Appends what the input has now; false when it has nothing more for now.
+  bool read_more(Input& input) {
+    if (input.closed) return false;
+    char chunk[kReadChunk];
+    for (;;) {
+      const auto n = ::read(input.fd, chunk, sizeof chunk);
+      if (n > 0) {
+        input.carry.append(chunk, static_cast<std::size_t>(n));
+        input.at_end = false;
+        return true;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        input.at_end = true;
+        return false;
+      }
+      if (n < 0) warn("cannot read " + input.path + " (" + std::strerror(errno) + ")");
+      if (input.pipe) input.closed = true;  // a pipe's end is final
+      input.at_end = true;
+      return false;
+    }
+  }
+
+  // The bytes after the last newline of a complete input: its last line.
+  std::optional<Line> take_partial(Input& input) {
+    const auto pending = input.pending();
+    if (pending.empty() && !input.overlong) return std::nullopt;
+    Line line;
+    line.number = ++input.line;
+    line.end = input.taken + pending.size();
+    if (input.overlong) {
+      line.body = std::move(input.overlong_head);
+      line.overlong = true;
+      input.overlong = false;
+    } else {
+      line.body.assign(pending);
+      if (!line.body.empty() && line.body.back() == '\r') line.body.pop_back();
+    }
+    input.taken = line.end;
+    input.carry.clear();
+    input.carry_at = 0;
+    input.partial_size = 0;
+    return line;
+  }
+
+  // A last line without its newline: taken once it has not grown for partial_line_wait
+  // (a writer still appending finishes it first).
+  std::optional<Line> partial_if_settled(Input& input) {
+    const auto size = input.pending().size();
+    if (size == 0 && !input.overlong) return std::nullopt;
+    const auto now = Clock::now();
+    if (size != input.partial_size) {
+      input.partial_size = size;
+      input.partial_since = now;
+      return std::nullopt;
+    }
+    if (now - input.partial_since < options_.partial_line_wait) return std::nullopt;
+    return take_partial(input);
+  }
+
+  void look_for_new_files() {
+    for (const auto& path : matching_files(options_.path))
+      if (std::find(names_.begin(), names_.end(), path) == names_.end() && path > names_.back()) {
+        try {
+          open_file(path);
+        } catch (const SourceError& e) {
+          warn(e.what());
+        }
+      }
+  }
+
+  Input* waiting_pipe() {
+    if (reading_ < inputs_.size() && inputs_[reading_]->pipe && !inputs_[reading_]->closed)
+      return inputs_[reading_].get();
+    return nullptr;
+  }
+
+  std::chrono::milliseconds until_next_look() {
+    auto wait = options_.poll_interval;
+    std::lock_guard lock(mutex_);
+    if (!retries_.empty()) {
+      const auto due = std::chrono::duration_cast<std::chrono::milliseconds>(retries_.front().due -
+                                                                             Clock::now());
+      wait = std::clamp(due, std::chrono::milliseconds(1), wait);
+    }
+    return wait;
+  }
+
+  void take_due_retries(std::vector<StatePtr>& out, int max) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    // retries_ is kept in due order.
+    while (!retries_.empty() && static_cast<int>(out.size()) < max && retries_.front().due <= now) {
+      out.push_back(std::move(retries_.front().state));
+      retries_.pop_front();
+    }
+  }
+
+  void done(const StatePtr& state) {
+    const auto [input, line] = parse_receipt(state->text.receipt());
+    std::lock_guard lock(mutex_);
+    if (input < trackers_.size() && trackers_[input].settled(line)) dirty_ = true;
+  }
+
+  // The same line again, as a new delivery (the settled one is the core's).
+  void again(const StatePtr& state, Clock::time_point due) {
+    auto next = std::make_shared<detail::MessageState>();
+    {
+      detail::MessageText::Builder builder;
+      builder.id(state->text.id()).receipt(state->text.receipt());
+      next->text = builder.build();
+    }
+    next->body = state->body;
+    next->receive_count = state->receive_count + 1;
+    next->received_at = std::chrono::system_clock::now();
+    std::lock_guard lock(mutex_);
+    auto at =
+        std::find_if(retries_.begin(), retries_.end(), [&](const Retry& r) { return r.due > due; });
+    retries_.insert(at, Retry{due, std::move(next)});
+  }
+
+  void checkpoint_loop() {
+    if (checkpoint_.empty()) return;
+    checkpoint_timer_.expires_after(options_.checkpoint_interval);
+    checkpoint_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      save_checkpoint();
+      report();
+      checkpoint_loop();
+    });
+  }
+
+  void save_checkpoint() {
+    if (checkpoint_.empty()) return;
+    std::map<std::string, Position> files = positions_;
+    {
+      std::lock_guard lock(mutex_);
+      if (!dirty_) return;
+      dirty_ = false;
+      for (std::size_t i = 0; i < trackers_.size(); ++i)
+        files[names_[i]] = {trackers_[i].done_line(), trackers_[i].done_offset()};
+    }
+    try {
+      write_checkpoint(checkpoint_, files);
+      positions_ = std::move(files);
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mutex_);
+      dirty_ = true;  // tried again at the next interval; the lines are read again if not
+      warn(e.what());
+    }
+  }
+
+  // The probe's figures: lines left (from the bytes left and the mean line so far) and
+  // lines out.
+  void report() {
+    std::uint64_t bytes_left = 0;
+    bool unknown = false;
+    for (std::size_t i = reading_; i < inputs_.size(); ++i) {
+      const auto& input = *inputs_[i];
+      bytes_left += input.pending().size();
+      if (input.pipe) {
+        unknown = unknown || !input.closed;
+        continue;
+      }
+      struct stat st {};
+      if (::fstat(input.fd, &st) == 0) {
+        const auto read_to = input.taken + input.pending().size();
+        if (static_cast<std::uint64_t>(st.st_size) > read_to)
+          bytes_left += static_cast<std::uint64_t>(st.st_size) - read_to;
+      }
+    }
+    long ready = 0;
+    if (bytes_left > 0) {
+      std::uint64_t lines = 0, bytes = 0;
+      for (std::size_t i = 0; i <= std::min(reading_, inputs_.size() - 1); ++i) {
+        lines += inputs_[i]->line;
+        bytes += inputs_[i]->taken;
+      }
+      const std::uint64_t mean = lines > 0 ? std::max<std::uint64_t>(1, bytes / lines) : 100;
+      ready = static_cast<long>(std::max<std::uint64_t>(1, bytes_left / mean));
+    } else if (unknown) {
+      ready = -1;
+    }
+    long in_flight = 0;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& tracker : trackers_) in_flight += static_cast<long>(tracker.open());
+    }
+    progress_->ready = ready;
+    progress_->in_flight = in_flight;
+  }
+
+  void warn(const std::string& what) {
+    if (context_.warning) context_.warning(what);
+  }
+
+  const FileSourceOptions options_;
+  const runtime::SourceContext context_;
+  const std::shared_ptr<Progress> progress_;
+  const std::string checkpoint_;  // empty: none
+  // The I/O thread's:
+  std::vector<std::unique_ptr<Input>> inputs_;
+  std::size_t reading_ = 0;  // the input being read
+  detail::MessageText::Builder text_;
+  std::map<std::string, Position> positions_;  // the latest checkpoint written
+  asio::steady_timer checkpoint_timer_;
+  int stdin_flags_ = -1;
+  // Any thread's, under mutex_:
+  std::mutex mutex_;
+  std::vector<LineTracker> trackers_;  // one per input, by index
+  std::vector<std::string> names_;     // each input's path, by index
+  struct Retry {
+    Clock::time_point due;
+    StatePtr state;
+  };
+  std::deque<Retry> retries_;  // in due order
+  bool dirty_ = false;         // the trackers moved since the latest checkpoint
+};
+
+}  // namespace
+
+SourceFactory make_file_source(FileSourceOptions options, std::shared_ptr<Progress> progress) {
+  validate(options);
+  return [options = std::move(options),
+          progress = std::move(progress)](const runtime::SourceContext& context) {
+    return std::unique_ptr<runtime::Source>(
+        std::make_unique<FileSource>(options, context, progress));
+  };
+}
+
+}  // namespace file
+
+namespace {
+[[noreturn]] void bad_option(const std::string& name, const std::string& value,
+                             const std::string& expected) {
+  throw std::invalid_argument("file source option " + name + " = " + value + ": expected " +
+                              expected);
+}
+}  // namespace
+
+void validate(const FileSourceOptions& o) {
+  if (o.path.empty()) bad_option("path", "(empty)", "a file, a glob or - (standard input)");
+  if (file::is_glob(o.path) && o.checkpoint.empty())
+    bad_option("checkpoint", "(empty)",
+               "a checkpoint file: path is a glob, whose files share one checkpoint");
+  if (o.path == "-" && !o.checkpoint.empty())
+    bad_option("checkpoint", o.checkpoint, "none: standard input cannot be read again");
+  if (o.max_batch < 1 || o.max_batch > 10000)
+    bad_option("max_batch", std::to_string(o.max_batch), "1..10000");
+  if (o.poll_interval < std::chrono::milliseconds(1))
+    bad_option("poll_interval", std::to_string(o.poll_interval.count()) + " ms", "at least 1 ms");
+  if (o.checkpoint_interval < std::chrono::milliseconds(1))
+    bad_option("checkpoint_interval", std::to_string(o.checkpoint_interval.count()) + " ms",
+               "at least 1 ms");
+  if (o.partial_line_wait < std::chrono::milliseconds(0))
+    bad_option("partial_line_wait", std::to_string(o.partial_line_wait.count()) + " ms",
+               "0 or more");
+  if (o.max_line_bytes < 1) bad_option("max_line_bytes", "0", "at least 1");
+}
+
+SourceFactory make_file_source(FileSourceOptions options) {
+  return file::make_file_source(std::move(options), nullptr);
+}
+
+}  // namespace sluice

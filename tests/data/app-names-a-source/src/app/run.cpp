@@ -1,0 +1,2 @@
+#include "sqs/driver.hpp"
+int f() { return sluice::sqs::x; }
