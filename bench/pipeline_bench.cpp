@@ -12,7 +12,8 @@
 //                      decoding, normalizing or hashing: "db ceil." is the share of it
 //                      each writing contender reaches;
 //   sluice run         into PostgreSQL, batch 100 x 4 writers (the defaults of a config);
-//   sluice per-record  batch 1 on 16 writers, what every seed does;
+//   sluice per-record  batch 1 on 16 writers, one write per message (the usual style of a
+//                      hand-written consumer);
 //   FIFO ceiling and sluice run FIFO on 20 message groups;
 //   --node: the Node peers (bench/node-peer/consumer.mjs): 8 sqs-consumer instances,
 //           and 16 loops on one @aws-sdk client, each with a pg pool of 8.

@@ -162,7 +162,7 @@ class Container {
   // Messages whose payload failed for a passing reason are retried, never given here.
   void set_unusable_handler(UnusableHandler handler);
   ContainerStats stats() const;
-  const ContainerOptions& options() const;
+  ContainerOptions options() const;  // a copy: the receive range may change while running
   const std::string& name() const;
 
  private:

@@ -1,6 +1,6 @@
 #pragma once
-// Runs many queues' containers together and ties them to the process lifecycle
-// (seed 003's registry): start them all, stop them all on SIGTERM/SIGINT.
+// Runs many queues' containers together and ties them to the process lifecycle (a
+// listener-container registry): start them all, stop them all on SIGTERM/SIGINT.
 
 #include <chrono>
 #include <memory>

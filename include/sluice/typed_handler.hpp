@@ -1,5 +1,5 @@
 #pragma once
-// Typed handlers (seed 003's SqsMessageHandler<T>): a decoder turns the body into a
+// Typed handlers (a handler receives a T, not a raw body): a decoder turns the body into a
 // T; a body that does not decode is rejected with the decoder's reason (dead-lettered),
 // never retried.
 

@@ -1,7 +1,9 @@
 #pragma once
-// `sluice autoscale`: seed 004's in-flight signal for a queue, printed once, served
-// continuously (Prometheus gauges, a JSON document for KEDA's metrics-api scaler) or
-// published to CloudWatch (TaskUtilization, for ECS target tracking).
+// `sluice autoscale`: the in-flight scaling signal for a queue (the ECS in-flight
+// autoscaling pattern: desired tasks from the messages being worked on, not the backlog),
+// printed once, served continuously (Prometheus gauges, a JSON document for KEDA's
+// metrics-api scaler) or published to CloudWatch (TaskUtilization, for ECS target
+// tracking).
 #include <string>
 
 #include "sluice/scale/in_flight.hpp"

@@ -74,8 +74,8 @@ const std::vector<Option>& options() {
        "exiting with code 2 (Spring's missingQueuesFatal, inverted).",
        [](auto& c, auto& n, auto& k) { c.wait_for_queue = as_bool(n, k); }},
       {"source.max_in_flight", "integer", "100",
-       "Messages held at once (received, not yet settled): seed 001's maxConcurrentMessages. "
-       "Bounds memory.",
+       "Messages held at once (received, not yet settled; Spring Cloud AWS calls it "
+       "maxConcurrentMessages). Bounds memory.",
        [](auto& c, auto& n, auto& k) {
          c.container.max_in_flight = static_cast<int>(as_int(n, k, 1, 100000));
        }},
@@ -176,7 +176,8 @@ const std::vector<Option>& options() {
        "The stable document: one entry per field, in order (see the field table).", nullptr},
       // --- identity
       {"identity.version", "string", "V1",
-       "The hash version in force (seed 001's DocumentHashVersion).",
+       "The hash version in force: the entry of identity.versions whose fields identify a "
+       "record.",
        [](auto& c, auto& n, auto& k) { c.transform.hash_version = as_string(n, k); }},
       {"identity.versions", "map of lists", "",
        "Hash versions: name -> the fields whose canonical values identify a record, e.g. V1: "
@@ -282,8 +283,11 @@ const std::vector<Option>& options() {
          }
          c.mongodb.write_concern = w;
        }},
-      {"sink.mongodb.id_from_hash", "boolean", "false",
-       "Identity in _id (derived from the hash) instead of the seed's separate unique index.",
+      {"sink.mongodb.id_from_hash", "boolean", "true",
+       "Identity in _id, derived from the hash: every MongoDB-compatible server (DocumentDB, "
+       "Cosmos DB too) enforces _id's uniqueness. false: a separate unique index on "
+       "identity.field, created at start (the test server lists it but does not enforce it, so "
+       "only a real MongoDB proves that mode end to end).",
        [](auto& c, auto& n, auto& k) { c.mongodb.id_from_hash = as_bool(n, k); }},
       // --- dead letters
       {"dead_letter.table", "boolean", "true",
@@ -303,7 +307,7 @@ const std::vector<Option>& options() {
        },
        "SLUICE_METRICS_LISTEN"},
       {"autoscale.period", "duration", "1m",
-       "The in-flight signal's averaging period (seed 004; exported as sluice_autoscale_* and "
+       "The in-flight scaling signal's averaging period (exported as sluice_autoscale_* and "
        "GET /autoscale).",
        [](auto& c, auto& n, auto& k) {
          c.autoscale.period = as_duration(n, k, milliseconds(1000), seconds(3600));
@@ -312,7 +316,7 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          c.autoscale.periods = static_cast<int>(as_int(n, k, 1, 1000));
        }},
-      {"autoscale.spare", "integer", "1", "Idle tasks kept ready (seed 004: 1 or 2).",
+      {"autoscale.spare", "integer", "1", "Idle tasks kept ready (1 or 2 is usual).",
        [](auto& c, auto& n, auto& k) {
          c.autoscale.spare = static_cast<int>(as_int(n, k, 0, 10000));
        }},

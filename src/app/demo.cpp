@@ -52,7 +52,8 @@ asio::awaitable<void> drain(std::shared_ptr<sqs::SqsClient> client, std::string 
   }
 }
 
-// Inventory events in the shape of seed 001.
+// Inventory events (stock adjustments per SKU and location), as the inventory example
+// consumes.
 std::vector<sqs::SendMessageEntry> sample_events(int count) {
   std::vector<sqs::SendMessageEntry> entries;
   for (int i = 0; i < count; ++i) {

@@ -27,7 +27,8 @@
 
 namespace {
 
-// Asynchronous logging (seed 001): callers hand lines to a queue, one thread writes.
+// Asynchronous logging: callers hand lines to a queue, one thread writes (no handler waits
+// on stderr).
 void setup_logging(const std::string& level) {
   spdlog::init_thread_pool(8192, 1);
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
@@ -235,7 +236,8 @@ int main(int argc, char** argv) {
   sluice::app::AutoscaleOptions scale;
   auto* autoscale = app.add_subcommand(
       "autoscale",
-      "Seed 004's in-flight scaling signal: desired tasks and task utilization for a queue");
+      "The in-flight scaling signal: desired tasks (max over recent period averages of "
+      "in-flight messages / capacity + spare) and task utilization for a queue");
   autoscale->add_option("--queue-url", scale.queue_url, "SQS queue");
   autoscale->add_option("--endpoint-url", scale.endpoint_url, "SQS endpoint");
   autoscale->add_option("--region", scale.region, "AWS region");
@@ -252,12 +254,13 @@ int main(int argc, char** argv) {
   autoscale->add_option("--periods", scale.periods, "periods whose largest average counts")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  autoscale->add_option("--spare", scale.spare, "idle tasks kept ready (seed 004: 1 or 2)")
+  autoscale->add_option("--spare", scale.spare, "idle tasks kept ready (1 or 2 is usual)")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
   autoscale
       ->add_option("--capacity", scale.capacity,
-                   "messages one task works on at once (1: the seed's one per task)")
+                   "messages one task works on at once (1: one message per task, as in the "
+                   "ECS in-flight autoscaling pattern)")
       ->capture_default_str();
   autoscale->add_option("--running", scale.running, "tasks running now")
       ->check(CLI::Range(0L, 1'000'000L));
@@ -300,7 +303,7 @@ int main(int argc, char** argv) {
   sluice::app::PlanOptions plan_options;
   auto* plan = app.add_subcommand(
       "plan",
-      "Seed 001's sizing from a running pipeline's /metrics: visibility timeout, "
+      "Consumer sizing from a running pipeline's /metrics: visibility timeout, "
       "max_in_flight, concurrency, sink writers and batch size, with their formulas");
   plan->add_option("--metrics-url", plan_options.metrics_url, "the pipeline's /metrics")
       ->capture_default_str();
@@ -311,7 +314,8 @@ int main(int argc, char** argv) {
                    "span whose slowest rate is the minimum sustained rate")
       ->capture_default_str();
   plan->add_option("--headroom", plan_options.headroom,
-                   "added to the visibility timeout (seed 001's GC-pause headroom)")
+                   "added to the visibility timeout (headroom for pauses such as garbage "
+                   "collection)")
       ->capture_default_str();
   plan->add_option("--output", plan_options.output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

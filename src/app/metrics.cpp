@@ -206,7 +206,7 @@ AutoscaleGauges::AutoscaleGauges(prometheus::Registry& r) {
     return &BuildGauge().Name(name).Help(help).Register(r).Add({});
   };
   desired_ = gauge("sluice_autoscale_desired_tasks",
-                   "ceil(in-flight max average / capacity + spare) (seed 004)");
+                   "ceil(in-flight max average / capacity + spare)");
   utilization_ = gauge("sluice_autoscale_task_utilization_percent",
                        "100 x (in-flight max average / capacity + spare) / running tasks");
   max_average_ = gauge("sluice_autoscale_in_flight_max_average",

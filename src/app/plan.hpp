@@ -1,5 +1,6 @@
 #pragma once
-// `sluice plan`: seed 001's sizing, computed from a running pipeline's /metrics.
+// `sluice plan`: the consumer sizing usually done by hand, computed from a running
+// pipeline's /metrics.
 // It scrapes the endpoint for a while, measures rates and latency quantiles over that
 // window (histogram deltas, not since start), and recommends visibility_timeout,
 // max_in_flight, concurrency, sink.writers and sink.batch_size, each with the figures
@@ -15,7 +16,7 @@ struct PlanOptions {
   std::string duration = "30s";
   std::string interval = "1s";
   std::string window = "5s";     // the spans whose slowest rate is "min sustained"
-  std::string headroom = "10s";  // seed 001's GC-pause headroom
+  std::string headroom = "10s";  // headroom for pauses such as garbage collection
   std::string output = "text";   // or json
   std::string write;             // a YAML fragment to this file
 };

@@ -184,8 +184,8 @@ Measured measure(const std::vector<Scrape>& scrapes, double window_s) {
 
 std::vector<Recommendation> recommend(const Measured& m, double headroom_s) {
   std::vector<Recommendation> out;
-  // Held messages at the limit: the limit is what holds throughput (seed 001: raise it
-  // while throughput rises); otherwise room above the peak seen.
+  // Held messages at the limit: the limit is what holds throughput (raise it while
+  // throughput rises); otherwise room above the peak seen.
   const bool saturated = m.in_flight_peak >= 0.9 * m.max_in_flight;
   const double in_flight = saturated ? std::min(2 * m.max_in_flight, 120000.0)
                                      : std::max(10.0, std::ceil(1.5 * m.in_flight_peak));
@@ -194,7 +194,8 @@ std::vector<Recommendation> recommend(const Measured& m, double headroom_s) {
                      ? "2 x max_in_flight " + number(m.max_in_flight) + " (peak held " +
                            number(m.in_flight_peak) + " >= 90 % of it: the limit held throughput)"
                      : "max(10, ceil(1.5 x peak held " + number(m.in_flight_peak) + "))"});
-  // Seed 001: queue_capacity / min_sustained_processing_rate + write p99 + headroom.
+  // Visibility timeout long enough to drain every held message at the slowest sustained
+  // rate: queue_capacity / min_sustained_processing_rate + write p99 + headroom.
   const double visibility = std::clamp(
       std::ceil(in_flight / m.min_sustained_rate + m.sink_batch_p99_s + headroom_s), 1.0, 43200.0);
   out.push_back({"source.sqs.visibility_timeout", number(visibility, 10) + "s",

@@ -84,7 +84,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   metrics->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
   for (const auto& [name, value] : source.plan_settings(*config.source))
     metrics->set_setting(name, value);
-  // Seed 004's signal for this pipeline's own queue (sluice_autoscale_*, /autoscale).
+  // The in-flight scaling signal for this pipeline's own queue (sluice_autoscale_*,
+  // /autoscale).
   scale::SignalOptions signal_options = config.autoscale;
   signal_options.capacity =
       config.autoscale_capacity > 0 ? config.autoscale_capacity : config.container.max_in_flight;

@@ -1,7 +1,7 @@
 #pragma once
-// `concurrency: auto`: the number of concurrent receives found by measuring, as the
-// seed author tuned it by hand (seed 001): raise receives while throughput rises and
-// the consumer keeps up; stop where throughput plateaus; fall back when idle.
+// `concurrency: auto`: the number of concurrent receives found by measuring, the way one
+// tunes it by hand: raise receives while throughput rises and the consumer keeps up; stop
+// where throughput plateaus; fall back when idle.
 //
 // Measured in windows (at least `min_window`, and `window_polls` round trips long);
 // the first round trips after a change are not counted. Phases:

@@ -252,8 +252,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         // source has it safe: never lose a rejected message.
         ++pending_rejects;
         auto self = shared_from_this();
-        asio::co_spawn(io, reject(state, std::move(reason)),
-                       [self](std::exception_ptr) { --self->pending_rejects; });
+        asio::co_spawn(io, reject(state, std::move(reason)), [self](std::exception_ptr) {
+          // On the I/O thread, like the stop's wait for the last one.
+          if (--self->pending_rejects == 0) self->rejects_done.cancel();
+        });
         return;
       }
       case Outcome::none:
@@ -276,8 +278,19 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     finish(state, outcome);
   }
 
+  // A handler (or the unusable path) has the message: stop() waits until it is finished.
+  void mark_started(const StatePtr& state) {
+    state->started = true;
+    started_unfinished.fetch_add(1);
+  }
+
   // The message is done with: its permit comes back, its group may move on.
   void finish(const StatePtr& state, Outcome outcome) {
+    if (state->started.load() && started_unfinished.fetch_sub(1) == 1 && stopping.load()) {
+      // stop() waits for the last one (it set `stopping` before it looked).
+      std::lock_guard lock(idle_mutex);
+      idle_cv.notify_all();
+    }
     if (observer) observer->on_settled(detail::to_string(outcome));
     auto step = dispatch->settled(state, outcome);
     {
@@ -346,6 +359,17 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   }
 
   // ---------------------------------------------------------------- receive loops
+  // A receive loop (or the opening) has ended, on the I/O thread; returns how many are
+  // left. stop() waits for none.
+  int receiver_gone() {
+    const int left = --active_receivers;
+    if (left == 0) {
+      std::lock_guard lock(receivers_mutex);
+      receivers_cv.notify_all();
+    }
+    return left;
+  }
+
   void spawn_receiver() {
     const int id = next_receiver_id++;
     auto signal = std::make_shared<asio::cancellation_signal>();
@@ -369,7 +393,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                        }
                      }
                      self->receiver_signals.erase(id);
-                     const int left = --self->active_receivers;
+                     const int left = self->receiver_gone();
                      if (self->observer) self->observer->on_concurrency(left);
                      // Never fall below the minimum while running (e.g. after a crash).
                      if (!self->intake_closed && left < self->scaler.config().min_receives)
@@ -583,7 +607,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   }
 
   void run_single(const StatePtr& state) {
-    state->started = true;
+    mark_started(state);
     Message message = detail::MessageAccess::wrap(state);
     ++running_handlers;
     const auto started = Clock::now();
@@ -607,7 +631,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     std::vector<Message> messages;
     messages.reserve(states.size());
     for (auto& s : states) {
-      s->started = true;
+      mark_started(s);
       messages.push_back(detail::MessageAccess::wrap(s));
     }
     ++running_handlers;
@@ -641,7 +665,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   // A message its source could not make ready (an S3 payload that is missing or
   // could not be fetched): never handed to the handler.
   void settle_unusable(const StatePtr& state) {
-    state->started = true;
+    mark_started(state);
     const auto& problem = *state->problem();
     spdlog::warn(
         "container={} event=unusable_message message_id={} receive_count={} reason={} "
@@ -797,7 +821,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         break;
       } catch (const SourceError& e) {
         if (e.kind() == SourceErrorKind::cancelled || intake_closed) {
-          --active_receivers;
+          receiver_gone();
           co_return;
         }
         spdlog::warn("container={} event=open_failed kind={} code={} retry_in_ms={} error=\"{}\"",
@@ -805,18 +829,18 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                      e.what());
       } catch (const std::exception& e) {  // Asio's cancellation, or a source's own throw
         if (intake_closed) {
-          --active_receivers;
+          receiver_gone();
           co_return;
         }
         spdlog::warn("container={} event=open_failed retry_in_ms={} error=\"{}\"", options.name,
                      backoff.count(), e.what());
       }
       if (!co_await back_off(timer, backoff)) {
-        --active_receivers;
+        receiver_gone();
         co_return;
       }
     }
-    --active_receivers;
+    receiver_gone();
     if (intake_closed) co_return;
     capabilities = source->capabilities();
     const bool batch = options.listener_mode == ListenerMode::batch;
@@ -901,21 +925,22 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
             signal->emit(asio::cancellation_type::terminal);
         },
         deadline);
-    while (active_receivers.load() > 0 && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    {
+      std::unique_lock lock(receivers_mutex);
+      receivers_cv.wait_until(lock, deadline, [this] { return active_receivers.load() == 0; });
+    }
 
     // 2. Units handed off but not started are released; running handlers go on.
     draining = true;
     source->stop_preparing();
     // 3. Wait, until the deadline, for running handlers and for messages whose handler
     //    returned but which are settled later (manual acks, e.g. by a sink writer).
+    stopping = true;
     {
       std::unique_lock idle_lock(idle_mutex);
-      while (!idle_cv.wait_until(
-                 idle_lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(5)),
-                 [this] { return running_handlers.load() == 0 && started_unsettled() == 0; }) &&
-             Clock::now() < deadline) {
-      }
+      idle_cv.wait_until(idle_lock, deadline, [this] {
+        return running_handlers.load() == 0 && started_unfinished.load() == 0;
+      });
     }
     const int still_running = running_handlers.load();
     // 4. Release everything held and not started (hand-off queue, messages waiting
@@ -933,10 +958,10 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
     auto flushed = asio::co_spawn(
         io,
         [this]() -> asio::awaitable<void> {
-          asio::steady_timer wait(io);
+          // The last reject's completion (on this thread) cancels the wait.
           while (pending_rejects.load() > 0) {
-            wait.expires_after(std::chrono::milliseconds(5));
-            co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+            rejects_done.expires_at(asio::steady_timer::time_point::max());
+            co_await rejects_done.async_wait(asio::as_tuple(asio::use_awaitable));
           }
           if (source) co_await source->flush();
           heartbeat_stopped = true;
@@ -978,13 +1003,6 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         options.name,
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
         received.load(), acked.load(), failed.load(), released.load(), lost.load());
-  }
-
-  std::size_t started_unsettled() {
-    std::lock_guard lock(held_mutex);
-    std::size_t n = 0;
-    for (const auto& s : held) n += s->started && !s->settled();
-    return n;
   }
 
   ContainerStats stats() const {
@@ -1044,7 +1062,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   int last_auto_level = 0;  // its last logged level
 
   std::mutex lifecycle_mutex;
-  State state = State::idle;
+  // Written under lifecycle_mutex by start() and stop(); read by running() from any
+  // thread.
+  std::atomic<State> state{State::idle};
+  // Guards `options` against options()'s copy while set_concurrent_receives changes the
+  // receive range (on the I/O thread, the only writer).
+  mutable std::mutex options_mutex;
   std::atomic<bool> intake_closed{false};
   std::atomic<bool> draining{false};
   std::atomic<bool> heartbeat_stopped{false};
@@ -1056,6 +1079,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::map<int, std::shared_ptr<asio::cancellation_signal>> receiver_signals;
   int next_receiver_id = 0;
   std::atomic<int> active_receivers{0};
+  // stop() waits on it for the receive loops (and the opening) to end.
+  std::mutex receivers_mutex;
+  std::condition_variable receivers_cv;
   std::atomic<std::int64_t> receivers_peak{0};
 
   std::mutex held_mutex;
@@ -1065,7 +1091,11 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::mutex idle_mutex;
   std::condition_variable idle_cv;
   std::atomic<int> running_handlers{0};
+  // Messages started (handed to a handler) and not yet finished: stop() waits for 0.
+  std::atomic<int> started_unfinished{0};
+  std::atomic<bool> stopping{false};  // stop() is waiting for the above
   std::atomic<int> pending_rejects{0};
+  asio::steady_timer rejects_done{io};  // cancelled when pending_rejects falls to 0
 
   std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, lost{0}, rejected{0},
       dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
@@ -1113,16 +1143,22 @@ void Container::stop() {
 bool Container::running() const {
   return impl_->state == Impl::State::running;
 }
+// Both are read without a lock by every thread of a running container: set before start.
 void Container::set_observer(std::shared_ptr<ContainerObserver> observer) {
+  if (impl_->state.load() != Impl::State::idle)
+    throw std::logic_error("Container::set_observer: call it before start()");
   impl_->observer = std::move(observer);
 }
 void Container::set_unusable_handler(UnusableHandler handler) {
+  if (impl_->state.load() != Impl::State::idle)
+    throw std::logic_error("Container::set_unusable_handler: call it before start()");
   impl_->unusable_handler = std::move(handler);
 }
 ContainerStats Container::stats() const {
   return impl_->stats();
 }
-const ContainerOptions& Container::options() const {
+ContainerOptions Container::options() const {
+  std::lock_guard lock(impl_->options_mutex);
   return impl_->options;
 }
 const std::string& Container::name() const {
@@ -1140,8 +1176,11 @@ void Container::set_concurrent_receives(int min, int max) {
       return;
     }
     impl->scaler.reconfigure(min, max);
-    impl->options.min_concurrent_receives = min;
-    impl->options.max_concurrent_receives = max;
+    {
+      std::lock_guard lock(impl->options_mutex);
+      impl->options.min_concurrent_receives = min;
+      impl->options.max_concurrent_receives = max;
+    }
     if (!impl->dispatch) return;  // not open yet: the loops start with the new numbers
     while (!impl->intake_closed && impl->active_receivers < min) impl->spawn_receiver();
   });

@@ -17,9 +17,9 @@ class Permits {
  public:
   // Waiters are woken once `wake_threshold` permits are free (a receive that could ask
   // for one message is rarely worth a wake-up and a request), or, with fewer free, after
-  // `linger`: so that a few slow messages never idle the free permits (seed 000's
-  // head-of-line bug at a small max_in_flight), while a busy container still asks for
-  // full batches.
+  // `linger`: so that a few slow messages never idle the free permits (the head-of-line
+  // blocking of a listener that waits for a whole batch, at a small max_in_flight), while
+  // a busy container still asks for full batches.
   explicit Permits(int total, int wake_threshold = 1)
       : total_(total), wake_threshold_(std::clamp(wake_threshold, 1, total)), available_(total) {}
   // Once the source says how many messages a receive can carry.

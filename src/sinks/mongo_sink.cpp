@@ -1,6 +1,6 @@
 // MongoDB (libmongoc): unordered insert_many per batch, write concern configurable
-// (majority by default), error 11000 is a duplicate. Identity is either the seed's
-// separate unique documentHash index or an _id derived from the hash.
+// (majority by default), error 11000 is a duplicate. Identity is an _id derived from the
+// hash (the default) or a separate unique index on the hash field.
 #include <mongoc/mongoc.h>
 
 #include <mutex>
@@ -100,7 +100,7 @@ class MongoSink final : public Sink {
       mongoc_write_concern_set_w(write_concern_, w);
     }
     if (!options_.id_from_hash) {
-      // The seed's index: db.inventoryEvents.createIndex({documentHash: 1}, {unique: true})
+      // db.COLLECTION.createIndex({documentHash: 1}, {unique: true})
       BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(options_.collection.c_str()), "indexes",
                                "[", "{", "key", "{", options_.hash_field.c_str(), BCON_INT32(1),
                                "}", "name", BCON_UTF8("uniq_content_hash"), "unique",

@@ -104,7 +104,9 @@ struct MongoOptions {
   std::string collection = "records";
   std::string rejects_collection = "rejects";
   std::string write_concern = "majority";  // "majority", "1", "0" or a number
-  bool id_from_hash = false;  // _id derived from the hash instead of a separate unique index
+  // _id derived from the hash (every MongoDB-compatible server enforces _id's
+  // uniqueness); false: a separate unique index on hash_field.
+  bool id_from_hash = true;
   std::string hash_field = "documentHash";
 };
 

@@ -652,7 +652,8 @@ std::string rabbit_yaml(const std::string& queue, const std::string& sink_sectio
          "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" + sink_section;
 }
 
-// Generated inventory events (seed 001's, with business duplicates and broken ones).
+// Generated inventory events (`sluice publish --generate`'s, with business duplicates and
+// broken ones).
 app::GeneratedEvents publish_events(const std::string& queue, int count, double duplicates,
                                     double malformed) {
   auto generated = app::generate_events(count, duplicates, malformed, 11);

@@ -1,4 +1,4 @@
-// `sluice autoscale` against the SQS emulator: seed 004's numbers for a queue holding a
+// `sluice autoscale` against the SQS emulator: the in-flight signal for a queue holding a
 // known number of messages in flight, the capacity and gate variants, the served
 // Prometheus and JSON endpoints, and the CloudWatch/ECS paths against loopback
 // servers that answer as AWS does.
@@ -78,7 +78,7 @@ class AutoscaleTest : public ::testing::Test {
 }  // namespace
 
 TEST_F(AutoscaleTest, OnceGivesTheSeedsNumbers) {
-  // Seed 004: desired = max of the period averages of in-flight + spare = 7 + 2 = 9;
+  // Capacity 1: desired = max of the period averages of in-flight + spare = 7 + 2 = 9;
   // utilization = 100 x 9 / 10 running = 90 %.
   auto [code, text] = run(autoscale(
       "--once --period 2s --periods 3 --running 10 --spare 2 --sample-every 250ms --output json"));

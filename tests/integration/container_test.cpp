@@ -1,5 +1,6 @@
-// The listener container against the real SQS emulator: the behaviours the seeds
-// ask for, each checked message by message.
+// The listener container against the real SQS emulator: the behaviours a consumer
+// needs (more than a batch in progress, no head-of-line blocking, ...), each checked
+// message by message.
 #include "sluice/container.hpp"
 
 #include <gtest/gtest.h>
@@ -152,7 +153,8 @@ TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
                std::invalid_argument);
 }
 
-// Seed 000: Spring Cloud AWS 2.x never had more than 10 messages in progress.
+// Spring Cloud AWS 2.x never had more than 10 messages in progress (it waited for a whole
+// batch).
 TEST_F(ContainerTest, MoreThanTenMessagesInProgressAtOnce) {
   const std::string url = make_queue("concurrency");
   publish(url, 200, [](int i) { return "m" + std::to_string(i); });
@@ -183,7 +185,8 @@ TEST_F(ContainerTest, MoreThanTenMessagesInProgressAtOnce) {
   EXPECT_EQ(container.stats().acked, 200u);
 }
 
-// Seed 000's second complaint: one slow message idled the rest of its batch.
+// Spring Cloud AWS 2.x's head-of-line blocking: one slow message idled the rest of its
+// batch.
 TEST_F(ContainerTest, ASlowMessageDoesNotHoldUpTheOthers) {
   const std::string url = make_queue("hol");
   publish(url, 1, [](int) { return std::string("slow"); });

@@ -362,7 +362,7 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   EXPECT_GE(m["sink_batch_p99_s"].get<double>(), m["sink_batch_p50_s"].get<double>());
   EXPECT_GT(m["batches_per_s"].get<double>(), 0);
   const auto& r = doc["recommended"];
-  // Seed 001: ceil(20 / min rate + sink p99 + 10 s).
+  // Visibility timeout: ceil(20 / min rate + sink p99 + 10 s).
   const double visibility = std::ceil(20.0 / min_rate + m["sink_batch_p99_s"].get<double>() + 10.0);
   EXPECT_EQ(r["source.sqs.visibility_timeout"]["value"],
             std::to_string(static_cast<long>(visibility)) + "s")

@@ -2,6 +2,7 @@
 // cluster) and CongoDB (a MongoDB-wire server; it does not enforce unique
 // secondary indexes, so with it only the _id-from-hash identity can be proven).
 #include <gtest/gtest.h>
+#include <mongoc/mongoc.h>
 #include <sqlite3.h>
 
 #include <filesystem>
@@ -129,16 +130,46 @@ TEST(MongoSink, IdFromHashMakesDuplicatesError11000) {
   check_idempotent_batches(*sink);
 }
 
-TEST(MongoSink, SeparateUniqueIndexIsCreated) {
-  // CongoDB accepts the index but does not enforce it: this proves the driver calls
-  // (createIndexes, unordered insert_many, majority write concern), not MongoDB's
-  // index behaviour.
+// The indexes of a collection as the server lists them: name -> "KEY:unique".
+std::map<std::string, std::string> mongo_indexes(const std::string& database,
+                                                 const std::string& collection) {
+  std::map<std::string, std::string> found;
+  mongoc_client_t* client = mongoc_client_new(test::MongoWire::shared().uri().c_str());
+  mongoc_collection_t* c = mongoc_client_get_collection(client, database.c_str(), collection.c_str());
+  mongoc_cursor_t* cursor = mongoc_collection_find_indexes_with_opts(c, nullptr);
+  const bson_t* index = nullptr;
+  while (mongoc_cursor_next(cursor, &index)) {
+    bson_iter_t it, key;
+    std::string name, keys, unique = "false";
+    if (bson_iter_init_find(&it, index, "name")) name = bson_iter_utf8(&it, nullptr);
+    if (bson_iter_init_find(&it, index, "key") && bson_iter_recurse(&it, &key))
+      while (bson_iter_next(&key)) keys += bson_iter_key(&key);
+    if (bson_iter_init_find(&it, index, "unique") && bson_iter_as_bool(&it)) unique = "true";
+    found[name] = keys + ":" + unique;
+  }
+  mongoc_cursor_destroy(cursor);
+  mongoc_collection_destroy(c);
+  mongoc_client_destroy(client);
+  return found;
+}
+
+// The default identity is _id (every MongoDB-compatible server enforces its
+// uniqueness); the separate unique index is an option, and opening the sink creates it.
+// CongoDB lists the index but does not enforce it: the server's own uniqueness on the
+// hash field is MongoDB's to prove, not this test's.
+TEST(MongoSink, TheSeparateUniqueIndexOptionCreatesAUniqueIndexOnTheHash) {
+  EXPECT_TRUE(sinks::MongoOptions{}.id_from_hash) << "_id is the default identity";
   sinks::MongoOptions options;
   options.uri = test::MongoWire::shared().uri();
   options.database = "sluice_test";
   options.collection = "indexed_" + std::to_string(getpid());
+  options.id_from_hash = false;
+  EXPECT_EQ(mongo_indexes(options.database, options.collection).count("uniq_content_hash"), 0u);
   auto sink = sinks::make_mongo_sink(options);
   sink->open();
+  const auto indexes = mongo_indexes(options.database, options.collection);
+  ASSERT_EQ(indexes.count("uniq_content_hash"), 1u);
+  EXPECT_EQ(indexes.at("uniq_content_hash"), "documentHash:true");
   EXPECT_EQ(sink->write(std::vector<pipeline::Record>{record("A", 1, "m1"), record("B", 1, "m2")})
                 .outcomes,
             (std::vector<WriteOutcome>{WriteOutcome::inserted, WriteOutcome::inserted}));

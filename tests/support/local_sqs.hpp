@@ -21,8 +21,9 @@ inline sqs::SqsClientOptions emulator_client_options() {
   return o;
 }
 
-// The stages of a pipeline over `sluice publish --generate` events (seed 001's
-// inventory records): normalize and identity sections of a pipeline YAML file.
+// The stages of a pipeline over `sluice publish --generate` events (inventory records:
+// skuId, locationId, eventType, quantity): normalize and identity sections of a pipeline
+// YAML file.
 inline std::string inventory_stages_yaml() {
   return "normalize:\n  fields:\n"
          "    - {name: skuId, from: /skuId, required: true}\n"

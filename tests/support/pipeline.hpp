@@ -35,7 +35,7 @@ class PipelineFixture : public ::testing::Test {
     run(io_, client_->create_queue(name));
     return Emulator::shared().queue_url(name);
   }
-  // Generated inventory events (seed 001's), published in batches.
+  // Generated inventory events (`sluice publish --generate`'s), published in batches.
   app::GeneratedEvents publish(const std::string& url, int count, double duplicates,
                                double malformed, unsigned seed) {
     auto events = app::generate_events(count, duplicates, malformed, seed);

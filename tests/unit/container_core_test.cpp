@@ -520,3 +520,22 @@ TEST(MessageText, EveryPartReadsBackAndTheBuilderStartsAfreshEachTime) {
   EXPECT_EQ(third.attributes().find("a"), std::optional<std::string_view>(big));
   EXPECT_EQ(third.receipt(), "");
 }
+
+// Read by every thread of a running container without a lock, so settable only before
+// start(); the options are read as a copy while the receive range changes.
+TEST(ContainerCore, ObserverAndUnusableHandlerAreSetBeforeStartOnly) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  Container container(core_options("lifecycle"), test::fake_source(queue),
+                      MessageHandler([](Message& m) { m.ack(); }));
+  container.set_observer(nullptr);
+  EXPECT_FALSE(container.running());
+  container.start();
+  EXPECT_TRUE(container.running());
+  EXPECT_THROW(container.set_observer(nullptr), std::logic_error);
+  EXPECT_THROW(container.set_unusable_handler(nullptr), std::logic_error);
+  container.set_concurrent_receives(2, 3);
+  ASSERT_TRUE(wait_until([&] { return container.options().max_concurrent_receives == 3; }));
+  EXPECT_EQ(container.options().min_concurrent_receives, 2);
+  container.stop();
+  EXPECT_FALSE(container.running());
+}

@@ -1,4 +1,4 @@
-// Seed 004's in-flight signal (pure logic), the histogram quantiles behind
+// The in-flight scaling signal (pure logic), the histogram quantiles behind
 // sluice_latency_quantile_seconds, and the autoscale JSON document.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ TEST(InFlightSignal, CapacityOneIsTheSeedsFormula) {
   EXPECT_DOUBLE_EQ(s.in_flight_max_average, 10);
   EXPECT_EQ(s.desired_tasks, 12);
   EXPECT_DOUBLE_EQ(s.utilization_percent, 150);
-  // A fractional average: the seed's utilization (100 x (9.4 + 2) / 10), desired rounded up.
+  // A fractional average: utilization unrounded (100 x (9.4 + 2) / 10), desired rounded up.
   const auto f = scale::compute_signal({9.4}, 10, options);
   EXPECT_DOUBLE_EQ(f.utilization_percent, 114);
   EXPECT_EQ(f.desired_tasks, 12);

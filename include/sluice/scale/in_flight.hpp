@@ -1,6 +1,7 @@
 #pragma once
-// The in-flight scaling signal of seed 004, generalised. Pure logic: samples in,
-// desired task count and task utilization out; no I/O.
+// The in-flight scaling signal (the ECS in-flight autoscaling pattern), generalised to
+// tasks that hold many messages. Pure logic: samples in, desired task count and task
+// utilization out; no I/O.
 //
 //   in_flight_max_average = max over the last `periods` periods of the average
 //                           in-flight count (SQS ApproximateNumberOfMessagesNotVisible,
@@ -9,9 +10,9 @@
 //   desired_tasks         = ceil(tasks_needed)
 //   utilization_percent   = 100 x tasks_needed / running   (running 0 counts as 1)
 //
-// `capacity` is how many messages one task works on at once. With capacity 1 (the
-// seed's one message per task) this is the seed's formula exactly: desired =
-// max average + spare, utilization = 100 x desired / running. A Sluice task on a
+// `capacity` is how many messages one task works on at once. With capacity 1 (one
+// message per task, as the pattern assumes) this is the pattern's formula exactly:
+// desired = max average + spare, utilization = 100 x desired / running. A Sluice task on a
 // standard queue holds up to its max_in_flight; on a FIFO queue, messages of as many
 // groups as it works at once.
 //

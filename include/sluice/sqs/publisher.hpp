@@ -1,5 +1,5 @@
 #pragma once
-// Publishing to SQS (seed 003): serialize a value to JSON and send it, with
+// Publishing to SQS: serialize a value to JSON and send it, with
 // retries; or send many, packed into SendMessageBatch calls of at most 10 entries
 // and 1 MiB, resending only the entries that failed for a retriable reason.
 
