@@ -17,7 +17,8 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$PWD/tests/tsan.supp"
 filter=()
 if [[ " $* " == *" --tsan "* ]]; then
-  # Everything that runs threads of ours; not the checks of committed files.
-  filter=(-E "${TSAN_EXCLUDE:-^(bench|install)\.}")
+  # Everything that runs threads of ours; not the checks of committed files, nor the
+  # deployment checks (they read the release binary's libraries: libtsan is not one).
+  filter=(-E "${TSAN_EXCLUDE:-^(bench|install)\.|^integration\.Deploy$}")
 fi
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 900 "${filter[@]}"

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/file/source.hpp"
@@ -34,6 +35,8 @@ struct Position {
 // Throws std::runtime_error naming the file and what is wrong; a missing file is an
 // empty checkpoint.
 std::map<std::string, Position> read_checkpoint(const std::string& path);
+// The same from the file's text (`path` names it in errors).
+std::map<std::string, Position> parse_checkpoint(std::string_view text, const std::string& path);
 // Atomically: a temporary file beside it, flushed to disk, renamed over it.
 void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files);
 

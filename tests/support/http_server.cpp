@@ -102,8 +102,10 @@ HttpServer::~HttpServer() {
     tcp::socket poke(impl_->io);
     poke.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);
   }
-  impl_->acceptor.close(ec);
+  // The accept thread owns the acceptor while it runs: closed only once it has ended (a
+  // close racing a blocked accept is a data race on the socket's state).
   impl_->accept_thread.join();
+  impl_->acceptor.close(ec);
   close_idle_connections();
   std::vector<std::thread> workers;
   {

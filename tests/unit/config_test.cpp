@@ -409,3 +409,14 @@ TEST(Config, TheFileSource) {
       has(error_of("source:\n  type: file\n  file:\n    path: a\n    max_batch: 0\n" + fields),
           {"source.file.max_batch", "'0'"}));
 }
+
+TEST(Config, TheFileExampleLoads) {
+  const auto c = load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/file-backfill.yaml");
+  EXPECT_EQ(c.source_driver->name(), "file");
+  EXPECT_EQ(c.source_as<sluice::file::FileSettings>().source.checkpoint, "backfill/.checkpoint");
+  EXPECT_TRUE(c.warnings.empty());
+  for (const char* example : {"inventory-pipeline.yaml", "rabbitmq-pipeline.yaml",
+                              "sns-pipeline.yaml", "large-payloads-pipeline.yaml"})
+    EXPECT_TRUE(load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/" + example).warnings.empty())
+        << example << " uses a key of an earlier release";
+}
