@@ -19,6 +19,7 @@
 
 #include "app/amqp_commands.hpp"
 #include "app/config.hpp"
+#include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/cloudwatch/client.hpp"

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "app/metrics.hpp"
+#include "app/http_endpoint.hpp"
 #include "common/redact.hpp"
 
 namespace sluice::app {
@@ -516,6 +516,8 @@ struct Loading {
   PipelineConfig config;
   std::map<std::string, std::unique_ptr<driver::SourceSettings>, std::less<>> sections;
   std::map<std::string, std::string, std::less<>> written;  // driver -> the first key given
+  std::map<std::string, std::string> renamed_from;  // new key -> the old name it was given as
+  std::set<std::string> given_as_new;               // new keys given under their new name
 };
 
 void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::string& key) {
@@ -549,13 +551,22 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
     const std::string written =
         prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
     std::string key = written;
-    if (find_option(key) == nullptr && find_driver_option(key).option == nullptr)
+    if (find_option(key) == nullptr && find_driver_option(key).option == nullptr) {
       if (auto now = renamed(key)) {
         config.warnings.push_back(key + " is now " + *now +
                                   " (read under its new name; the old name will be refused in "
                                   "the next release)");
         key = *now;
+        loading.renamed_from[key] = written;
       }
+    } else if (find_driver_option(key).option) {
+      loading.given_as_new.insert(key);
+    }
+    // One value from one place: an old name beside its new one is a mistake, not a merge.
+    if (const auto old = loading.renamed_from.find(key);
+        old != loading.renamed_from.end() && loading.given_as_new.count(key))
+      throw ConfigError(key + ": given twice, also as " + old->second +
+                        " (its name in earlier releases): keep " + key + " only");
     if (key == "normalize.fields") {
       apply_fields(config, entry.second, key);
     } else if (const Option* option = find_option(key)) {
@@ -585,9 +596,12 @@ void finalize(Loading& loading) {
   c.source_driver = driver::find_driver(c.source_type);
   const auto& source = *c.source_driver;
   // Keys of a source that is not the one chosen are refused, not ignored.
+  const char* type_from_environment = std::getenv("SLUICE_SOURCE_TYPE");
+  const std::string type_origin =
+      type_from_environment && *type_from_environment ? " (from SLUICE_SOURCE_TYPE)" : "";
   for (const auto& [name, key] : loading.written)
     if (name != source.name())
-      throw ConfigError(key + ": set, but source.type is " + c.source_type +
+      throw ConfigError(key + ": set, but source.type is " + c.source_type + type_origin +
                         " (keys of a source that is not chosen are refused: remove them, or set "
                         "source.type: " +
                         name + ")");

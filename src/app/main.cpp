@@ -18,7 +18,7 @@
 #include "app/aws_commands.hpp"
 #include "app/config.hpp"
 #include "app/demo.hpp"
-#include "app/metrics.hpp"
+#include "app/health.hpp"
 #include "app/plan.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"

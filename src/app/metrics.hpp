@@ -1,6 +1,6 @@
 #pragma once
-// Prometheus metrics of a running pipeline, and the HTTP endpoint that serves them
-// with /healthz and /readyz.
+// Prometheus metrics of a running pipeline: the container's observer, the sink's and
+// the source's figures (app/http_endpoint.hpp serves them).
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -9,13 +9,11 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
-#include <boost/asio/ip/address.hpp>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -140,36 +138,6 @@ class PipelineMetrics : public ContainerObserver {
   std::vector<Quantile> quantiles_;
   prometheus::Family<prometheus::Gauge>* settings_;
   std::unique_ptr<AutoscaleGauges> autoscale_;
-};
-
-// GET /metrics, /healthz (the process answers), /readyz (200 when ready() is true,
-// else 503). Its own thread; loopback by default.
-// "127.0.0.1:9464", "[::1]:0": throws std::invalid_argument saying what was expected.
-std::pair<boost::asio::ip::address, unsigned short> parse_listen_address(const std::string& listen);
-
-// GET `url` (a sluice /healthz or /readyz): 0 when it answers 200 within 5 s, 1
-// otherwise (saying why on stderr), 2 when the URL is malformed.
-int probe(const std::string& url);
-
-class MetricsServer {
- public:
-  // More paths: a JSON document, say.
-  struct Route {
-    std::string content_type;
-    std::function<std::string()> body;
-  };
-  // `setting` names the option in errors (a port already taken).
-  MetricsServer(const std::string& listen, std::function<std::string()> metrics,
-                std::function<bool()> ready, std::map<std::string, Route> routes = {},
-                const std::string& setting = "metrics.listen (SLUICE_METRICS_LISTEN)");
-  ~MetricsServer();
-  int port() const { return port_; }
-
-  struct Impl;
-
- private:
-  std::shared_ptr<Impl> impl_;
-  int port_ = 0;
 };
 
 }  // namespace sluice::app

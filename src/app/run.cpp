@@ -19,6 +19,7 @@
 
 #include "app/allocator.hpp"
 #include "app/autoscale.hpp"
+#include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
@@ -321,6 +322,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   stop_stats();
   container->stop(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   const bool writers_stopped = writer.stop(deadline);
+  // Destroyed while the watchdog still runs: a source's destructor may wait for its
+  // connection (RabbitMQ's, at most 2 s), and that is part of the stop too.
+  container.reset();
 
   summary.received = metrics->received();
   summary.written = metrics->written();

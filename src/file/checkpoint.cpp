@@ -46,7 +46,12 @@ std::map<std::string, Position> parse_checkpoint(std::string_view text, const st
     if (!at.is_object() || !at.contains("line") || !at.contains("offset") ||
         !at["line"].is_number_unsigned() || !at["offset"].is_number_unsigned())
       throw malformed("the entry of " + name + " is not {\"line\": N, \"offset\": N}");
-    const Position position{at["line"].get<std::uint64_t>(), at["offset"].get<std::uint64_t>()};
+    Position position{at["line"].get<std::uint64_t>(), at["offset"].get<std::uint64_t>()};
+    if (const auto inode = at.find("inode"); inode != at.end()) {
+      if (!inode->is_number_unsigned())
+        throw malformed("the inode of " + name + " is not a number");
+      position.inode = inode->get<std::uint64_t>();
+    }
     if (position.offset < position.line)  // every line ends with at least its newline
       throw malformed("the entry of " + name + " has fewer bytes than lines");
     files[name] = position;
@@ -57,7 +62,7 @@ std::map<std::string, Position> parse_checkpoint(std::string_view text, const st
 void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files) {
   nlohmann::json doc = {{"version", 1}, {"files", nlohmann::json::object()}};
   for (const auto& [name, at] : files)
-    doc["files"][name] = {{"line", at.line}, {"offset", at.offset}};
+    doc["files"][name] = {{"line", at.line}, {"offset", at.offset}, {"inode", at.inode}};
   const std::string text = doc.dump(1) + "\n";
   const std::string temporary = path + ".tmp";
   auto fail = [&](const char* what) {

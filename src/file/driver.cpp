@@ -2,7 +2,12 @@
 // the source's own count of lines left, and no figures beyond the core's.
 #include "file/driver.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -30,8 +35,10 @@ std::vector<driver::SourceOption> file_options() {
           [](S& s, auto& n, auto& k) { s.source.checkpoint = as_string(n, k); },
           "SLUICE_FILE_CHECKPOINT"),
       option<S>("follow", "boolean", "false",
-                "At the end of the input, keep waiting for more lines and (a glob) new files, as "
-                "tail -f does. false: the input ends there (--until-drained then stops).",
+                "At the end of the input, keep waiting for more lines and (a glob) for new files "
+                "that sort after the last one; a file truncated or replaced is read again from "
+                "its start (tail -F). Lines appended to an earlier file of a glob are not read. "
+                "false: the input ends there (--until-drained then stops).",
                 [](S& s, auto& n, auto& k) { s.source.follow = as_bool(n, k); }),
       option<S>("max_batch", "integer", "100", "Lines per receive (at most max_in_flight).",
                 [](S& s, auto& n, auto& k) {
@@ -54,11 +61,12 @@ std::vector<driver::SourceOption> file_options() {
                 [](S& s, auto& n, auto& k) {
                   s.source.checkpoint_interval = as_duration(n, k, milliseconds(1), seconds(3600));
                 }),
-      option<S>("max_line_bytes", "integer", "1048576",
-                "A longer line is rejected (reason line_too_long) with its first kilobyte.",
+      option<S>("max_line_bytes", "integer", "0",
+                "A longer line is rejected (reason line_too_long) with its first kilobyte, "
+                "never held whole; 0: decode.max_body_bytes.",
                 [](S& s, auto& n, auto& k) {
                   s.source.max_line_bytes =
-                      static_cast<std::size_t>(as_int(n, k, 1, std::int64_t{1} << 30));
+                      static_cast<std::size_t>(as_int(n, k, 0, std::int64_t{1} << 30));
                 }),
   };
 }
@@ -70,22 +78,47 @@ class FileProbe final : public driver::QueueProbe {
       : options_(settings.source), progress_(settings.progress) {}
   ~FileProbe() override { stop(); }
 
+  // Everything a run needs of its files, said at start (exit 2) rather than as
+  // warnings forever.
   int check_at_start(bool wait_for_queue, const std::function<bool()>&) override {
     if (options_.path == "-") return 0;
+    const std::string path_key = "sluice: source.file.path (SLUICE_FILE_PATH): ";
+    const std::string checkpoint_key = "sluice: source.file.checkpoint (SLUICE_FILE_CHECKPOINT): ";
+    std::error_code ec;
+    if (std::filesystem::is_directory(options_.path, ec)) {
+      std::cerr << path_key << "'" << options_.path
+                << "' is a directory, expected a file or a glob such as " << options_.path
+                << "/*.jsonl\n";
+      return 2;
+    }
     if (const auto checkpoint = checkpoint_path(options_); !checkpoint.empty()) {
       try {
         read_checkpoint(checkpoint);
       } catch (const std::exception& e) {
-        std::cerr << "sluice: source.file.checkpoint (SLUICE_FILE_CHECKPOINT): " << e.what()
-                  << "\n";
+        std::cerr << checkpoint_key << e.what() << "\n";
+        return 2;
+      }
+      // Written beside itself (a temporary file renamed over it): its folder must take it.
+      auto folder = std::filesystem::path(checkpoint).parent_path();
+      if (folder.empty()) folder = ".";
+      if (!std::filesystem::is_directory(folder, ec) || ::access(folder.c_str(), W_OK) != 0) {
+        std::cerr << checkpoint_key << "'" << checkpoint << "': its folder " << folder
+                  << " is missing or not writable, expected a folder this process can write\n";
         return 2;
       }
     }
-    if (matching_files(options_.path).empty() && !wait_for_queue) {
-      std::cerr << "sluice: source.file.path (SLUICE_FILE_PATH): no file matches '" << options_.path
+    const auto files = matching_files(options_.path);
+    if (files.empty() && !wait_for_queue) {
+      std::cerr << path_key << "no file matches '" << options_.path
                 << "' (set source.wait_for_queue: true to wait for it)\n";
       return 2;
     }
+    for (const auto& file : files)
+      if (::access(file.c_str(), R_OK) != 0) {
+        std::cerr << path_key << "'" << file << "' cannot be read (" << std::strerror(errno)
+                  << ")\n";
+        return 2;
+      }
     return 0;
   }
 
@@ -143,8 +176,10 @@ class FileDriver final : public driver::SourceDriver {
     return std::make_unique<FileSettings>();
   }
 
-  void finalize(driver::SourceSettings& settings, driver::PipelineSettings&) const override {
+  void finalize(driver::SourceSettings& settings, driver::PipelineSettings& p) const override {
     auto& o = static_cast<FileSettings&>(settings).source;
+    // A line decode would refuse anyway is not held whole on the way.
+    if (o.max_line_bytes == 0) o.max_line_bytes = p.max_body_bytes;
     if (o.path.empty())
       throw ConfigError(
           "source.file.path: missing, expected a file, a glob or - (source.type is file)");

@@ -73,6 +73,10 @@ constexpr std::size_t kOverlongKept = 1024;
 // One file (or standard input) being read: the I/O thread's alone.
 struct Input {
   std::string path;
+  Position start;  // where reading begins (from the checkpoint) once it is opened
+  bool opened = false;
+  bool finished = false;    // read to its end and closed (a later input exists)
+  std::uint64_t inode = 0;  // of the file opened (0: not yet)
   int fd = -1;
   bool owns_fd = true;
   bool pipe = false;  // standard input that is not a regular file: read when ready
@@ -126,7 +130,16 @@ class FileSource final : public runtime::Source {
     if (stdin_flags_ >= 0) ::fcntl(STDIN_FILENO, F_SETFL, stdin_flags_);
   }
 
+  // Called again by the container after a failure: starts over from the checkpoint.
   asio::awaitable<void> open() override {
+    {
+      std::lock_guard lock(mutex_);
+      trackers_.clear();
+      names_.clear();
+      retries_.clear();
+    }
+    inputs_.clear();
+    reading_ = 0;
     if (options_.path == "-") {
       auto input = std::make_unique<Input>();
       input->path = "-";
@@ -139,6 +152,7 @@ class FileSource final : public runtime::Source {
         ::fcntl(STDIN_FILENO, F_SETFL, stdin_flags_ | O_NONBLOCK);
         input->descriptor.emplace(context_.executor, STDIN_FILENO);
       }
+      input->opened = true;
       add_input(std::move(input), {});
     } else {
       try {
@@ -147,11 +161,14 @@ class FileSource final : public runtime::Source {
       } catch (const std::exception& e) {
         throw SourceError(SourceErrorKind::permanent, "checkpoint", e.what());
       }
-      const auto files = matching_files(options_.path);
+      const auto files = inputs_matching();
       if (files.empty())  // it may yet be written: tried again with backoff
         throw SourceError(SourceErrorKind::transient, "not_found",
                           "no file matches " + options_.path);
-      for (const auto& path : files) open_file(path);
+      // Opened one at a time as reading reaches them: a glob of many files holds one
+      // descriptor, not one each.
+      for (const auto& path : files) add_file(path);
+      ensure_open(*inputs_.front());
     }
     checkpoint_loop();
     report();
@@ -214,36 +231,89 @@ class FileSource final : public runtime::Source {
   std::string message_source() const override { return options_.path; }
 
  private:
-  void open_file(const std::string& path) {
-    auto input = std::make_unique<Input>();
-    input->path = path;
-    input->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (input->fd < 0)
-      throw SourceError(SourceErrorKind::transient, "open",
-                        "cannot open " + path + " (" + std::strerror(errno) + ")");
-    Position at;
-    if (auto it = positions_.find(path); it != positions_.end()) at = it->second;
-    struct stat st {};
-    if (::fstat(input->fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < at.offset) {
-      warn("file " + path + " is shorter (" + std::to_string(st.st_size) +
-           " bytes) than its checkpoint (" + std::to_string(at.offset) +
-           "): read again from its start (the sink dedupes what it already holds)");
-      at = {};
-    }
-    if (at.offset > 0 && ::lseek(input->fd, static_cast<off_t>(at.offset), SEEK_SET) < 0)
-      throw SourceError(SourceErrorKind::transient, "seek",
-                        "cannot seek in " + path + " (" + std::strerror(errno) + ")");
-    input->taken = at.offset;
-    input->line = at.line;
-    add_input(std::move(input), at);
+  // The matching files, not the checkpoint itself (a glob may match it).
+  std::vector<std::string> inputs_matching() const {
+    auto files = matching_files(options_.path);
+    std::erase_if(files, [&](const std::string& f) {
+      return !checkpoint_.empty() && (f == checkpoint_ || f == checkpoint_ + ".tmp");
+    });
+    return files;
   }
 
-  void add_input(std::unique_ptr<Input> input, Position at) {
+  // A file to read, from its checkpoint; opened when reading reaches it.
+  void add_file(const std::string& path, std::size_t after = static_cast<std::size_t>(-1)) {
+    auto input = std::make_unique<Input>();
+    input->path = path;
+    if (auto it = positions_.find(path); it != positions_.end()) input->start = it->second;
+    const Position at = input->start;
+    add_input(std::move(input), at, after);
+  }
+
+  // Opens the input and goes to where it begins; false when it cannot be opened now
+  // (tried again at the next look).
+  bool ensure_open(Input& input) {
+    if (input.opened) return true;
+    input.fd = ::open(input.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (input.fd < 0) {
+      warn("cannot open " + input.path + " (" + std::strerror(errno) + "): tried again");
+      return false;
+    }
+    input.opened = true;
+    Position at = input.start;
+    struct stat st {};
+    if (::fstat(input.fd, &st) == 0) {
+      input.inode = static_cast<std::uint64_t>(st.st_ino);
+      if (at.inode != 0 && at.inode != input.inode) {
+        warn("file " + input.path + " is another file than its checkpoint's (inode " +
+             std::to_string(at.inode) + ", now " + std::to_string(input.inode) +
+             "): read from its start (the sink dedupes what it already holds)");
+        at = {};
+      } else if (static_cast<std::uint64_t>(st.st_size) < at.offset) {
+        warn("file " + input.path + " is shorter (" + std::to_string(st.st_size) +
+             " bytes) than its checkpoint (" + std::to_string(at.offset) +
+             "): read from its start (the sink dedupes what it already holds)");
+        at = {};
+      }
+    }
+    if (at.offset > 0 && ::lseek(input.fd, static_cast<off_t>(at.offset), SEEK_SET) < 0) {
+      warn("cannot seek in " + input.path + " (" + std::strerror(errno) + "): read from its start");
+      at = {};
+    }
+    input.taken = at.offset;
+    input.line = at.line;
+    if (at.offset != input.start.offset || at.line != input.start.line) {
+      std::lock_guard lock(mutex_);
+      trackers_[index_of(input)].resume(at.line, at.offset);
+    }
+    return true;
+  }
+
+  std::size_t index_of(const Input& input) const {
+    for (std::size_t i = 0; i < inputs_.size(); ++i)
+      if (inputs_[i].get() == &input) return i;
+    return inputs_.size();
+  }
+
+  // Done with an input whose end is final: its descriptor closed.
+  void finish(Input& input) {
+    input.finished = true;
+    if (input.descriptor) input.descriptor->release(), input.descriptor.reset();
+    if (input.fd >= 0 && input.owns_fd) ::close(input.fd);
+    input.fd = -1;
+  }
+
+  // Adds an input at the end, or right after input `after` (a file found again after
+  // it was replaced or truncated: nothing after it has been read, so no receipt names a
+  // later index yet).
+  void add_input(std::unique_ptr<Input> input, Position at,
+                 std::size_t after = static_cast<std::size_t>(-1)) {
     std::lock_guard lock(mutex_);
-    trackers_.emplace_back();
-    trackers_.back().resume(at.line, at.offset);
-    names_.push_back(input->path);
-    inputs_.push_back(std::move(input));
+    const std::size_t at_index = after < inputs_.size() ? after + 1 : inputs_.size();
+    LineTracker tracker;
+    tracker.resume(at.line, at.offset);
+    trackers_.insert(trackers_.begin() + static_cast<long>(at_index), tracker);
+    names_.insert(names_.begin() + static_cast<long>(at_index), input->path);
+    inputs_.insert(inputs_.begin() + static_cast<long>(at_index), std::move(input));
   }
 
   // Reads whole lines into messages, the oldest input first.
@@ -251,12 +321,17 @@ class FileSource final : public runtime::Source {
     std::vector<Line> lines;
     while (static_cast<int>(out.size() + lines.size()) < max && reading_ < inputs_.size()) {
       auto& input = *inputs_[reading_];
+      if (!ensure_open(input)) break;  // tried again at the next look
       auto line = next_line(input);
       if (line) {
         line->input = reading_;
         lines.push_back(std::move(*line));
         continue;
       }
+      // Truncated or replaced under us (copytruncate, a new file moved in): what was
+      // read of it is final, and its path is read again from the start, as a new input.
+      if (!input.pipe && reading_ + 1 == inputs_.size() && changed_under_us(input))
+        add_file_again(input);
       // This input has nothing more now. A later input means this one is complete.
       if (reading_ + 1 < inputs_.size() || input.closed) {
         if (auto last = take_partial(input)) {
@@ -265,17 +340,17 @@ class FileSource final : public runtime::Source {
           continue;
         }
         if (reading_ + 1 < inputs_.size()) {
+          finish(input);
           ++reading_;
           continue;
         }
         break;
       }
-      if (!options_.follow)
-        if (auto last = partial_if_settled(input)) {
-          last->input = reading_;
-          lines.push_back(std::move(*last));
-          continue;
-        }
+      if (auto last = partial_if_settled(input)) {
+        last->input = reading_;
+        lines.push_back(std::move(*last));
+        continue;
+      }
       if (options_.follow && is_glob(options_.path)) look_for_new_files();
       if (reading_ + 1 < inputs_.size()) continue;
       break;
@@ -323,6 +398,9 @@ class FileSource final : public runtime::Source {
           line.overlong = true;
           input.overlong = false;
           input.overlong_head.clear();
+        } else if (newline > options_.max_line_bytes) {  // whole in the buffer, but too long
+          line.body.assign(pending.substr(0, kOverlongKept));
+          line.overlong = true;
         } else {
           line.body.assign(pending.substr(0, newline));
           if (!line.body.empty() && line.body.back() == '\r') line.body.pop_back();
@@ -409,14 +487,32 @@ class FileSource final : public runtime::Source {
     return take_partial(input);
   }
 
+  // At the end of a regular file: shorter than what was read (truncated), or its path
+  // now names another file (replaced, rotated).
+  bool changed_under_us(const Input& input) const {
+    struct stat now {};
+    if (::fstat(input.fd, &now) == 0 &&
+        static_cast<std::uint64_t>(now.st_size) < input.taken + input.pending().size())
+      return true;
+    struct stat named {};
+    return ::stat(input.path.c_str(), &named) == 0 &&
+           static_cast<std::uint64_t>(named.st_ino) != input.inode;
+  }
+
+  void add_file_again(const Input& input) {
+    warn("file " + input.path + " was truncated or replaced after line " +
+         std::to_string(input.line) +
+         ": read again from its start (the sink dedupes what it "
+         "already holds; lines of the old one not yet acked are not read again)");
+    auto again = std::make_unique<Input>();
+    again->path = input.path;
+    add_input(std::move(again), {}, reading_);
+  }
+
   void look_for_new_files() {
     for (const auto& path : matching_files(options_.path))
       if (std::find(names_.begin(), names_.end(), path) == names_.end() && path > names_.back()) {
-        try {
-          open_file(path);
-        } catch (const SourceError& e) {
-          warn(e.what());
-        }
+        add_file(path);
       }
   }
 
@@ -488,8 +584,10 @@ class FileSource final : public runtime::Source {
       std::lock_guard lock(mutex_);
       if (!dirty_) return;
       dirty_ = false;
+      // A path read again (truncated, replaced) has a later input: the later one counts.
       for (std::size_t i = 0; i < trackers_.size(); ++i)
-        files[names_[i]] = {trackers_[i].done_line(), trackers_[i].done_offset()};
+        files[names_[i]] = {trackers_[i].done_line(), trackers_[i].done_offset(),
+                            inputs_[i]->opened ? inputs_[i]->inode : inputs_[i]->start.inode};
     }
     try {
       write_checkpoint(checkpoint_, files);
@@ -514,8 +612,11 @@ class FileSource final : public runtime::Source {
         continue;
       }
       struct stat st {};
-      if (::fstat(input.fd, &st) == 0) {
-        const auto read_to = input.taken + input.pending().size();
+      const bool known =
+          input.opened ? ::fstat(input.fd, &st) == 0 : ::stat(input.path.c_str(), &st) == 0;
+      if (known) {
+        const auto read_to =
+            input.opened ? input.taken + input.pending().size() : input.start.offset;
         if (static_cast<std::uint64_t>(st.st_size) > read_to)
           bytes_left += static_cast<std::uint64_t>(st.st_size) - read_to;
       }
@@ -584,7 +685,7 @@ SourceFactory make_file_source(FileSourceOptions options, std::shared_ptr<Progre
 namespace {
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
-  throw std::invalid_argument("file source option " + name + " = " + value + ": expected " +
+  throw std::invalid_argument("file source option " + name + ": got " + value + ", expected " +
                               expected);
 }
 }  // namespace
@@ -595,7 +696,7 @@ void validate(const FileSourceOptions& o) {
     bad_option("checkpoint", "(empty)",
                "a checkpoint file: path is a glob, whose files share one checkpoint");
   if (o.path == "-" && !o.checkpoint.empty())
-    bad_option("checkpoint", o.checkpoint, "none: standard input cannot be read again");
+    bad_option("checkpoint", "'" + o.checkpoint + "'", "none: standard input cannot be read again");
   if (o.max_batch < 1 || o.max_batch > 10000)
     bad_option("max_batch", std::to_string(o.max_batch), "1..10000");
   if (o.poll_interval < std::chrono::milliseconds(1))

@@ -31,6 +31,7 @@ std::string checkpoint_path(const FileSourceOptions& options);
 struct Position {
   std::uint64_t line = 0;
   std::uint64_t offset = 0;
+  std::uint64_t inode = 0;  // of the file read (0: unknown): another file is read anew
 };
 // Throws std::runtime_error naming the file and what is wrong; a missing file is an
 // empty checkpoint.

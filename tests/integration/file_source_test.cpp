@@ -309,3 +309,110 @@ TEST(FileSource, AMissingFileIsAnErrorAtStartNamingTheKey) {
   EXPECT_NE(output2.find("source.file.checkpoint (SLUICE_FILE_CHECKPOINT)"), std::string::npos)
       << output2;
 }
+
+// A file replaced under the same name between two runs is another file (its inode): it
+// is read from its start, not from the old one's checkpoint.
+TEST(FileSource, AFileReplacedUnderItsNameIsReadFromItsStart) {
+  Scratch scratch("replaced");
+  const std::string input = scratch.path("in.jsonl"), db = scratch.path("r.db");
+  const auto config = app::parse_config(file_yaml(input, sqlite_sink(db)));
+  const auto first = app::generate_events(50, 0.0, 0.0, 21);
+  {
+    std::ofstream out(input);
+    for (const auto& body : first.bodies) out << body << "\n";
+  }
+  EXPECT_EQ(drain(config).received, 50u);
+  // A new file moved into place, longer than the first: by offset alone it would be
+  // read from the old checkpoint's middle.
+  const auto second = app::generate_events(80, 0.0, 0.0, 22);
+  {
+    std::ofstream out(input + ".new");
+    for (const auto& body : second.bodies) out << body << "\n";
+  }
+  std::filesystem::rename(input + ".new", input);
+  const auto summary = drain(config);
+  EXPECT_EQ(summary.received, 80u);
+  EXPECT_EQ(summary.rejected_malformed, 0u) << "no line read from the middle";
+}
+
+// A line longer than max_line_bytes is rejected, never stored, even when it arrives whole
+// in one read; standard lines beside it are stored.
+TEST(FileSource, ALineLongerThanTheLimitIsRejectedWithItsReason) {
+  Scratch scratch("long");
+  const std::string input = scratch.path("in.jsonl"), db = scratch.path("r.db");
+  {
+    std::ofstream out(input);
+    out << R"({"skuId":"A","locationId":"L","eventType":"E","quantity":1})"
+        << "\n";
+    out << R"({"skuId":")" << std::string(500, 'x')
+        << R"(","locationId":"L","eventType":"E","quantity":2})"
+        << "\n";
+    out << R"({"skuId":"B","locationId":"L","eventType":"E","quantity":3})"
+        << "\n";
+  }
+  const auto summary =
+      drain(app::parse_config(file_yaml(input, sqlite_sink(db), "    max_line_bytes: 100\n")));
+  EXPECT_EQ(summary.written, 2u);
+  EXPECT_EQ(summary.rejected_by_source.count("line_too_long"), 1u);
+  EXPECT_EQ(sqlite_rows(db, "SELECT message_id, reason FROM rejects"),
+            std::vector<std::string>{input + ":2|line_too_long"});
+}
+
+// A glob of more files than the process may open at once: they are opened one at a time.
+TEST(FileSource, AGlobOfMoreFilesThanDescriptorsIsReadWhole) {
+  Scratch scratch("many");
+  const std::string db = scratch.path("r.db"), config_path = scratch.path("p.yaml");
+  std::filesystem::create_directories(scratch.path("in"));
+  std::size_t distinct = 0;
+  for (int f = 0; f < 300; ++f) {
+    std::ofstream out(scratch.path("in/" + std::to_string(10000 + f) + ".jsonl"));
+    out << R"({"skuId":"S)" << f << R"(","locationId":"L","eventType":"E","quantity":1})"
+        << "\n";
+    ++distinct;
+  }
+  std::ofstream(config_path) << file_yaml(scratch.path("in") + "/*.jsonl", sqlite_sink(db),
+                                          "    checkpoint: " + scratch.path("ckpt.json") + "\n");
+  const auto [code, output] =
+      test::run_with_status("ulimit -n 128 && " + std::string(SLUICE_BINARY) + " run --config " +
+                            config_path + " --until-drained 2>&1");
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_EQ(sqlite_count(db, "records"), static_cast<long>(distinct)) << output;
+}
+
+// Following a file that is truncated and written again (copytruncate): the new lines are
+// read from the start, not skipped as already read.
+TEST(FileSource, FollowingAFileThatIsTruncatedReadsItAgainFromItsStart) {
+  Scratch scratch("truncate");
+  const std::string input = scratch.path("log.jsonl"), db = scratch.path("r.db");
+  auto write = [&](int from, int to, std::ios::openmode mode) {
+    std::ofstream out(input, mode);
+    for (int i = from; i < to; ++i)
+      out << R"({"skuId":"T)" << i << R"(","locationId":"L","eventType":"E","quantity":1})"
+          << "\n";
+  };
+  write(0, 6, std::ios::trunc);
+  const auto config = app::parse_config(file_yaml(input, sqlite_sink(db), "    follow: true\n"));
+  auto run = std::async(std::launch::async, [&] { return drain(config); });
+  ASSERT_TRUE(test::wait_until([&] { return sqlite_count(db, "records") == 6; }, 30s));
+  write(6, 10, std::ios::trunc);  // shorter than what was read: truncated, then written
+  ASSERT_TRUE(test::wait_until([&] { return sqlite_count(db, "records") == 10; }, 30s))
+      << sqlite_count(db, "records") << " records";
+  EXPECT_EQ(run.get().rejected_malformed, 0u);
+}
+
+// What a run needs of its checkpoint is checked at start: a folder that is not there is
+// exit 2 naming the key, not warnings forever and every line read again at each restart.
+TEST(FileSource, ACheckpointThatCannotBeWrittenIsAnErrorAtStart) {
+  Scratch scratch("ckpt-folder");
+  const std::string input = scratch.path("in.jsonl"), config_path = scratch.path("p.yaml");
+  std::ofstream(input) << R"({"skuId":"A","locationId":"L","eventType":"E","quantity":1})"
+                       << "\n";
+  std::ofstream(config_path) << file_yaml(input, sqlite_sink(scratch.path("r.db")),
+                                          "    checkpoint: " + scratch.path("nope/c.json") + "\n");
+  const auto [code, output] =
+      test::run_with_status(std::string(SLUICE_BINARY) + " run --config " + config_path + " 2>&1");
+  EXPECT_EQ(code, 2) << output;
+  EXPECT_NE(output.find("source.file.checkpoint (SLUICE_FILE_CHECKPOINT)"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("not writable"), std::string::npos) << output;
+}

@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "app/config.hpp"
+#include "app/health.hpp"
+#include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"

@@ -417,6 +417,14 @@ TEST(Config, TheFileExampleLoads) {
   EXPECT_TRUE(c.warnings.empty());
   for (const char* example : {"inventory-pipeline.yaml", "rabbitmq-pipeline.yaml",
                               "sns-pipeline.yaml", "large-payloads-pipeline.yaml"})
-    EXPECT_TRUE(load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/" + example).warnings.empty())
+    EXPECT_TRUE(
+        load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/" + example).warnings.empty())
         << example << " uses a key of an earlier release";
+}
+
+TEST(Config, AnOldKeyBesideItsNewNameIsRefused) {
+  const std::string e = error_of(with("source:\n  queue_url: http://127.0.0.1:1/0/other\n"));
+  EXPECT_NE(e.find("source.sqs.queue_url: given twice, also as source.queue_url"),
+            std::string::npos)
+      << e;
 }

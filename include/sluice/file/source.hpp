@@ -15,7 +15,10 @@
 // their backoff; a reject marks the line done (the rejects table keeps it). A last
 // line without its newline is waited for (a writer still appending), then taken as
 // it is once the file has not grown for partial_line_wait. Standard input ("-") has
-// no checkpoint: it cannot be read again.
+// no checkpoint: it cannot be read again. Files are opened one at a time as reading
+// reaches them. A file that is not the one its checkpoint names (another inode), or is
+// shorter than it, is read from its start; so is one truncated or replaced while it is
+// read (its lines not yet acked then are not read again: the old file is gone).
 
 #include <chrono>
 #include <cstddef>
@@ -35,8 +38,8 @@ struct FileSourceOptions {
   std::chrono::milliseconds poll_interval{200};       // how often the end is looked past
   std::chrono::milliseconds partial_line_wait{5000};  // see above
   std::chrono::milliseconds checkpoint_interval{500};
-  // A longer line is not kept: it is delivered as unusable (reason line_too_long) with
-  // its first kilobyte.
+  // A longer line is never held whole: it is delivered as unusable (reason
+  // line_too_long) with its first kilobyte.
   std::size_t max_line_bytes = 1 << 20;
 };
 
