@@ -235,11 +235,7 @@ class AmqpQueueProbe final : public driver::QueueProbe {
   std::thread thread_;
 };
 
-const AmqpSettings& of(const driver::SourceSettings& s) {
-  return static_cast<const AmqpSettings&>(s);
-}
-
-class AmqpDriver final : public driver::SourceDriver {
+class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
  public:
   std::string_view name() const override { return "rabbitmq"; }
   std::string_view doc() const override {
@@ -258,12 +254,9 @@ class AmqpDriver final : public driver::SourceDriver {
     renamed.emplace_back("source.amqp_heartbeat", "heartbeat");
     return renamed;
   }
-  std::unique_ptr<driver::SourceSettings> make_settings() const override {
-    return std::make_unique<AmqpSettings>();
-  }
 
   void finalize(driver::SourceSettings& settings, driver::PipelineSettings& p) const override {
-    auto& o = static_cast<AmqpSettings&>(settings).source;
+    auto& o = of(settings).source;
     auto& c = p.container;
     if (o.queue.empty())
       throw ConfigError(
@@ -331,12 +324,7 @@ class AmqpDriver final : public driver::SourceDriver {
   driver::MessageMeta read_meta(const Message& m) const override {
     driver::MessageMeta meta;
     // The AMQP timestamp property (seconds), as the source puts it (milliseconds).
-    if (const auto text = m.attribute("SentTimestamp")) {
-      long long ms = 0;
-      const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), ms);
-      if (ec == std::errc{} && end == text->data() + text->size())
-        meta.sent_time = std::chrono::system_clock::time_point(milliseconds(ms));
-    }
+    meta.sent_time = driver::epoch_ms_attribute(m, "SentTimestamp");
     return meta;
   }
 

@@ -16,6 +16,7 @@
 //  - the message properties it offers to `normalize.fields[].meta`.
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -153,6 +154,32 @@ class SourceDriver {
     return {};
   }
 };
+
+// What every driver of settings type `Settings` has alike: making its settings and
+// reading them back.
+template <class Settings>
+class DriverOf : public SourceDriver {
+ public:
+  std::unique_ptr<SourceSettings> make_settings() const override {
+    return std::make_unique<Settings>();
+  }
+
+ protected:
+  static const Settings& of(const SourceSettings& s) { return static_cast<const Settings&>(s); }
+  static Settings& of(SourceSettings& s) { return static_cast<Settings&>(s); }
+};
+
+// A message attribute holding milliseconds since the epoch (SQS's SentTimestamp, the
+// AMQP timestamp as the RabbitMQ source gives it); nullopt when absent or not a number.
+inline std::optional<std::chrono::system_clock::time_point> epoch_ms_attribute(
+    const Message& message, std::string_view name) {
+  const auto text = message.attribute(name);
+  long long ms = 0;
+  if (!text) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), ms);
+  if (ec != std::errc{} || end != text->data() + text->size()) return std::nullopt;
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
 
 // The drivers built in (generated from src/CMakeLists.txt), in registration order.
 const std::vector<const SourceDriver*>& registered_drivers();

@@ -155,11 +155,7 @@ class FileProbe final : public driver::QueueProbe {
   std::thread thread_;
 };
 
-const FileSettings& of(const driver::SourceSettings& s) {
-  return static_cast<const FileSettings&>(s);
-}
-
-class FileDriver final : public driver::SourceDriver {
+class FileDriver final : public driver::DriverOf<FileSettings> {
  public:
   std::string_view name() const override { return "file"; }
   std::string_view doc() const override {
@@ -172,12 +168,9 @@ class FileDriver final : public driver::SourceDriver {
     static const auto table = file_options();
     return table;
   }
-  std::unique_ptr<driver::SourceSettings> make_settings() const override {
-    return std::make_unique<FileSettings>();
-  }
 
   void finalize(driver::SourceSettings& settings, driver::PipelineSettings& p) const override {
-    auto& o = static_cast<FileSettings&>(settings).source;
+    auto& o = of(settings).source;
     // A line decode would refuse anyway is not held whole on the way.
     if (o.max_line_bytes == 0) o.max_line_bytes = p.max_body_bytes;
     if (o.path.empty())

@@ -267,11 +267,7 @@ class SqsQueueProbe final : public driver::QueueProbe {
   std::thread thread_;
 };
 
-const SqsSettings& of(const driver::SourceSettings& s) {
-  return static_cast<const SqsSettings&>(s);
-}
-
-class SqsDriver final : public driver::SourceDriver {
+class SqsDriver final : public driver::DriverOf<SqsSettings> {
  public:
   std::string_view name() const override { return "sqs"; }
   std::string_view doc() const override {
@@ -291,12 +287,9 @@ class SqsDriver final : public driver::SourceDriver {
     renamed.emplace_back("dead_letter.queue_url", "dead_letter_queue_url");
     return renamed;
   }
-  std::unique_ptr<driver::SourceSettings> make_settings() const override {
-    return std::make_unique<SqsSettings>();
-  }
 
   void finalize(driver::SourceSettings& settings, driver::PipelineSettings& p) const override {
-    auto& o = static_cast<SqsSettings&>(settings).source;
+    auto& o = of(settings).source;
     if (o.queue_url.empty())
       throw ConfigError(
           "source.sqs.queue_url: missing, expected an SQS queue URL (source.type is sqs)");
@@ -372,12 +365,7 @@ class SqsDriver final : public driver::SourceDriver {
   }
   driver::MessageMeta read_meta(const sluice::Message& m) const override {
     driver::MessageMeta meta;
-    if (const auto text = m.attribute("SentTimestamp")) {
-      long long ms = 0;
-      const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), ms);
-      if (ec == std::errc{} && end == text->data() + text->size())
-        meta.sent_time = std::chrono::system_clock::time_point(milliseconds(ms));
-    }
+    meta.sent_time = driver::epoch_ms_attribute(m, "SentTimestamp");
     meta.group_id = m.attribute("MessageGroupId");
     meta.sequence_number = m.attribute("SequenceNumber");
     return meta;

@@ -38,6 +38,15 @@ std::string with(const std::string& extra) {
   return std::string(kMinimal) + extra;
 }
 
+// The message holds every part.
+::testing::AssertionResult has(const std::string& message,
+                               std::initializer_list<const char*> parts) {
+  for (const char* p : parts)
+    if (message.find(p) == std::string::npos)
+      return ::testing::AssertionFailure() << message << " lacks " << p;
+  return ::testing::AssertionSuccess();
+}
+
 const sluice::SqsSourceOptions& sqs(const PipelineConfig& c) {
   return c.source_as<sluice::sqs::SqsSettings>().source;
 }
@@ -83,12 +92,6 @@ decode:
 }
 
 TEST(Config, ErrorsNameTheKeyTheValueAndWhatWasExpected) {
-  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* p : parts)
-      if (message.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << message << " lacks " << p;
-    return ::testing::AssertionSuccess();
-  };
   EXPECT_TRUE(has(error_of(with("sink:\n  batch_size: lots\n")),
                   {"test.yaml", "sink.batch_size", "'lots'", "integer from 1 to 1000"}));
   EXPECT_TRUE(has(error_of(std::string(kMinimal) + "sink:\n  type: oracle\n"),
@@ -192,12 +195,6 @@ TEST(Config, DocumentationMatchesTheOptionTable) {
 
 // Issue 9, finding 6: what the configuration used to accept and must refuse.
 TEST(Config, RefusesWhatItUsedToAcceptSilently) {
-  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* p : parts)
-      if (message.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << message << " lacks " << p;
-    return ::testing::AssertionSuccess();
-  };
   // A duration whose milliseconds overflow 64 bits used to wrap to a small value.
   EXPECT_TRUE(has(error_of(with("source:\n  shutdown_deadline: 9223372036854775807h\n")),
                   {"source.shutdown_deadline", "9223372036854775807h", "duration"}));
@@ -271,12 +268,6 @@ TEST(Config, ADirectoryIsNotAConfigurationFile) {
 }
 
 TEST(Config, ConcurrencyAutoAndTheAutoscaleOptions) {
-  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* p : parts)
-      if (message.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << message << " lacks " << p;
-    return ::testing::AssertionSuccess();
-  };
   const std::string fields = R"(normalize:
   fields:
     - {name: skuId, from: /skuId, required: true}
@@ -314,12 +305,6 @@ identity:
 
 // Each source has its section; a key of another source is refused, not ignored.
 TEST(Config, EachSourceHasItsOwnSection) {
-  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* p : parts)
-      if (message.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << message << " lacks " << p;
-    return ::testing::AssertionSuccess();
-  };
   const std::string fields =
       "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
   const auto rabbit = parse_config(
@@ -383,12 +368,6 @@ TEST(Config, KeysOfEarlierReleasesAreReadWithAWarningNamingTheNewKey) {
 }
 
 TEST(Config, TheFileSource) {
-  auto has = [](const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* p : parts)
-      if (message.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << message << " lacks " << p;
-    return ::testing::AssertionSuccess();
-  };
   const std::string fields =
       "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
   const auto c = parse_config("source:\n  type: file\n  file:\n    path: events.jsonl\n" + fields);
