@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/amqp/error.hpp"
+
 namespace sluice::amqp {
 
 class Connection;
@@ -44,7 +46,7 @@ struct PublishReport {
   std::size_t returned = 0;  // unroutable (mandatory): failures
   std::size_t failed = 0;    // nacked or unconfirmed after every attempt
   std::size_t republished = 0;
-  std::size_t total = 0;     // messages given
+  std::size_t total = 0;            // messages given
   std::vector<std::string> errors;  // one line per distinct cause
   // Every message confirmed by the broker.
   bool ok() const { return confirmed == total && returned == 0 && failed == 0; }
@@ -52,7 +54,7 @@ struct PublishReport {
 
 class Publisher {
  public:
-  // Connects (throws AmqpError, never showing the password).
+  // Connects (throws AmqpError, sluice/amqp/error.hpp, never showing the password).
   explicit Publisher(PublisherOptions options);
   ~Publisher();
 
