@@ -276,19 +276,11 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
     if (o.retry_hold_max < c.failure_backoff_base) c.failure_backoff_base = o.retry_hold_max;
     try {
       validate(o);
-    } catch (const std::invalid_argument& e) {  // "AMQP source option NAME ..."
-      std::string what = e.what();
-      static const std::pair<std::string_view, std::string_view> keys[] = {
-          {"AMQP source option uri", "source.rabbitmq.url"},
-          {"AMQP source option min_consumers", "source.concurrency (MIN)"},
-          {"AMQP source option max_consumers", "source.concurrency (MAX)"},
-          {"AMQP source option ", "source.rabbitmq."}};
-      for (const auto& [from, to] : keys)
-        if (what.starts_with(from)) {
-          what.replace(0, from.size(), to);
-          break;
-        }
-      throw ConfigError(what);
+    } catch (const std::invalid_argument& e) {
+      rethrow_with_keys(e, {{"AMQP source option uri", "source.rabbitmq.url"},
+                            {"AMQP source option min_consumers", "source.concurrency (MIN)"},
+                            {"AMQP source option max_consumers", "source.concurrency (MAX)"},
+                            {"AMQP source option ", "source.rabbitmq."}});
     }
   }
 

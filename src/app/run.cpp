@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <future>
 #include <iostream>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -186,15 +185,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   container->set_observer(metrics);
   // A message whose S3 payload is missing (or can never fit): rejected like a
   // malformed one, its row in the rejects table first.
-  std::mutex unusable_mutex;
-  std::map<std::string, std::uint64_t> unusable;  // by reason
   container->set_unusable_handler(
       [&](Message& message, const std::string& reason, const std::string& detail) {
         metrics->record_rejected(reason);
-        {
-          std::lock_guard lock(unusable_mutex);
-          ++unusable[reason];
-        }
         writer.submit_reject(sinks::RejectRow{std::string(message.id()), reason, detail,
                                               message.body(), message.source()},
                              message);
@@ -338,10 +331,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.rejected_validation = metrics->rejected("validation");
   summary.rejected_schema_drift = metrics->rejected("schema_drift");
   summary.rejected_sink_refused = metrics->rejected("sink_refused");
-  {
-    std::lock_guard lock(unusable_mutex);
-    summary.rejected_by_source = unusable;
-  }
+  // The source's own reasons, as its driver declares them (the metrics count them all).
+  for (const auto& [reason, when] : source.reject_reasons())
+    if (const auto n = metrics->rejected(reason); n > 0) summary.rejected_by_source[reason] = n;
   summary.source_figures = metrics->source_summary();
   // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
   // past the watchdog's margin (a server that stopped answering must not hold the exit).

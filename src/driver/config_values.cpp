@@ -120,4 +120,14 @@ std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& 
   return out;
 }
 
+void rethrow_with_keys(const std::invalid_argument& error, KeyNames names) {
+  std::string what = error.what();
+  for (const auto& [from, to] : names)
+    if (what.starts_with(from)) {
+      what.replace(0, from.size(), to);
+      break;
+    }
+  throw ConfigError(what);
+}
+
 }  // namespace sluice::config

@@ -6,9 +6,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sluice::config {
@@ -49,5 +52,11 @@ std::string as_file_path_or_empty(const YAML::Node& n, const std::string& key);
 std::string as_enum(const YAML::Node& n, const std::string& key,
                     const std::vector<std::string>& values);
 std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& key);
+
+// A library's own check failed ("SQS source option poll_wait ..."): throws it as a
+// ConfigError that says the YAML key instead, by the first of `names` (its option name,
+// the key) whose name starts the message.
+using KeyNames = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+[[noreturn]] void rethrow_with_keys(const std::invalid_argument& error, KeyNames names);
 
 }  // namespace sluice::config

@@ -178,11 +178,8 @@ class FileDriver final : public driver::DriverOf<FileSettings> {
           "source.file.path: missing, expected a file, a glob or - (source.type is file)");
     try {
       validate(o);
-    } catch (const std::invalid_argument& e) {  // "file source option NAME ..."
-      std::string what = e.what();
-      const std::string_view prefix = "file source option ";
-      if (what.starts_with(prefix)) what.replace(0, prefix.size(), "source.file.");
-      throw ConfigError(what);
+    } catch (const std::invalid_argument& e) {
+      rethrow_with_keys(e, {{"file source option ", "source.file."}});
     }
   }
 

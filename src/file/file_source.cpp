@@ -73,7 +73,8 @@ constexpr std::size_t kOverlongKept = 1024;
 // One file (or standard input) being read: the I/O thread's alone.
 struct Input {
   std::string path;
-  Position start;  // where reading begins (from the checkpoint) once it is opened
+  Position start;                // where reading begins (from the checkpoint) once it is opened
+  std::uint64_t size_found = 0;  // its size when it was found (the backlog until opened)
   bool opened = false;
   bool finished = false;    // read to its end and closed (a later input exists)
   std::uint64_t inode = 0;  // of the file opened (0: not yet)
@@ -245,6 +246,8 @@ class FileSource final : public runtime::Source {
     auto input = std::make_unique<Input>();
     input->path = path;
     if (auto it = positions_.find(path); it != positions_.end()) input->start = it->second;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) input->size_found = static_cast<std::uint64_t>(st.st_size);
     const Position at = input->start;
     add_input(std::move(input), at, after);
   }
@@ -611,12 +614,16 @@ class FileSource final : public runtime::Source {
         unknown = unknown || !input.closed;
         continue;
       }
+      // Files not reached yet count by the size they had when found: no system call
+      // per file on every receive (a glob may hold thousands).
+      if (!input.opened) {
+        if (input.size_found > input.start.offset)
+          bytes_left += input.size_found - input.start.offset;
+        continue;
+      }
       struct stat st {};
-      const bool known =
-          input.opened ? ::fstat(input.fd, &st) == 0 : ::stat(input.path.c_str(), &st) == 0;
-      if (known) {
-        const auto read_to =
-            input.opened ? input.taken + input.pending().size() : input.start.offset;
+      if (::fstat(input.fd, &st) == 0) {
+        const auto read_to = input.taken + input.pending().size();
         if (static_cast<std::uint64_t>(st.st_size) > read_to)
           bytes_left += static_cast<std::uint64_t>(st.st_size) - read_to;
       }

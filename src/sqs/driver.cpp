@@ -300,11 +300,8 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
           std::min<std::uint64_t>(o.large_payloads.max_bytes_in_flight, 1u << 30));
     try {
       validate(o);
-    } catch (const std::invalid_argument& e) {  // "SQS source option NAME = ..."
-      std::string what = e.what();
-      const std::string_view prefix = "SQS source option ";
-      if (what.starts_with(prefix)) what.replace(0, prefix.size(), "source.sqs.");
-      throw ConfigError(what);
+    } catch (const std::invalid_argument& e) {
+      rethrow_with_keys(e, {{"SQS source option ", "source.sqs."}});
     }
     // A heartbeat that comes less often than half the visibility can let a held
     // message reappear: refused here rather than corrected at run time.
