@@ -345,7 +345,12 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     auto future = counted->get_future();
     std::thread([factory = sink_factory(quick), counted] {
       try {
-        counted->set_value(factory()->count_records());
+        std::uint64_t records = 0;
+        {  // closed before the answer: whoever reads the database next finds it free
+          auto sink = factory();
+          records = sink->count_records();
+        }
+        counted->set_value(records);
       } catch (...) {
         counted->set_exception(std::current_exception());
       }
