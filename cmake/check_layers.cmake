@@ -7,14 +7,15 @@
 #
 # In the lists, "x/" is src/x (a private header) or, as "sluice/x/", the public headers
 # of x; "sluice" alone is the core's public headers (include/sluice/*.hpp: the
-# container, messages, the source factory), which name no source.
+# container, messages, the source factory), which name no source; "sluice/spi/" is
+# the source SPI, what a source (in the tree or out of it) is written against.
 #
 #   app/     -> everything below it; of the sources only their drivers, through
 #               driver/ (it names no source: tests check that too)
 #   driver/  -> the core's public headers: what a source driver gives the binary
-#   sqs/, amqp/, file/ -> runtime/ (the Source seam), driver/ (their drivers), common/;
-#               sqs/ also aws/ and s3/
-#   runtime/ -> the core's public headers only: the container core knows no source
+#   sqs/, amqp/, file/ -> sluice/spi/ (the Source seam), runtime/'s helpers, driver/
+#               (their drivers), common/; sqs/ also aws/ and s3/
+#   runtime/ -> the core's public headers and the SPI: the core knows no source
 #   pipeline/, common/ -> pure: common/ only
 cmake_policy(VERSION 3.20)
 set(rules
@@ -25,15 +26,16 @@ set(rules
   "src/cloudwatch|aws/,common/,sluice/aws/,sluice/cloudwatch/"
   "src/ecs|aws/,common/,sluice/aws/,sluice/ecs/"
   "src/scale|sluice/scale/"
-  "src/runtime|common/,sluice"
-  "src/driver|sluice"
-  "src/sqs|runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/"
-  "src/amqp|runtime/,driver/,common/,sluice,sluice/amqp/"
-  "src/file|runtime/,driver/,common/,sluice,sluice/file/"
+  "src/runtime|common/,sluice,sluice/spi/"
+  "src/driver|sluice,sluice/spi/"
+  "src/sqs|sluice/spi/,runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/"
+  "src/amqp|sluice/spi/,runtime/,driver/,common/,sluice,sluice/amqp/"
+  "src/file|sluice/spi/,runtime/,driver/,common/,sluice,sluice/file/"
   "src/pipeline|common/"
-  "src/sinks|pipeline/,runtime/,common/,sluice"
-  "src/app|driver/,pipeline/,sinks/,runtime/,aws/,common/,amqp/,sluice,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
+  "src/sinks|pipeline/,runtime/,common/,sluice,sluice/spi/"
+  "src/app|driver/,sluice/spi/,pipeline/,sinks/,runtime/,aws/,common/,amqp/,sluice,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
   "include/sluice|sluice"
+  "include/sluice/spi|sluice"
   "include/sluice/aws|sluice/aws/"
   "include/sluice/s3|sluice/aws/,sluice/s3/"
   "include/sluice/sns|sluice/aws/,sluice/sns/"

@@ -22,7 +22,10 @@ void to_json(nlohmann::json& j, const InventoryEvent& e) {
 asio::awaitable<void> run(std::string queue_url) {
   auto client = std::make_shared<sluice::sqs::SqsClient>(co_await asio::this_coro::executor);
   sluice::sqs::Publisher publisher(client, queue_url);
-  const auto sent = co_await publisher.publish(InventoryEvent{"SKU-1", 3});
+  // Named, not an aggregate temporary inside the co_await: g++ 12 destroys such a
+  // temporary twice (a crash, seen here before the install test ran this example).
+  const InventoryEvent event{"SKU-1", 3};
+  const auto sent = co_await publisher.publish(event);
   std::cout << "sent " << sent.message_id << "\n";
   sluice::sqs::ReceiveMessageRequest request;
   request.queue_url = queue_url;

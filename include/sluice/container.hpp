@@ -102,8 +102,8 @@ using UnusableHandler =
 
 struct ContainerStats {
   std::uint64_t received = 0;
-  std::uint64_t acked = 0;     // acks confirmed by the queue
-  std::uint64_t failed = 0;    // nacked (handler failure)
+  std::uint64_t acked = 0;   // acks confirmed by the queue (handed over: a source without confirms)
+  std::uint64_t failed = 0;  // nacked (handler failure)
   std::uint64_t released = 0;  // given back unprocessed
   std::uint64_t lost = 0;      // dropped unacknowledged: the source lost their lease
   std::uint64_t rejected = 0;

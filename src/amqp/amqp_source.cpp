@@ -28,14 +28,14 @@
 #include "amqp/consumer_scaler.hpp"
 #include "common/crypto.hpp"
 #include "runtime/log_exceptions.hpp"
-#include "runtime/source.hpp"
 #include "sluice/amqp/source.hpp"
+#include "sluice/spi/source.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
-using runtime::SourceError;
-using runtime::SourceErrorKind;
-using runtime::StatePtr;
+using spi::Delivery;
+using spi::SourceError;
+using spi::SourceErrorKind;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -155,9 +155,9 @@ struct HeldRetry {
   bool operator>(const HeldRetry& o) const { return due > o.due; }
 };
 
-class AmqpSource final : public runtime::Source {
+class AmqpSource final : public spi::Source {
  public:
-  AmqpSource(AmqpSourceOptions options, runtime::SourceContext context)
+  AmqpSource(AmqpSourceOptions options, spi::SourceContext context)
       : options_(std::move(options)),
         context_(std::move(context)),
         uri_(amqp::parse_uri(options_.uri)),
@@ -225,16 +225,16 @@ class AmqpSource final : public runtime::Source {
     }
   }
 
-  runtime::SourceCapabilities capabilities() const override {
-    runtime::SourceCapabilities c;
+  spi::SourceCapabilities capabilities() const override {
+    spi::SourceCapabilities c;
     c.push = true;
     c.confirms_acks = true;
     c.max_batch = max_batch_;
     return c;
   }
 
-  asio::awaitable<std::vector<StatePtr>> receive(int max) override {
-    std::vector<StatePtr> out;
+  asio::awaitable<std::vector<Delivery>> receive(int max) override {
+    std::vector<Delivery> out;
     for (int round = 0; round < 2; ++round) {
       {
         std::lock_guard lock(ready_mutex_);
@@ -259,17 +259,17 @@ class AmqpSource final : public runtime::Source {
     co_return out;
   }
 
-  void ack(const StatePtr& state) override { push(about(Command::ack, state)); }
+  void ack(const Delivery& state) override { push(about(Command::ack, state)); }
   void expedite_acks() override { push(Command{Command::expedite}); }
-  void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
+  void retry(const Delivery& state, std::chrono::milliseconds backoff) override {
     Command c = about(Command::retry, state);
     c.delay = backoff;
-    c.receive_count = state->receive_count;
+    c.receive_count = spi::receive_count_of(state);
     push(std::move(c));
   }
-  void release(const StatePtr& state) override { push(about(Command::release, state)); }
-  asio::awaitable<bool> reject(StatePtr state, std::string reason) override {
-    spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", state->text.id(), reason);
+  void release(const Delivery& state) override { push(about(Command::release, state)); }
+  asio::awaitable<bool> reject(Delivery state, std::string reason) override {
+    spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", spi::id_of(state), reason);
     push(about(Command::reject, state));
     co_return true;  // basic.reject without requeue: to the queue's dead-letter exchange
   }
@@ -300,19 +300,19 @@ class AmqpSource final : public runtime::Source {
   }
 
  private:
-  static std::uint64_t tag_of(const StatePtr& state) {
-    const auto receipt = state->text.receipt();
+  static std::uint64_t tag_of(const Delivery& state) {
+    const auto receipt = spi::receipt_of(state);
     std::uint64_t tag = 0;
     const auto [end, error] = std::from_chars(receipt.data(), receipt.data() + receipt.size(), tag);
     if (error != std::errc() || end != receipt.data() + receipt.size())  // on_deliver wrote it
       throw std::logic_error("AMQP receipt is not a delivery tag: '" + std::string(receipt) + "'");
     return tag;
   }
-  static Command about(Command::Kind kind, const StatePtr& state) {
+  static Command about(Command::Kind kind, const Delivery& state) {
     Command c{kind};
-    c.lease = state->lease;
+    c.lease = spi::lease_of(state);
     c.tag = tag_of(state);
-    c.id = state->text.id();
+    c.id = spi::id_of(state);
     return c;
   }
 
@@ -647,13 +647,12 @@ class AmqpSource final : public runtime::Source {
       consumer.acks.finished(tag);
       return;
     }
-    auto state = std::make_shared<detail::MessageState>();
-    state->body = text(message.body);
+    std::string body = text(message.body);
     const auto& p = message.properties;
-    text_.clear();  // whatever an earlier delivery that threw left
+    delivery_.clear();  // whatever an earlier delivery that threw left
     std::string id;
     if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) id = text(p.message_id);
-    if (id.empty()) id = "sha256:" + crypto::sha256_hex(state->body).substr(0, 32);
+    if (id.empty()) id = "sha256:" + crypto::sha256_hex(body).substr(0, 32);
     int delivery_count = -1;
     if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
       for (int i = 0; i < p.headers.num_entries; ++i) {
@@ -667,27 +666,29 @@ class AmqpSource final : public runtime::Source {
           } catch (...) {
           }
         }
-        text_.header(key, *value);
+        delivery_.header(key, *value);
       }
     }
     if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG)
-      text_.attribute("SentTimestamp", std::to_string(p.timestamp * 1000));
+      delivery_.attribute("SentTimestamp", std::to_string(p.timestamp * 1000));
     if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
-      text_.attribute("ContentType", text(p.content_type));
+      delivery_.attribute("ContentType", text(p.content_type));
     if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG)
-      text_.attribute("CorrelationId", text(p.correlation_id));
-    text_.attribute("Exchange", exchange);
-    text_.attribute("RoutingKey", routing_key);
-    text_.attribute("Redelivered", redelivered ? "true" : "false");
+      delivery_.attribute("CorrelationId", text(p.correlation_id));
+    delivery_.attribute("Exchange", exchange);
+    delivery_.attribute("RoutingKey", routing_key);
+    delivery_.attribute("Redelivered", redelivered ? "true" : "false");
     amqp_destroy_message(&message);
     // Quorum queues count deliveries (x-delivery-count: earlier returns); classic
     // queues only flag a redelivery, so failures seen here are counted by id too.
     // (The redelivered flag is not a failure: a consumer stopped, a connection lost.)
-    state->receive_count =
-        std::max(delivery_count >= 0 ? delivery_count + 1 : 1, attempts_.get(id) + 1);
-    state->text = text_.id(id).receipt(std::to_string(tag)).build();
-    state->lease = consumer.lease;
-    state->received_at = std::chrono::system_clock::now();
+    auto state = delivery_.id(id)
+                     .receipt(std::to_string(tag))
+                     .body(std::move(body))
+                     .receive_count(std::max(delivery_count >= 0 ? delivery_count + 1 : 1,
+                                             attempts_.get(id) + 1))
+                     .lease(consumer.lease)
+                     .build();
     consumer.acks.delivered(tag);
     bool notify = false;
     {
@@ -743,7 +744,7 @@ class AmqpSource final : public runtime::Source {
     consumers_.erase(it);
     {
       std::lock_guard lock(ready_mutex_);
-      std::erase_if(ready_, [&](const StatePtr& s) { return s->lease == lease; });
+      std::erase_if(ready_, [&](const Delivery& s) { return spi::lease_of(s) == lease; });
     }
     spdlog::warn("amqp event=lease_lost source=\"{}\" channel={} reason=\"{}\"", describe_, channel,
                  why);
@@ -940,7 +941,7 @@ class AmqpSource final : public runtime::Source {
   bool has_ready(std::uint64_t lease) {
     std::lock_guard lock(ready_mutex_);
     return std::any_of(ready_.begin(), ready_.end(),
-                       [&](const StatePtr& s) { return s->lease == lease; });
+                       [&](const Delivery& s) { return spi::lease_of(s) == lease; });
   }
 
   void tick() {
@@ -987,13 +988,13 @@ class AmqpSource final : public runtime::Source {
     for (auto& [ch, c] : consumers_)
       if (!c->cancelling) cancel_consumer(*c);
     send_due_retries(/*all=*/true);
-    std::deque<StatePtr> unhanded;
+    std::deque<Delivery> unhanded;
     {
       std::lock_guard lock(ready_mutex_);
       unhanded.swap(ready_);
     }
     for (auto& s : unhanded) {
-      auto it = by_lease_.find(s->lease);
+      auto it = by_lease_.find(spi::lease_of(s));
       if (it == by_lease_.end()) continue;
       const auto tag = tag_of(s);
       connection_->nack(it->second->channel, tag, true);
@@ -1034,7 +1035,7 @@ class AmqpSource final : public runtime::Source {
   }
 
   AmqpSourceOptions options_;
-  runtime::SourceContext context_;
+  spi::SourceContext context_;
   amqp::Uri uri_;
   amqp::ConsumerScaler scaler_;
   int max_in_flight_ = 100;
@@ -1056,7 +1057,7 @@ class AmqpSource final : public runtime::Source {
   bool io_running_ = false;  // the I/O thread still answers commands
 
   std::mutex ready_mutex_;
-  std::deque<StatePtr> ready_;
+  std::deque<Delivery> ready_;
   bool receiver_waiting_ = false;
   asio::steady_timer timer_;  // the receive loop's wait; cancelled when deliveries come
 
@@ -1066,7 +1067,7 @@ class AmqpSource final : public runtime::Source {
   std::unordered_map<std::uint64_t, Consumer*> by_lease_;
   std::priority_queue<HeldRetry, std::vector<HeldRetry>, std::greater<>> retries_;
   AttemptLog attempts_;
-  detail::MessageText::Builder text_;  // on_deliver's, on the connection thread
+  spi::DeliveryBuilder delivery_;  // on_deliver's, on the connection thread
   std::uint64_t next_lease_ = 0;
   int wanted_ = 0;
   bool acks_dirty_ = false;  // acks, nacks or rejects since the latest frames
@@ -1131,8 +1132,8 @@ void validate(const AmqpSourceOptions& o) {
 
 SourceFactory make_amqp_source(AmqpSourceOptions options) {
   validate(options);
-  return [options = std::move(options)](const runtime::SourceContext& context) {
-    return std::unique_ptr<runtime::Source>(std::make_unique<AmqpSource>(options, context));
+  return [options = std::move(options)](const spi::SourceContext& context) {
+    return std::unique_ptr<spi::Source>(std::make_unique<AmqpSource>(options, context));
   };
 }
 

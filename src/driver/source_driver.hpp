@@ -8,7 +8,7 @@
 //  - its configuration section, source.<name>.*: option rows (docs generated from
 //    them), the old flat keys it still reads, and a finalize step for the rules that
 //    span its keys and the container's;
-//  - the factory of its runtime::Source;
+//  - the factory of its spi::Source;
 //  - a queue probe (does the queue exist; how many messages are ready and in flight)
 //    that the backlog gauge, --until-drained and the autoscale signal all read;
 //  - the figures its source reports (SourceContext::gauge) as typed descriptors, from

@@ -26,13 +26,13 @@
 #include <optional>
 
 #include "file/line_tracker.hpp"
-#include "runtime/source.hpp"
+#include "sluice/spi/source.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
-using runtime::SourceError;
-using runtime::SourceErrorKind;
-using runtime::StatePtr;
+using spi::Delivery;
+using spi::SourceError;
+using spi::SourceErrorKind;
 using Clock = std::chrono::steady_clock;
 
 namespace file {
@@ -117,9 +117,9 @@ std::pair<std::size_t, std::uint64_t> parse_receipt(std::string_view receipt) {
           std::stoull(std::string(receipt.substr(colon + 1)))};
 }
 
-class FileSource final : public runtime::Source {
+class FileSource final : public spi::Source {
  public:
-  FileSource(FileSourceOptions options, runtime::SourceContext context,
+  FileSource(FileSourceOptions options, spi::SourceContext context,
              std::shared_ptr<Progress> progress)
       : options_(std::move(options)),
         context_(std::move(context)),
@@ -176,14 +176,14 @@ class FileSource final : public runtime::Source {
     co_return;
   }
 
-  runtime::SourceCapabilities capabilities() const override {
-    runtime::SourceCapabilities c;
+  spi::SourceCapabilities capabilities() const override {
+    spi::SourceCapabilities c;
     c.max_batch = std::max(1, std::min(options_.max_batch, std::max(1, context_.max_in_flight)));
     return c;
   }
 
-  asio::awaitable<std::vector<StatePtr>> receive(int max) override {
-    std::vector<StatePtr> out;
+  asio::awaitable<std::vector<Delivery>> receive(int max) override {
+    std::vector<Delivery> out;
     take_due_retries(out, max);
     read_lines(out, max);
     if (out.empty()) {
@@ -210,15 +210,15 @@ class FileSource final : public runtime::Source {
     co_return out;
   }
 
-  void ack(const StatePtr& state) override { done(state); }
+  void ack(const Delivery& state) override { done(state); }
 
-  void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
+  void retry(const Delivery& state, std::chrono::milliseconds backoff) override {
     again(state, Clock::now() + backoff);
   }
-  void release(const StatePtr& state) override { again(state, Clock::now()); }
+  void release(const Delivery& state) override { again(state, Clock::now()); }
 
   // No dead-letter destination of its own: the line is done (the rejects table keeps it).
-  asio::awaitable<bool> reject(StatePtr state, std::string /*reason*/) override {
+  asio::awaitable<bool> reject(Delivery state, std::string /*reason*/) override {
     done(state);
     co_return false;
   }
@@ -320,7 +320,7 @@ class FileSource final : public runtime::Source {
   }
 
   // Reads whole lines into messages, the oldest input first.
-  void read_lines(std::vector<StatePtr>& out, int max) {
+  void read_lines(std::vector<Delivery>& out, int max) {
     std::vector<Line> lines;
     while (static_cast<int>(out.size() + lines.size()) < max && reading_ < inputs_.size()) {
       auto& input = *inputs_[reading_];
@@ -370,20 +370,18 @@ class FileSource final : public runtime::Source {
         continue;
       }
       tracker.delivered(line.number, line.end);
-      auto state = std::make_shared<detail::MessageState>();
-      text_.clear();
-      text_.id(names_[line.input] + ":" + std::to_string(line.number))
-          .receipt(receipt_of(line.input, line.number));
-      state->text = text_.build();
-      state->body = std::move(line.body);
-      state->received_at = now;
+      delivery_.clear();
+      delivery_.id(names_[line.input] + ":" + std::to_string(line.number))
+          .receipt(receipt_of(line.input, line.number))
+          .body(std::move(line.body))
+          .received_at(now);
       if (line.overlong)
-        state->set_problem({false, "line_too_long",
-                            "line " + std::to_string(line.number) + " is longer than " +
-                                std::to_string(options_.max_line_bytes) +
-                                " bytes (source.file.max_line_bytes); its first " +
-                                std::to_string(kOverlongKept) + " bytes are kept"});
-      out.push_back(std::move(state));
+        delivery_.problem(false, "line_too_long",
+                          "line " + std::to_string(line.number) + " is longer than " +
+                              std::to_string(options_.max_line_bytes) +
+                              " bytes (source.file.max_line_bytes); its first " +
+                              std::to_string(kOverlongKept) + " bytes are kept");
+      out.push_back(delivery_.build());
     }
   }
 
@@ -536,7 +534,7 @@ class FileSource final : public runtime::Source {
     return wait;
   }
 
-  void take_due_retries(std::vector<StatePtr>& out, int max) {
+  void take_due_retries(std::vector<Delivery>& out, int max) {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     // retries_ is kept in due order.
@@ -546,23 +544,20 @@ class FileSource final : public runtime::Source {
     }
   }
 
-  void done(const StatePtr& state) {
-    const auto [input, line] = parse_receipt(state->text.receipt());
+  void done(const Delivery& state) {
+    const auto [input, line] = parse_receipt(spi::receipt_of(state));
     std::lock_guard lock(mutex_);
     if (input < trackers_.size() && trackers_[input].settled(line)) dirty_ = true;
   }
 
   // The same line again, as a new delivery (the settled one is the core's).
-  void again(const StatePtr& state, Clock::time_point due) {
-    auto next = std::make_shared<detail::MessageState>();
-    {
-      detail::MessageText::Builder builder;
-      builder.id(state->text.id()).receipt(state->text.receipt());
-      next->text = builder.build();
-    }
-    next->body = state->body;
-    next->receive_count = state->receive_count + 1;
-    next->received_at = std::chrono::system_clock::now();
+  void again(const Delivery& state, Clock::time_point due) {
+    spi::DeliveryBuilder builder;  // any thread's: not the reader's
+    auto next = builder.id(spi::id_of(state))
+                    .receipt(spi::receipt_of(state))
+                    .body(spi::body_of(state))
+                    .receive_count(spi::receive_count_of(state) + 1)
+                    .build();
     std::lock_guard lock(mutex_);
     auto at =
         std::find_if(retries_.begin(), retries_.end(), [&](const Retry& r) { return r.due > due; });
@@ -654,13 +649,13 @@ class FileSource final : public runtime::Source {
   }
 
   const FileSourceOptions options_;
-  const runtime::SourceContext context_;
+  const spi::SourceContext context_;
   const std::shared_ptr<Progress> progress_;
   const std::string checkpoint_;  // empty: none
   // The I/O thread's:
   std::vector<std::unique_ptr<Input>> inputs_;
   std::size_t reading_ = 0;  // the input being read
-  detail::MessageText::Builder text_;
+  spi::DeliveryBuilder delivery_;
   std::map<std::string, Position> positions_;  // the latest checkpoint written
   asio::steady_timer checkpoint_timer_;
   int stdin_flags_ = -1;
@@ -670,7 +665,7 @@ class FileSource final : public runtime::Source {
   std::vector<std::string> names_;     // each input's path, by index
   struct Retry {
     Clock::time_point due;
-    StatePtr state;
+    Delivery state;
   };
   std::deque<Retry> retries_;  // in due order
   bool dirty_ = false;         // the trackers moved since the latest checkpoint
@@ -681,9 +676,8 @@ class FileSource final : public runtime::Source {
 SourceFactory make_file_source(FileSourceOptions options, std::shared_ptr<Progress> progress) {
   validate(options);
   return [options = std::move(options),
-          progress = std::move(progress)](const runtime::SourceContext& context) {
-    return std::unique_ptr<runtime::Source>(
-        std::make_unique<FileSource>(options, context, progress));
+          progress = std::move(progress)](const spi::SourceContext& context) {
+    return std::unique_ptr<spi::Source>(std::make_unique<FileSource>(options, context, progress));
   };
 }
 

@@ -229,8 +229,12 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   void settle(const StatePtr& state, Outcome outcome, std::string reason) override {
     switch (outcome) {
       case Outcome::ack:
-        // Counted before the source may confirm it (on another thread).
-        if (capabilities.confirms_acks) pending_acks.fetch_add(1, std::memory_order_relaxed);
+        // Counted before the source may confirm it (on another thread); a source that
+        // confirms nothing has it once it is handed over.
+        if (capabilities.confirms_acks)
+          pending_acks.fetch_add(1, std::memory_order_relaxed);
+        else
+          acked.fetch_add(1, std::memory_order_relaxed);
         source->ack(state);
         break;
       case Outcome::retry:
@@ -444,8 +448,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         spdlog::warn(
             "container={} event=receive_failed receiver={} kind={} code={} retry_in_ms={} "
             "error=\"{}\"",
-            options.name, id, runtime::to_string(e.kind()), e.code(), error_backoff.count(),
-            e.what());
+            options.name, id, spi::to_string(e.kind()), e.code(), error_backoff.count(), e.what());
       } catch (...) {
         // A source that throws something else: its permits come back all the same, and
         // the loop backs off as for any failed receive.
@@ -825,8 +828,7 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
           co_return;
         }
         spdlog::warn("container={} event=open_failed kind={} code={} retry_in_ms={} error=\"{}\"",
-                     options.name, runtime::to_string(e.kind()), e.code(), backoff.count(),
-                     e.what());
+                     options.name, spi::to_string(e.kind()), e.code(), backoff.count(), e.what());
       } catch (const std::exception& e) {  // Asio's cancellation, or a source's own throw
         if (intake_closed) {
           receiver_gone();

@@ -1,6 +1,6 @@
-#include "runtime/source.hpp"
+#include "sluice/spi/source.hpp"
 
-namespace sluice::runtime {
+namespace sluice::spi {
 
 const char* to_string(SourceErrorKind kind) {
   switch (kind) {
@@ -14,8 +14,8 @@ const char* to_string(SourceErrorKind kind) {
   return "unknown";
 }
 
-boost::asio::awaitable<std::size_t> Source::extend(std::vector<StatePtr>) {
+boost::asio::awaitable<std::size_t> Source::extend(std::vector<Delivery>) {
   co_return 0;
 }
 
-}  // namespace sluice::runtime
+}  // namespace sluice::spi

@@ -19,7 +19,7 @@
 
 namespace sluice::sqs {
 namespace asio = boost::asio;
-using runtime::StatePtr;
+using spi::Delivery;
 
 std::shared_ptr<void> ByteBudget::try_take(std::uint64_t n) {
   {
@@ -83,9 +83,9 @@ std::uint64_t ByteBudget::used() const {
 namespace {
 
 // The declared size: ExtendedPayloadSize, or the first Java client's attribute.
-std::optional<std::uint64_t> declared_size(detail::PackedPairs headers, std::string& raw) {
-  auto text = headers.find(kPayloadSizeAttribute);
-  if (!text) text = headers.find(kLegacyPayloadSizeAttribute);
+std::optional<std::uint64_t> declared_size(const Delivery& message, std::string& raw) {
+  auto text = spi::header_of(message, kPayloadSizeAttribute);
+  if (!text) text = spi::header_of(message, kLegacyPayloadSizeAttribute);
   if (!text) return std::nullopt;
   raw = std::string(*text);
   std::uint64_t value = 0;
@@ -94,12 +94,13 @@ std::optional<std::uint64_t> declared_size(detail::PackedPairs headers, std::str
   return value;
 }
 
-bool has_size_attribute(detail::PackedPairs headers) {
-  return headers.find(kPayloadSizeAttribute) || headers.find(kLegacyPayloadSizeAttribute);
+bool has_size_attribute(const Delivery& message) {
+  return spi::header_of(message, kPayloadSizeAttribute) ||
+         spi::header_of(message, kLegacyPayloadSizeAttribute);
 }
 
-void mark(const StatePtr& state, bool retry, std::string reason, std::string detail) {
-  state->set_problem({retry, std::move(reason), std::move(detail)});
+void mark(const Delivery& state, bool retry, std::string reason, std::string detail) {
+  spi::set_problem(state, retry, std::move(reason), std::move(detail));
 }
 
 // Runs the coroutines concurrently on `executor` and waits for all of them.
@@ -141,18 +142,17 @@ PayloadStats PayloadResolver::stats() const {
           failed_.load(),  waits_.load(),         deleted_.load()};
 }
 
-void PayloadResolver::prepare(std::span<const StatePtr> unit) {
-  std::vector<StatePtr> states;
+void PayloadResolver::prepare(std::span<const Delivery> unit) {
+  std::vector<Delivery> states;
   std::vector<PayloadPointer> pointers;
   std::vector<std::uint64_t> sizes;
   std::uint64_t total = 0;
   for (auto& state : unit) {
-    if (state->problem() || !has_size_attribute(state->text.headers()) ||
-        !state->queue_body().empty())
+    if (spi::has_problem(state) || !has_size_attribute(state) || !spi::queue_body_of(state).empty())
       continue;
     std::string raw_size;
-    const auto size = declared_size(state->text.headers(), raw_size);
-    auto pointer = parse_payload_pointer(state->body);
+    const auto size = declared_size(state, raw_size);
+    auto pointer = parse_payload_pointer(spi::body_of(state));
     if (!pointer || !size) {
       mark(state, false, "malformed",
            !size ? "payload size attribute is not a byte count: '" + raw_size.substr(0, 40) + "'"
@@ -182,14 +182,14 @@ void PayloadResolver::prepare(std::span<const StatePtr> unit) {
   auto reservation = budget_->try_take(total);
   auto stopped = [&] {
     for (auto& state : states)
-      if (!state->problem()) mark(state, true, "stopping", "stopped while fetching");
+      if (!spi::has_problem(state)) mark(state, true, "stopping", "stopped while fetching");
   };
   if (!reservation) {
     waits_.fetch_add(1, std::memory_order_relaxed);
     reservation = budget_->take(total);
     if (!reservation) return stopped();  // stopping: the core releases the unit
   }
-  for (auto& state : states) state->fetched_payload().resources = reservation;
+  for (auto& state : states) spi::hold_with(state, reservation);
   reservation.reset();
   auto done = asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
                              asio::use_future);
@@ -204,7 +204,7 @@ void PayloadResolver::interrupt() {
   budget_->cancel();
 }
 
-asio::awaitable<void> PayloadResolver::fetch_all(std::vector<StatePtr> states,
+asio::awaitable<void> PayloadResolver::fetch_all(std::vector<Delivery> states,
                                                  std::vector<PayloadPointer> pointers,
                                                  std::vector<std::uint64_t> sizes) {
   std::vector<asio::awaitable<void>> fetches;
@@ -213,7 +213,7 @@ asio::awaitable<void> PayloadResolver::fetch_all(std::vector<StatePtr> states,
   co_await run_all(executor_, std::move(fetches));
 }
 
-asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer pointer,
+asio::awaitable<void> PayloadResolver::fetch(Delivery state, PayloadPointer pointer,
                                              std::uint64_t declared) {
   const std::string where = "s3://" + pointer.bucket + "/" + pointer.key;
   try {
@@ -222,9 +222,9 @@ asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer poin
         co_await s3_->get_object(pointer.bucket, pointer.key, static_cast<std::size_t>(declared));
     fetched_.fetch_add(1, std::memory_order_relaxed);
     fetched_bytes_.fetch_add(payload.size(), std::memory_order_relaxed);
-    state->fetched_payload().queue_body = std::exchange(state->body, std::move(payload));
+    spi::replace_body(state, std::move(payload));
   } catch (const aws::AwsError& e) {
-    state->fetched_payload().resources.reset();
+    spi::hold_with(state, nullptr);
     if (e.kind() == aws::ErrorKind::integrity && e.code().empty()) {
       mark(state, false, "malformed",
            where + " is larger than its " + std::string(kPayloadSizeAttribute) + " (" +
@@ -238,7 +238,7 @@ asio::awaitable<void> PayloadResolver::fetch(StatePtr state, PayloadPointer poin
            where + ": " + e.what());
     }
   } catch (...) {
-    state->fetched_payload().resources.reset();
+    spi::hold_with(state, nullptr);
     failed_.fetch_add(1, std::memory_order_relaxed);
     mark(state, true, "payload_unavailable", where + ": " + runtime::describe_current_exception());
   }

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/source.hpp"
+#include "sluice/spi/source.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/large_payload.hpp"
 
@@ -65,7 +65,7 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
   // fetched concurrently on the executor once the unit's declared sizes fit the
   // budget. Messages whose payload cannot be had get a problem: missing, too large
   // or malformed -> reject; an S3 failure -> retry.
-  void prepare(std::span<const runtime::StatePtr> unit);
+  void prepare(std::span<const spi::Delivery> unit);
   // After their messages were deleted (delete_after_ack): deletes the objects in the
   // background; wait_for_deletes() (on stop) waits up to `limit` for them.
   void delete_objects(std::vector<PayloadPointer> pointers);
@@ -78,10 +78,10 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
   std::uint64_t bytes_held() const { return budget_->used(); }
 
  private:
-  boost::asio::awaitable<void> fetch_all(std::vector<runtime::StatePtr> states,
+  boost::asio::awaitable<void> fetch_all(std::vector<spi::Delivery> states,
                                          std::vector<PayloadPointer> pointers,
                                          std::vector<std::uint64_t> sizes);
-  boost::asio::awaitable<void> fetch(runtime::StatePtr state, PayloadPointer pointer,
+  boost::asio::awaitable<void> fetch(spi::Delivery state, PayloadPointer pointer,
                                      std::uint64_t declared);
   boost::asio::any_io_executor executor_;
   LargePayloadOptions options_;

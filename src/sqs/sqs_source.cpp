@@ -9,17 +9,17 @@
 #include "common/crypto.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/log_exceptions.hpp"
-#include "runtime/source.hpp"
 #include "sluice/aws/error.hpp"
+#include "sluice/spi/source.hpp"
 #include "sluice/sqs/source.hpp"
 #include "sqs/codec.hpp"
 #include "sqs/large_payload.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
-using runtime::SourceError;
-using runtime::SourceErrorKind;
-using runtime::StatePtr;
+using spi::Delivery;
+using spi::SourceError;
+using spi::SourceErrorKind;
 
 namespace {
 
@@ -73,9 +73,9 @@ struct VisibilityEntry {
   int seconds = 0;
 };
 
-class SqsSource final : public runtime::Source {
+class SqsSource final : public spi::Source {
  public:
-  SqsSource(SqsSourceOptions options, runtime::SourceContext context)
+  SqsSource(SqsSourceOptions options, spi::SourceContext context)
       : options_(std::move(options)),
         context_(std::move(context)),
         client_(std::make_shared<sqs::SqsClient>(context_.executor, options_.client)),
@@ -131,8 +131,8 @@ class SqsSource final : public runtime::Source {
     visibility_changes_->start();
   }
 
-  runtime::SourceCapabilities capabilities() const override {
-    runtime::SourceCapabilities c;
+  spi::SourceCapabilities capabilities() const override {
+    spi::SourceCapabilities c;
     c.extendable = true;
     c.lease = options_.visibility_timeout;
     c.ordered_groups = fifo_;
@@ -142,7 +142,7 @@ class SqsSource final : public runtime::Source {
     return c;
   }
 
-  asio::awaitable<std::vector<StatePtr>> receive(int max) override {
+  asio::awaitable<std::vector<Delivery>> receive(int max) override {
     sqs::ReceiveMessageRequest request;
     request.queue_url = options_.queue_url;
     request.max_messages = std::min(max, options_.max_messages_per_poll);
@@ -150,9 +150,9 @@ class SqsSource final : public runtime::Source {
     request.visibility_timeout = static_cast<int>(options_.visibility_timeout.count());
     if (fifo_) request.receive_request_attempt_id = random_attempt_id();
     struct Received {
-      std::vector<StatePtr> states;
+      std::vector<Delivery> states;
       std::chrono::system_clock::time_point at;
-      std::int64_t visible_until = 0;
+      std::chrono::steady_clock::time_point visible_until;
     } received;
     received.states.reserve(static_cast<std::size_t>(request.max_messages));
     // Straight from the answer into each held message: its text in one block, its body
@@ -161,25 +161,23 @@ class SqsSource final : public runtime::Source {
                                                          &received](const sqs::MessageView& m) {
       if (received.states.empty()) {  // the lease runs from the answer
         received.at = std::chrono::system_clock::now();
-        received.visible_until =
-            detail::steady_now_ms() + options_.visibility_timeout.count() * 1000;
+        received.visible_until = std::chrono::steady_clock::now() + options_.visibility_timeout;
       }
-      auto s = std::make_shared<detail::MessageState>();
-      text_.clear();  // nothing left by a message that threw half-way
-      text_.id(m.message_id).receipt(m.receipt_handle);
+      delivery_.clear();  // nothing left by a message that threw half-way
+      delivery_.id(m.message_id).receipt(m.receipt_handle);
       // Standard queues may carry a MessageGroupId too (fair queues): it orders
       // nothing there, so only a FIFO queue's messages are put in groups.
       if (fifo_)
-        if (auto group = m.attribute("MessageGroupId")) text_.group(*group);
-      for (const auto& [name, value] : m.attributes) text_.attribute(name, value);
+        if (auto group = m.attribute("MessageGroupId")) delivery_.group(*group);
+      for (const auto& [name, value] : m.attributes) delivery_.attribute(name, value);
       for (const auto& [name, value] : m.message_attributes)
-        text_.header(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
-                                             : value.string_value);
-      s->text = text_.build();
-      s->body.assign(m.body);
-      s->receive_count = std::max(1, m.receive_count());
-      s->received_at = received.at;
-      s->visible_until_ms = received.visible_until;
+        delivery_.header(name, value.is_binary() ? crypto::base64_encode(value.binary_value)
+                                                 : value.string_value);
+      auto s = delivery_.body(std::string(m.body))
+                   .receive_count(std::max(1, m.receive_count()))
+                   .received_at(received.at)
+                   .lease_until(received.visible_until)
+                   .build();
       received.states.push_back(std::move(s));
     };
     try {
@@ -199,57 +197,59 @@ class SqsSource final : public runtime::Source {
     if (payloads_) payloads_->interrupt();
   }
 
-  void prepare(std::span<const StatePtr> unit) override {
+  void prepare(std::span<const Delivery> unit) override {
     if (!payloads_) return;
     payloads_->prepare(unit);
     report_payloads();
   }
 
-  void ack(const StatePtr& state) override {
-    DeleteEntry entry{std::string(state->text.receipt()), 0, true, {}};
-    if (payloads_ && payloads_->delete_after_ack()) entry.payload_pointer = state->queue_body();
+  void ack(const Delivery& state) override {
+    DeleteEntry entry{std::string(spi::receipt_of(state)), 0, true, {}};
+    if (payloads_ && payloads_->delete_after_ack())
+      entry.payload_pointer = spi::queue_body_of(state);
     deletes_->add(std::move(entry));
   }
   void expedite_acks() override { deletes_->flush_now(); }
 
-  void retry(const StatePtr& state, std::chrono::milliseconds backoff) override {
-    visibility_changes_->add({std::string(state->text.receipt()), visibility_seconds(backoff)});
+  void retry(const Delivery& state, std::chrono::milliseconds backoff) override {
+    visibility_changes_->add({std::string(spi::receipt_of(state)), visibility_seconds(backoff)});
   }
 
-  void release(const StatePtr& state) override {
-    visibility_changes_->add({std::string(state->text.receipt()), 0});
+  void release(const Delivery& state) override {
+    visibility_changes_->add({std::string(spi::receipt_of(state)), 0});
   }
 
-  asio::awaitable<bool> reject(StatePtr state, std::string reason) override {
+  asio::awaitable<bool> reject(Delivery state, std::string reason) override {
     if (options_.dead_letter_queue_url.empty()) {
       // No destination of ours: hidden as long as SQS allows, so that the queue's own
       // redrive policy (maxReceiveCount) moves it to its dead-letter queue.
-      visibility_changes_->add({std::string(state->text.receipt()), kMaxVisibilitySeconds});
+      visibility_changes_->add({std::string(spi::receipt_of(state)), kMaxVisibilitySeconds});
       co_return false;
     }
     sqs::SendMessageEntry entry;
     // A resolved payload goes back as the pointer it came as (its object is kept).
-    entry.body = state->queue_body().empty() ? state->body : state->queue_body();
+    entry.body =
+        spi::queue_body_of(state).empty() ? spi::body_of(state) : spi::queue_body_of(state);
     entry.message_attributes["sluice-reject-reason"] =
         sqs::MessageAttributeValue::string(reason.empty() ? "rejected" : reason.substr(0, 4096));
     entry.message_attributes["sluice-source-queue"] =
         sqs::MessageAttributeValue::string(options_.queue_url);
     entry.message_attributes["sluice-message-id"] =
-        sqs::MessageAttributeValue::string(std::string(state->text.id()));
+        sqs::MessageAttributeValue::string(std::string(spi::id_of(state)));
     // A pointer keeps its size attribute whatever else does not fit: without it the
     // dead letter would read as an ordinary body after a redrive.
     for (auto name : {sqs::kPayloadSizeAttribute, sqs::kLegacyPayloadSizeAttribute})
-      if (auto value = state->text.headers().find(name))
+      if (auto value = spi::header_of(state, name))
         entry.message_attributes.emplace(name,
                                          sqs::MessageAttributeValue::number(std::string(*value)));
-    state->text.headers().for_each([&](std::string_view name, std::string_view value) {
+    spi::for_each_header(state, [&](std::string_view name, std::string_view value) {
       if (entry.message_attributes.size() < 10 && !value.empty())
         entry.message_attributes.emplace(name,
                                          sqs::MessageAttributeValue::string(std::string(value)));
     });
     if (options_.dead_letter_queue_url.ends_with(".fifo")) {
-      entry.message_group_id = state->text.group().value_or("dead-letter");
-      entry.message_deduplication_id = state->text.id();
+      entry.message_group_id = spi::group_of(state).value_or("dead-letter");
+      entry.message_deduplication_id = spi::id_of(state);
     }
     try {
       co_await settle_client_->send_message(options_.dead_letter_queue_url, std::move(entry));
@@ -257,14 +257,14 @@ class SqsSource final : public runtime::Source {
       throw source_error(e);
     }
     // Only once the dead letter is safe. Its permit came back with the reject.
-    deletes_->add({std::string(state->text.receipt()), 0, false, {}});
+    deletes_->add({std::string(spi::receipt_of(state)), 0, false, {}});
     co_return true;
   }
 
   // Chunks of 10 go out concurrently, on the heartbeat's own client.
-  asio::awaitable<std::size_t> extend(std::vector<StatePtr> states) override {
+  asio::awaitable<std::size_t> extend(std::vector<Delivery> states) override {
     const int seconds = static_cast<int>(options_.visibility_timeout.count());
-    auto shared = std::make_shared<std::vector<StatePtr>>(std::move(states));
+    auto shared = std::make_shared<std::vector<Delivery>>(std::move(states));
     struct Round {
       explicit Round(const asio::any_io_executor& ex)
           : done(ex, asio::steady_timer::time_point::max()) {}
@@ -286,24 +286,24 @@ class SqsSource final : public runtime::Source {
     }
     if (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
     if (round->cancelled)
-      throw runtime::SourceError(runtime::SourceErrorKind::cancelled, "", "heartbeat cancelled");
+      throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "heartbeat cancelled");
     co_return round->extended;
   }
 
-  asio::awaitable<std::size_t> extend_chunk(std::shared_ptr<std::vector<StatePtr>> states,
+  asio::awaitable<std::size_t> extend_chunk(std::shared_ptr<std::vector<Delivery>> states,
                                             std::size_t start, std::size_t end, int seconds) {
     std::vector<sqs::ChangeVisibilityEntry> entries;
     for (std::size_t i = start; i < end; ++i)
-      entries.push_back({std::to_string(i), std::string((*states)[i]->text.receipt()), seconds});
+      entries.push_back({std::to_string(i), std::string(spi::receipt_of((*states)[i])), seconds});
     std::size_t extended = 0;
     try {
       visibility_requests_.fetch_add(1, std::memory_order_relaxed);
       const auto result =
           co_await heartbeat_client_->change_message_visibility_batch(options_.queue_url, entries);
-      const std::int64_t until = detail::steady_now_ms() + std::int64_t{seconds} * 1000;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
       for (const auto& ok : result.successful)
         if (auto i = sqs::codec::entry_index(ok.id, end); i && *i >= start) {
-          (*states)[*i]->visible_until_ms = until;
+          spi::set_lease_until((*states)[*i], until);
           ++extended;
         }
     } catch (const aws::AwsError& e) {
@@ -454,8 +454,8 @@ class SqsSource final : public runtime::Source {
   std::atomic<std::uint64_t> receive_requests_{0}, delete_requests_{0}, visibility_requests_{0};
   // Receives run on the I/O thread and build a message's text without suspending: one
   // builder serves them all, its buffers warm.
-  detail::MessageText::Builder text_;
-  runtime::SourceContext context_;
+  spi::DeliveryBuilder delivery_;
+  spi::SourceContext context_;
   // Three clients, so three connection pools: long polls hold a connection for up to
   // poll_wait; deletes, visibility changes and dead letters come in bursts; the
   // heartbeat must never wait behind either (a heartbeat or a delete that waits past
@@ -499,9 +499,9 @@ void validate(const SqsSourceOptions& o) {
 
 SourceFactory make_sqs_source(SqsSourceOptions options) {
   validate(options);
-  return [options = std::move(options)](const runtime::SourceContext& context) {
+  return [options = std::move(options)](const spi::SourceContext& context) {
     try {
-      return std::unique_ptr<runtime::Source>(std::make_unique<SqsSource>(options, context));
+      return std::unique_ptr<spi::Source>(std::make_unique<SqsSource>(options, context));
     } catch (const aws::AwsError& e) {
       throw source_error(e);  // no region, a malformed endpoint: configuration
     }

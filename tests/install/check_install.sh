@@ -1,29 +1,79 @@
 #!/usr/bin/env bash
-# The library as C++ users take it: `cmake --install` into a fresh prefix, then the
-# example service in examples/installed built with find_package(Sluice) and
-# Sluice::sluice, and run. Usage: check_install.sh BUILD_DIR SOURCE_DIR
+# The library as C++ users take it: `cmake --install` into a fresh prefix, then
+# projects of their own built with find_package(Sluice) and run:
+#   examples/custom_source  a source of its own on the SPI (Sluice::core), consumed to
+#                           the last message;
+#   examples/installed      an SQS service (Sluice::sqs) that publishes and receives
+#                           through the emulator, linking no rabbitmq-c;
+#   the whole library       (Sluice::sluice) with the RabbitMQ consumer example.
+# Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$1
 source_dir=$2
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$source_dir/scripts/lib/emulator.sh"
+trap 'stop_emulator; rm -rf "$work"' EXIT
+fail() {
+  echo "check_install: $*" >&2
+  exit 1
+}
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 # Nothing installed may point back into the source or build trees.
 if grep -rlF -e "$source_dir" -e "$build_dir" "$work/prefix/lib/cmake"; then
-  echo "check_install: the installed package refers to the build machine's trees" >&2
-  exit 1
+  fail "the installed package refers to the build machine's trees"
 fi
-cmake -S "$source_dir/examples/installed" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$work/build" -j 2 >/dev/null
+build() {  # build NAME SOURCE_DIR
+  cmake -S "$2" -B "$work/$1" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
+    >"$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; fail "$1: configuring failed"; }
+  cmake --build "$work/$1" -j 2 >>"$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; fail "$1: building failed"; }
+}
+links_no_rabbitmq() {
+  if readelf -d "$1" | grep -q 'librabbitmq'; then fail "$1 links rabbitmq-c"; fi
+}
+
+# 1. A source outside the tree: only the installed headers (sluice/spi/) and Sluice::core.
+build custom "$source_dir/examples/custom_source"
+out=$("$work/custom/custom_source" 3000) || fail "custom_source failed: $out"
+echo "$out"
+[[ "$out" == *"acked 3000 of 3000 (3000 acks, 30 retried"* ]] || fail "custom_source: $out"
+links_no_rabbitmq "$work/custom/custom_source"
+if readelf -d "$work/custom/custom_source" | grep -q 'libssl\|libexpat\|libsimdjson'; then
+  fail "custom_source (Sluice::core) links an AWS layer's library"
+fi
+
+# 2. The SQS component alone, run against the emulator.
+build sqs "$source_dir/examples/installed"
+links_no_rabbitmq "$work/sqs/publish_receive"
+links_no_rabbitmq "$work/sqs/inventory_consumer"
+start_emulator
+endpoint="http://127.0.0.1:$EMULATOR_PORT"
+# The emulator accepts any signature; these are placeholders, not secrets.
+export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1
+export AWS_ENDPOINT_URL_SQS="$endpoint" AWS_EC2_METADATA_DISABLED=true
+"$work/prefix/bin/sluice" queue create --name installed --endpoint-url "$endpoint" >/dev/null
+out=$("$work/sqs/publish_receive" "$endpoint/000000000000/installed" 2>&1) ||
+  fail "publish_receive failed: $out"
+echo "$out"
+[[ "$out" == *'received '*'"skuId":"SKU-1"'* ]] || fail "publish_receive received nothing: $out"
+
+# 3. The whole library.
+mkdir -p "$work/all-src"
+cat >"$work/all-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(all LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(Sluice 0.2 REQUIRED)
+add_executable(consume_rabbitmq $source_dir/examples/consume_rabbitmq.cpp)
+target_link_libraries(consume_rabbitmq PRIVATE Sluice::sluice)
+CMAKE
+build all "$work/all-src"
 set +e
-"$work/build/inventory_consumer" 2>"$work/stderr"
+"$work/all/consume_rabbitmq" 2>"$work/stderr"
 code=$?
 set -e
 if [[ $code != 2 ]] || ! grep -q "usage:" "$work/stderr"; then
-  echo "check_install: the consumer built against the package did not run (exit $code)" >&2
   cat "$work/stderr" >&2
-  exit 1
+  fail "the RabbitMQ consumer built against Sluice::sluice did not run (exit $code)"
 fi
 "$work/prefix/bin/sluice" --help >/dev/null
-echo "check_install: find_package(Sluice) and Sluice::sluice work; the consumer links and runs"
+echo "check_install: Sluice::core (a source of its own), Sluice::sqs (no rabbitmq-c) and Sluice::sluice build and run"

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/source.hpp"
+#include "runtime/message_state.hpp"
+#include "sluice/spi/source.hpp"
 
 namespace sluice::test {
 
@@ -30,7 +31,7 @@ struct FakeQueue {
   int max_batch = 10;
   bool ordered_groups = false;
   int throws_left = 0;  // receives that throw something that is not a std::exception
-  runtime::SourceContext context;
+  spi::SourceContext context;
 
   void push(std::string body, std::optional<std::string> group = std::nullopt,
             bool settled_by_the_source = false) {
@@ -52,20 +53,20 @@ struct FakeQueue {
   }
 };
 
-class FakeSource final : public runtime::Source {
+class FakeSource final : public spi::Source {
  public:
-  FakeSource(std::shared_ptr<FakeQueue> queue, const runtime::SourceContext& context)
+  FakeSource(std::shared_ptr<FakeQueue> queue, const spi::SourceContext& context)
       : queue_(std::move(queue)), executor_(context.executor) {
     queue_->context = context;
   }
   boost::asio::awaitable<void> open() override { co_return; }
-  runtime::SourceCapabilities capabilities() const override {
-    runtime::SourceCapabilities c;
+  spi::SourceCapabilities capabilities() const override {
+    spi::SourceCapabilities c;
     c.ordered_groups = queue_->ordered_groups;
     c.max_batch = queue_->max_batch;
     return c;
   }
-  boost::asio::awaitable<std::vector<runtime::StatePtr>> receive(int max) override {
+  boost::asio::awaitable<std::vector<spi::Delivery>> receive(int max) override {
     {
       std::lock_guard lock(queue_->mutex);
       if (queue_->throws_left > 0) {
@@ -74,35 +75,32 @@ class FakeSource final : public runtime::Source {
       }
     }
     for (;;) {
-      std::vector<runtime::StatePtr> states;
+      std::vector<spi::Delivery> states;
       {
         std::lock_guard lock(queue_->mutex);
         while (!queue_->ready.empty() && static_cast<int>(states.size()) < max) {
           auto item = std::move(queue_->ready.front());
           queue_->ready.pop_front();
-          auto s = std::make_shared<detail::MessageState>();
-          s->body = item.body;
-          detail::MessageText::Builder text;
-          text.id(item.body);
-          if (item.group) text.group(*item.group);
-          s->text = text.build();
+          builder_.id(item.body).body(item.body).lease(queue_->lease);
+          if (item.group) builder_.group(*item.group);
+          auto s = builder_.build();
+          // A source settling a message before the core has it (no public verb does).
           if (item.settled_by_the_source) detail::settle_once(s, detail::Outcome::release);
-          s->lease = queue_->lease;
           states.push_back(std::move(s));
         }
       }
       if (!states.empty()) co_return states;
       boost::asio::steady_timer timer(executor_, std::chrono::milliseconds(2));
       auto [ec] = co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
-      if (ec) throw runtime::SourceError(runtime::SourceErrorKind::cancelled, "", "cancelled");
+      if (ec) throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
     }
   }
-  void ack(const runtime::StatePtr& s) override { record(queue_->acked, s); }
-  void retry(const runtime::StatePtr& s, std::chrono::milliseconds) override {
+  void ack(const spi::Delivery& s) override { record(queue_->acked, s); }
+  void retry(const spi::Delivery& s, std::chrono::milliseconds) override {
     record(queue_->retried, s);
   }
-  void release(const runtime::StatePtr& s) override { record(queue_->released, s); }
-  boost::asio::awaitable<bool> reject(runtime::StatePtr s, std::string) override {
+  void release(const spi::Delivery& s) override { record(queue_->released, s); }
+  boost::asio::awaitable<bool> reject(spi::Delivery s, std::string) override {
     record(queue_->rejected, s);
     co_return false;
   }
@@ -111,17 +109,18 @@ class FakeSource final : public runtime::Source {
   std::string message_source() const override { return "fake"; }
 
  private:
-  void record(std::vector<std::string>& where, const runtime::StatePtr& s) {
+  void record(std::vector<std::string>& where, const spi::Delivery& s) {
     std::lock_guard lock(queue_->mutex);
-    where.push_back(s->body);
+    where.push_back(spi::body_of(s));
   }
   std::shared_ptr<FakeQueue> queue_;
   boost::asio::any_io_executor executor_;
+  spi::DeliveryBuilder builder_;  // under the queue's mutex
 };
 
 inline SourceFactory fake_source(std::shared_ptr<FakeQueue> queue) {
-  return [queue](const runtime::SourceContext& context) {
-    return std::unique_ptr<runtime::Source>(std::make_unique<FakeSource>(queue, context));
+  return [queue](const spi::SourceContext& context) {
+    return std::unique_ptr<spi::Source>(std::make_unique<FakeSource>(queue, context));
   };
 }
 

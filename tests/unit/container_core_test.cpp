@@ -306,6 +306,8 @@ TEST(ContainerCore, OneSlowMessageDoesNotIdleTheOtherPermitsAtASmallMaxInFlight)
   ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 0; }));
   container.stop();
   EXPECT_EQ(queue->count(queue->acked), 61u);
+  EXPECT_EQ(container.stats().acked, 61u)
+      << "a source that confirms nothing: acked when handed over";
 }
 
 // Issue 9, finding 8: a source throwing something that is not a std::exception used to
@@ -519,6 +521,67 @@ TEST(MessageText, EveryPartReadsBackAndTheBuilderStartsAfreshEachTime) {
   EXPECT_EQ(third.id(), std::string(130, 'i'));
   EXPECT_EQ(third.attributes().find("a"), std::optional<std::string_view>(big));
   EXPECT_EQ(third.receipt(), "");
+}
+
+// What a source of its own makes through the SPI reads back through the SPI and the
+// handler's Message alike; the builder starts afresh after each delivery.
+TEST(DeliveryBuilder, EveryPartReadsBackThroughTheSpiAndTheMessage) {
+  spi::DeliveryBuilder builder;
+  const auto at = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  auto first = builder.id("m-1")
+                   .receipt("tag-7")
+                   .group("g")
+                   .attribute("SentTimestamp", "1700000000000")
+                   .header("tenant", "acme")
+                   .header("trace", "t")
+                   .body("{\"n\":1}")
+                   .receive_count(3)
+                   .received_at(at)
+                   .lease(9)
+                   .lease_until(until)
+                   .build();
+  EXPECT_EQ(spi::id_of(first), "m-1");
+  EXPECT_EQ(spi::receipt_of(first), "tag-7");
+  EXPECT_EQ(spi::group_of(first), std::optional<std::string_view>("g"));
+  EXPECT_EQ(spi::body_of(first), "{\"n\":1}");
+  EXPECT_EQ(spi::receive_count_of(first), 3);
+  EXPECT_EQ(spi::received_at_of(first), at);
+  EXPECT_EQ(spi::lease_of(first), 9u);
+  EXPECT_EQ(spi::header_of(first, "tenant"), std::optional<std::string_view>("acme"));
+  EXPECT_EQ(spi::attribute_of(first, "SentTimestamp"),
+            std::optional<std::string_view>("1700000000000"));
+  std::vector<std::string> headers;
+  spi::for_each_header(first, [&](std::string_view name, std::string_view value) {
+    headers.push_back(std::string(name) + "=" + std::string(value));
+  });
+  EXPECT_EQ(headers, (std::vector<std::string>{"tenant=acme", "trace=t"}));
+  EXPECT_EQ(
+      first->visible_until_ms.load(),
+      std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count());
+  EXPECT_FALSE(spi::has_problem(first));
+  auto message = detail::MessageAccess::wrap(first);
+  EXPECT_EQ(message.id(), "m-1");
+  EXPECT_EQ(message.group_id(), std::optional<std::string>("g"));
+  EXPECT_EQ(message.header("tenant"), std::optional<std::string_view>("acme"));
+
+  // Fetched elsewhere: the body replaced, the queue's kept.
+  spi::replace_body(first, "the payload");
+  EXPECT_EQ(spi::body_of(first), "the payload");
+  EXPECT_EQ(spi::queue_body_of(first), "{\"n\":1}");
+
+  const auto second = builder.id("m-2").problem(false, "line_too_long", "line 3").build();
+  EXPECT_EQ(spi::receipt_of(second), "") << "the first delivery's receipt leaked";
+  EXPECT_FALSE(spi::group_of(second));
+  EXPECT_EQ(spi::body_of(second), "");
+  EXPECT_EQ(spi::receive_count_of(second), 1);
+  EXPECT_EQ(spi::lease_of(second), 0u);
+  EXPECT_FALSE(spi::header_of(second, "tenant"));
+  EXPECT_TRUE(spi::has_problem(second));
+  EXPECT_EQ(second->problem()->reason, "line_too_long");
+  EXPECT_LE(std::chrono::system_clock::now() - spi::received_at_of(second), 60s)
+      << "received_at defaults to now";
+  EXPECT_FALSE(spi::has_problem(builder.id("m-3").build())) << "the problem leaked";
 }
 
 // Read by every thread of a running container without a lock, so settable only before

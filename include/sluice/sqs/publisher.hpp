@@ -42,11 +42,22 @@ class Publisher {
   Publisher(std::shared_ptr<SqsClient> client, std::string queue_url,
             PublisherOptions options = {});
 
-  // Serializes with nlohmann::json (define to_json for your type) and sends.
+  // Serializes with nlohmann::json (define to_json for your type) and sends, with
+  // `entry`'s attributes, group and deduplication id when given. Two overloads, not a
+  // default argument, and no coroutine frame of their own: g++ 12 freed a default
+  // argument made inside a caller's co_await, and an aggregate temporary made there, at
+  // the wrong address (examples/publish_receive.cpp, which the install test runs,
+  // crashed so; pass a named value).
   template <class T>
-  boost::asio::awaitable<SendMessageResult> publish(const T& value, SendMessageEntry entry = {}) {
+  boost::asio::awaitable<SendMessageResult> publish(const T& value) {
+    SendMessageEntry entry;
     entry.body = nlohmann::json(value).dump();
-    co_return co_await send(std::move(entry));
+    return send(std::move(entry));
+  }
+  template <class T>
+  boost::asio::awaitable<SendMessageResult> publish(const T& value, SendMessageEntry entry) {
+    entry.body = nlohmann::json(value).dump();
+    return send(std::move(entry));
   }
 
   // Sends one message; throws AwsError once retries are spent or the error is final.
