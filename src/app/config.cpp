@@ -152,9 +152,12 @@ const std::vector<Option>& options() {
          c.container.failure_backoff_max = as_duration(n, k, milliseconds(0), seconds(43200));
        }},
       {"source.shutdown_deadline", "duration", "30s",
-       "On SIGTERM: how long running work may take before the process exits anyway.",
+       "On SIGTERM: how long the whole stop may take, exit included (1s to 1h). Running "
+       "work, the final flush and the writers get all of it but a fifth (200 ms to 2 s); "
+       "then database calls are interrupted, and at the deadline the process exits anyway "
+       "(code 5; what was not acked is delivered again).",
        [](auto& c, auto& n, auto& k) {
-         c.container.shutdown_deadline = as_duration(n, k, milliseconds(0), seconds(3600));
+         c.container.shutdown_deadline = as_duration(n, k, seconds(1), seconds(3600));
        }},
       // --- decode
       {"decode.max_body_bytes", "integer", "262144",

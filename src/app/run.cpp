@@ -1,6 +1,5 @@
 #include "app/run.hpp"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -20,6 +19,7 @@
 #include "app/autoscale.hpp"
 #include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
+#include "app/shutdown.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 
@@ -28,13 +28,6 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// What the stop may take beyond shutdown_deadline (documented in README, RELIABILITY.md).
-
-std::atomic<int> g_signal{0};
-void on_signal(int number) {
-  g_signal = number;
-}
 
 double cpu_now() {
   rusage u{};
@@ -117,11 +110,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
   // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
   // does not answer) stops it too, with exit code 0.
-  g_signal = 0;
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  const StopSignal stop_signal;
   sinks::BatchWriter writer(sink_factory(config), config.writer, events);
   try {
     writer.start();
@@ -130,7 +119,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     std::cerr << "sluice: cannot open the sink: " << e.what() << "\n";
     return 3;
   }
-  if (g_signal != 0) {  // stopped while the sink was opening
+  if (stop_signal.requested()) {  // stopped while the sink was opening
     writer.stop();
     return 0;
   }
@@ -203,11 +192,12 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     writer.stop();
     return 2;
   }
-  if (const int code = watch->check_at_start(config.wait_for_queue, [] { return g_signal != 0; });
+  if (const int code =
+          watch->check_at_start(config.wait_for_queue, [&] { return stop_signal.requested(); });
       code != 0) {
     writer.stop();
     if (code == 2) return 2;
-    spdlog::info("event=signal_during_start signal={}", g_signal.load());
+    spdlog::info("event=signal_during_start signal={}", stop_signal.number());
     return 0;
   }
   driver::QueueCounts counts;
@@ -251,8 +241,9 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   auto drained_since = Clock::time_point{};
   auto work_ended = Clock::time_point{};
   std::int64_t counts_seen_ns = 0;
-  while (g_signal == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Samples the container and the queue's counts for the metrics, the autoscale
+  // signal and the drain check; a signal ends the wait at once.
+  while (!stop_signal.wait_for(std::chrono::milliseconds(50))) {
     const auto stats = container->stats();
     metrics->update(stats);
     const std::int64_t read_at = counts.read_at_ns.load();
@@ -291,30 +282,18 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     }
   }
   ready = false;
-  if (g_signal) spdlog::info("event=signal signal={}", g_signal.load());
-  // From here the whole stop holds shutdown_deadline plus a small margin, whatever the
-  // queue and the database do: each step gets what is left, and a watchdog ends the
-  // process if a call still hangs (what was not acked is delivered again later).
-  const auto deadline = Clock::now() + config.container.shutdown_deadline;
-  std::mutex watchdog_mutex;
-  std::condition_variable watchdog_cv;
-  bool stopped = false;
-  std::thread watchdog([&] {
-    std::unique_lock lock(watchdog_mutex);
-    if (watchdog_cv.wait_until(lock, deadline + kShutdownMargin, [&] { return stopped; })) return;
-    spdlog::error(
-        "event=shutdown_deadline_exceeded deadline_ms={} margin_ms={} action=exit code=5 (messages "
-        "not acked are delivered again)",
-        config.container.shutdown_deadline.count(), kShutdownMargin.count());
-    spdlog::default_logger()->flush();
-    std::cout.flush();
-    std::_Exit(5);
-  });
+  if (stop_signal.requested()) spdlog::info("event=signal signal={}", stop_signal.number());
+  // From here the whole stop, exit included, holds shutdown_deadline whatever the queue
+  // and the database do: each step gets what is left of the steps' share, and a
+  // watchdog ends the process at the deadline if a call still hangs (what was not acked
+  // is delivered again later).
+  ShutdownSupervisor supervisor(config.container.shutdown_deadline);
+  const auto deadline = supervisor.steps_deadline();
   // Stop order: intake, running stages and pending writes (the container waits for
   // every started message to be settled by the writer), deletes flushed, then writers.
   stop_stats();
   container->stop(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  const bool writers_stopped = writer.stop(deadline);
+  const bool writers_stopped = writer.stop(deadline, supervisor.interrupt_deadline());
   // Destroyed while the watchdog still runs: a source's destructor may wait for its
   // connection (RabbitMQ's, at most 2 s), and that is part of the stop too.
   container.reset();
@@ -336,7 +315,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     if (const auto n = metrics->rejected(reason); n > 0) summary.rejected_by_source[reason] = n;
   summary.source_figures = metrics->source_summary();
   // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
-  // past the watchdog's margin (a server that stopped answering must not hold the exit).
+  // past the interrupt deadline (a server that stopped answering must not hold the exit).
   if (writers_stopped) {
     PipelineConfig quick = config;
     quick.postgres.query_timeout = std::chrono::seconds(1);
@@ -355,9 +334,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
         counted->set_exception(std::current_exception());
       }
     }).detach();
-    const auto budget = std::min<Clock::duration>(
-        std::chrono::seconds(2),
-        deadline + kShutdownMargin - std::chrono::milliseconds(500) - Clock::now());
+    const auto budget = std::min<Clock::duration>(std::chrono::seconds(2),
+                                                  supervisor.interrupt_deadline() - Clock::now());
     if (future.wait_for(budget) == std::future_status::ready) {
       try {
         summary.records_in_sink = future.get();
@@ -375,12 +353,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.poll_latency_ms = metrics->mean_poll_latency_ms();
   summary.sink_latency_ms = metrics->mean_sink_latency_ms();
   summary.sink_batch = metrics->mean_sink_batch();
-  {
-    std::lock_guard lock(watchdog_mutex);
-    stopped = true;
-  }
-  watchdog_cv.notify_all();
-  watchdog.join();
+  supervisor.disarm();
   if (!options.quiet) print_summary(summary);
   if (!writers_stopped) {
     spdlog::error(
@@ -392,7 +365,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   }
   // Drained, but some records were never written (their last write failed and the queue
   // no longer offers them, e.g. its redrive policy moved them): say so, for scripts.
-  if (options.until_drained && !g_signal && summary.unresolved > 0) {
+  if (options.until_drained && !stop_signal.requested() && summary.unresolved > 0) {
     std::cerr << "sluice: drained, but " << summary.unresolved
               << " messages were never written (their last write failed; see the log lines "
                  "event=record_write_failed / sink_write_failed)\n";

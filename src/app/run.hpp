@@ -10,10 +10,6 @@
 
 namespace sluice::app {
 
-// A stop takes at most source.shutdown_deadline plus this (then a watchdog exits 5):
-// what a supervisor's grace period must exceed.
-inline constexpr std::chrono::milliseconds kShutdownMargin{3000};
-
 struct RunOptions {
   bool until_drained = false;  // stop once the queue is empty and everything is settled
   std::chrono::milliseconds drained_for{2000};  // ... for this long

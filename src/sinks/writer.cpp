@@ -30,7 +30,7 @@ struct BatchWriter::Core {
 
   void start(const std::shared_ptr<Core>& self);
   void submit_all(std::vector<Item> items);
-  bool stop(Clock::time_point deadline);
+  bool stop(Clock::time_point deadline, Clock::time_point give_up);
   std::size_t queued() const;
 
   void run(Sink& sink);
@@ -86,10 +86,10 @@ void BatchWriter::submit_all(std::vector<Item> items) {
   core_->submit_all(std::move(items));
 }
 void BatchWriter::stop() {
-  core_->stop(Clock::time_point::max());
+  core_->stop(Clock::time_point::max(), Clock::time_point::max());
 }
-bool BatchWriter::stop(Clock::time_point deadline) {
-  return core_->stop(deadline);
+bool BatchWriter::stop(Clock::time_point deadline, Clock::time_point give_up) {
+  return core_->stop(deadline, give_up);
 }
 bool BatchWriter::healthy() const {
   return core_->healthy_.load();
@@ -142,7 +142,7 @@ std::size_t BatchWriter::Core::queued() const {
   return queue_.size();
 }
 
-bool BatchWriter::Core::stop(Clock::time_point deadline) {
+bool BatchWriter::Core::stop(Clock::time_point deadline, Clock::time_point give_up) {
   std::unique_lock lock(mutex_);
   if (abandoned_) return false;
   stopping_ = true;
@@ -154,7 +154,7 @@ bool BatchWriter::Core::stop(Clock::time_point deadline) {
     spdlog::warn("event=writer_stop_deadline writers_busy={} queued={} action=interrupt", running_,
                  queue_.size());
     for (auto& sink : sinks_) sink->interrupt();
-    if (!finished_.wait_for(lock, std::chrono::seconds(1), done)) {
+    if (!finished_.wait_until(lock, give_up, done)) {
       for (auto& t : threads_) t.detach();
       threads_.clear();
       abandoned_ = true;

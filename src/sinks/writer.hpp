@@ -66,11 +66,12 @@ class BatchWriter {
   // Writes everything queued, then joins the writers.
   void stop();
   // The same, bounded: at the deadline every sink is interrupted (a call blocked in
-  // the database returns); false when a writer still did not finish soon after. Its
+  // the database returns); false when a writer still did not finish by `give_up`. Its
   // thread is then left running on state it shares (never freed under it), but it
   // still calls the events' callbacks if its call ever returns: the caller should end
   // the process, as `sluice run` does.
-  bool stop(std::chrono::steady_clock::time_point deadline);
+  bool stop(std::chrono::steady_clock::time_point deadline,
+            std::chrono::steady_clock::time_point give_up);
   bool healthy() const;
   std::size_t queued() const;
 

@@ -3,8 +3,9 @@
 # projects of their own built with find_package(Sluice) and run:
 #   examples/custom_source  a source of its own on the SPI (Sluice::core), consumed to
 #                           the last message;
-#   examples/installed      an SQS service (Sluice::sqs) that publishes and receives
-#                           through the emulator, linking no rabbitmq-c;
+#   examples/installed      SQS services (Sluice::sqs) run against the emulator,
+#                           linking no rabbitmq-c: publish and receive, and a handler
+#                           that publishes (relay);
 #   the whole library       (Sluice::sluice) with the RabbitMQ consumer example.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -55,6 +56,24 @@ out=$("$work/sqs/publish_receive" "$endpoint/000000000000/installed" 2>&1) ||
   fail "publish_receive failed: $out"
 echo "$out"
 [[ "$out" == *'received '*'"skuId":"SKU-1"'* ]] || fail "publish_receive received nothing: $out"
+# A handler that publishes: 50 events relayed from one queue to another, each acked
+# once the second queue has it; then the first is empty and the second holds 50.
+"$work/prefix/bin/sluice" queue create --name relay-from --endpoint-url "$endpoint" >/dev/null
+"$work/prefix/bin/sluice" queue create --name relay-to --endpoint-url "$endpoint" >/dev/null
+"$work/prefix/bin/sluice" publish --queue-url "$endpoint/000000000000/relay-from" \
+  --endpoint-url "$endpoint" --generate 50 >/dev/null
+out=$("$work/sqs/relay" "$endpoint/000000000000/relay-from" "$endpoint/000000000000/relay-to" 50 \
+  2>"$work/relay.log") || { cat "$work/relay.log" >&2; fail "relay failed: $out"; }
+echo "$out"
+[[ "$(tail -1 <<<"$out")" == "relayed 50 of 50" ]] || fail "relay: $out"
+stats() {
+  "$work/prefix/bin/sluice" queue stats --queue-url "$endpoint/000000000000/$1" \
+    --endpoint-url "$endpoint"
+}
+stats relay-to | grep -qx 'ApproximateNumberOfMessages 50' ||
+  fail "relay-to does not hold the 50 relayed: $(stats relay-to)"
+stats relay-from | grep -qx 'ApproximateNumberOfMessages 0' ||
+  fail "relay-from still holds messages: $(stats relay-from)"
 
 # 3. The whole library.
 mkdir -p "$work/all-src"

@@ -65,7 +65,9 @@ struct HttpClientOptions {
   bool use_env_proxy = true;  // HTTPS_PROXY / HTTP_PROXY / NO_PROXY, as the AWS CLI does
 };
 
-// Proxy selection as the AWS CLI does it; exposed for tests.
+// Which proxy a request goes through, chosen as the AWS CLI does (HTTPS_PROXY for
+// https, HTTP_PROXY for http, NO_PROXY's hosts, domains and CIDRs bypass both): what
+// an HttpClient with use_env_proxy does, for a caller that wants to say it.
 struct ProxySettings {
   std::optional<Url> http_proxy;
   std::optional<Url> https_proxy;

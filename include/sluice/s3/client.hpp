@@ -54,8 +54,9 @@ class S3Client {
   // In the client's region (a LocationConstraint outside us-east-1).
   boost::asio::awaitable<void> create_bucket(std::string bucket);
 
-  // The request for an object, unsigned: method, URL by the addressing style, Host.
-  // Exposed for tests.
+  // The request this client sends for an object, unsigned: method, URL by the
+  // addressing style (virtual-hosted or path), Host. For presigning it, or saying where
+  // an object lives.
   aws::HttpRequest object_request(const std::string& method, const std::string& bucket,
                                   const std::string& key) const;
   const std::string& region() const;

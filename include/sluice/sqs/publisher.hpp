@@ -71,7 +71,8 @@ class Publisher {
   boost::asio::awaitable<std::vector<PublishOutcome>> send_batch(
       std::vector<SendMessageEntry> entries);
 
-  // Packs entries (by index) into batches of at most 10 entries and 1 MiB; exposed for tests.
+  // How send_batch packs entries (by index): batches of at most 10 entries and 1 MiB,
+  // in input order; for a caller that sends its own batches.
   static std::vector<std::vector<std::size_t>> pack(const std::vector<SendMessageEntry>& entries,
                                                     const std::vector<std::size_t>& indexes);
 
