@@ -26,50 +26,70 @@
 
 namespace asio = boost::asio;
 
-int main(int argc, char** argv) {
-  int count = 0;
-  if (argc != 4 ||
-      std::from_chars(argv[3], argv[3] + std::strlen(argv[3]), count).ec != std::errc{} ||
-      count < 1) {
-    std::cerr << "usage: " << argv[0] << " <from-queue-url> <to-queue-url> <count>\n";
-    return 2;
-  }
-  // The publishing thread: the publisher's coroutines run here.
-  asio::io_context publishing;
-  auto work = asio::make_work_guard(publishing);
-  std::thread publishing_thread([&] { publishing.run(); });
-  auto client = std::make_shared<sluice::sqs::SqsClient>(publishing.get_executor());
-  sluice::sqs::Publisher publisher(client, argv[2]);
-
+// What the handler and main() share; kept by the handler too, so that a handler still
+// running after main() gave up never touches freed state.
+struct Relay {
   std::mutex mutex;
   std::condition_variable changed;
   int relayed = 0;
-  auto handler = [&](sluice::Message& message) {
+};
+
+int run(const std::string& from, const std::string& to, int count) {
+  // The publishing thread: the publisher's coroutines run here. The client is made
+  // first: it throws on a bad configuration (no region), before any thread runs.
+  asio::io_context publishing;
+  auto client = std::make_shared<sluice::sqs::SqsClient>(publishing.get_executor());
+  auto publisher = std::make_shared<sluice::sqs::Publisher>(client, to);
+  auto work = asio::make_work_guard(publishing);
+  std::jthread publishing_thread([&] { publishing.run(); });
+  struct EndPublishing {  // however run() ends: the thread ends after the last send
+    decltype(work)& guard;
+    ~EndPublishing() { guard.reset(); }
+  } end_publishing{work};
+
+  auto relay = std::make_shared<Relay>();
+  auto handler = [relay, publisher, &publishing](sluice::Message& message) {
     sluice::sqs::SendMessageEntry entry;
     entry.body = message.body();
     entry.message_attributes["relayed-from"] =
         sluice::sqs::MessageAttributeValue::string(std::string(message.id()));
     // Blocks this worker until SQS has it; throws (the message is retried) if not.
-    asio::co_spawn(publishing, publisher.send(std::move(entry)), asio::use_future).get();
-    std::lock_guard lock(mutex);
-    ++relayed;
-    changed.notify_all();
+    asio::co_spawn(publishing, publisher->send(std::move(entry)), asio::use_future).get();
+    std::lock_guard lock(relay->mutex);
+    ++relay->relayed;
+    relay->changed.notify_all();
   };  // returns: acked
 
   sluice::ContainerOptions options;
   options.name = "relay";
   sluice::SqsSourceOptions source;
-  source.queue_url = argv[1];
+  source.queue_url = from;
   source.poll_wait = std::chrono::seconds(1);
   sluice::Container container(options, sluice::make_sqs_source(source), handler);
   container.start();
+  int relayed = 0;
   {
-    std::unique_lock lock(mutex);
-    changed.wait_for(lock, std::chrono::seconds(60), [&] { return relayed >= count; });
+    std::unique_lock lock(relay->mutex);
+    relay->changed.wait_for(lock, std::chrono::seconds(60),
+                            [&] { return relay->relayed >= count; });
+    relayed = relay->relayed;
   }
-  container.stop();  // acks are flushed
-  work.reset();
-  publishing_thread.join();
+  container.stop();  // handlers finish, acks are flushed
   std::cout << "relayed " << relayed << " of " << count << "\n";
   return relayed >= count ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  int count = 0;
+  const char* end = argc == 4 ? argv[3] + std::strlen(argv[3]) : nullptr;
+  if (argc != 4 || std::from_chars(argv[3], end, count).ptr != end || count < 1) {
+    std::cerr << "usage: " << argv[0] << " <from-queue-url> <to-queue-url> <count>\n";
+    return 2;
+  }
+  try {
+    return run(argv[1], argv[2], count);
+  } catch (const std::exception& e) {
+    std::cerr << "relay: " << e.what() << "\n";
+    return 1;
+  }
 }

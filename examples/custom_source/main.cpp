@@ -133,12 +133,16 @@ class CountingSource final : public spi::Source {
   spi::DeliveryBuilder builder_;
 };
 
+// A whole number of messages, at least 1, and nothing after it.
+bool parse_count(const char* text, int& count) {
+  const char* end = text + std::strlen(text);
+  const auto [at, error] = std::from_chars(text, end, count);
+  return error == std::errc{} && at == end && count >= 1;
+}
+
 int main(int argc, char** argv) {
   int total = 1000;
-  if (argc > 2 ||
-      (argc == 2 &&
-       (std::from_chars(argv[1], argv[1] + std::strlen(argv[1]), total).ec != std::errc{} ||
-        total < 1))) {
+  if (argc > 2 || (argc == 2 && !parse_count(argv[1], total))) {
     std::cerr << "usage: " << argv[0] << " [N]   (N: how many messages, at least 1)\n";
     return 2;
   }

@@ -91,6 +91,9 @@ inline constexpr int kMaxAutoReceives = 256;
 // sets auto_concurrency.
 void parse_concurrency(const std::string& text, ContainerOptions& options);
 
+// What stop() always gives the final flush of acks and visibility changes.
+inline constexpr std::chrono::milliseconds kFinalFlushMin{500};
+
 using MessageHandler = std::function<void(Message&)>;
 using BatchHandler = std::function<void(std::span<Message>)>;
 // A message its source could not make ready: its payload is missing or too large
@@ -149,7 +152,8 @@ class Container {
   void start();
   // Stops receiving at once (open long polls are cancelled), lets running handlers
   // finish until the deadline, releases messages not yet started, flushes deletes
-  // and visibility changes, and returns. Safe to call more than once.
+  // and visibility changes, and returns: within the deadline, or kFinalFlushMin when
+  // the deadline leaves the flush less. Safe to call more than once.
   void stop(std::chrono::milliseconds deadline);
   void stop();  // with options().shutdown_deadline
   bool running() const;

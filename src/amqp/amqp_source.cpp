@@ -27,6 +27,7 @@
 #include "amqp/connection.hpp"
 #include "amqp/consumer_scaler.hpp"
 #include "common/crypto.hpp"
+#include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/spi/source.hpp"
@@ -122,6 +123,37 @@ class AttemptLog {
   std::deque<std::string> order_;
 };
 
+// A result the connection thread hands to a coroutine on the container's executor:
+// set_value() posts it there, which wakes the waiting coroutine at once (nothing
+// polls). The source joins its thread before the container's executor goes away.
+class Completion : public std::enable_shared_from_this<Completion> {
+ public:
+  explicit Completion(asio::any_io_executor executor)
+      : timer_(std::move(executor), asio::steady_timer::time_point::max()) {}
+  void set_value() { finish(nullptr); }  // any thread; once
+  void set_exception(std::exception_ptr error) { finish(std::move(error)); }
+  // Returns once set, rethrowing its exception; throws SourceError{cancelled} when the
+  // waiting coroutine is cancelled first. On the executor.
+  asio::awaitable<void> wait() {
+    if (!done_) co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    // The timer never expires: it ended because the result came or the wait was cancelled.
+    if (!done_) throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void finish(std::exception_ptr error) {
+    asio::post(timer_.get_executor(), [self = shared_from_this(), error = std::move(error)] {
+      self->done_ = true;
+      self->error_ = error;
+      self->timer_.cancel();
+    });
+  }
+  asio::steady_timer timer_;
+  bool done_ = false;         // the executor's
+  std::exception_ptr error_;  // the executor's
+};
+
 struct Command {
   enum Kind { ack, retry, release, reject, expedite, flush, reconfigure };
   explicit Command(Kind k) : kind(k) {}
@@ -131,8 +163,8 @@ struct Command {
   std::chrono::milliseconds delay{0};
   std::string id;
   int receive_count = 0;
-  std::shared_ptr<std::promise<void>> done;  // flush
-  int min = 0, max = 0;                      // reconfigure
+  std::shared_ptr<Completion> done;  // flush
+  int min = 0, max = 0;              // reconfigure
 };
 
 struct Consumer {
@@ -204,8 +236,7 @@ class AmqpSource final : public spi::Source {
 
   asio::awaitable<void> open() override {
     if (!io_thread_.joinable()) {
-      opened_ = std::make_shared<std::promise<void>>();
-      open_result_ = opened_->get_future();
+      opened_ = std::make_shared<Completion>(context_.executor);
       io_exited_ = std::promise<void>();
       {
         std::lock_guard lock(commands_mutex_);
@@ -216,9 +247,8 @@ class AmqpSource final : public spi::Source {
         io_exited_.set_value();
       });
     }
-    co_await wait_for(open_result_);
     try {
-      open_result_.get();
+      co_await opened_->wait();
     } catch (const amqp::AmqpError& e) {
       if (io_thread_.joinable()) io_thread_.join();  // it ended: the next open starts another
       throw source_error(e);
@@ -275,18 +305,17 @@ class AmqpSource final : public spi::Source {
   }
 
   asio::awaitable<void> flush() override {
-    auto done = std::make_shared<std::promise<void>>();
-    auto future = done->get_future();
+    auto done = std::make_shared<Completion>(context_.executor);
     {
       // The I/O thread answers no more commands once it has ended.
       std::lock_guard lock(commands_mutex_);
       if (!io_running_) co_return;
       Command c{Command::flush};
-      c.done = std::move(done);
+      c.done = done;
       commands_.push_back(std::move(c));
     }
     wake();
-    co_await wait_for(future);
+    co_await done->wait();
   }
 
   std::string describe() const override { return describe_; }
@@ -316,17 +345,6 @@ class AmqpSource final : public spi::Source {
     return c;
   }
 
-  // Waits on the container's executor for a future the I/O thread completes.
-  template <class T>
-  asio::awaitable<void> wait_for(std::future<T>& future) {
-    asio::steady_timer poll(context_.executor);
-    while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-      poll.expires_after(std::chrono::milliseconds(10));
-      auto [ec] = co_await poll.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (ec) throw SourceError(SourceErrorKind::cancelled, "", "cancelled");
-    }
-  }
-
   void push(Command command) {
     {
       std::lock_guard lock(commands_mutex_);
@@ -342,7 +360,7 @@ class AmqpSource final : public spi::Source {
 
   // ------------------------------------------------------------ the I/O thread
   void io_main() {
-    std::chrono::milliseconds backoff{500};
+    int failures = 0;  // connects failed in a row
     bool first = true;
     while (!stop_) {
       bool serving = false;
@@ -357,7 +375,7 @@ class AmqpSource final : public spi::Source {
           spdlog::info("amqp event=connection_recovered source=\"{}\" consumers={}", describe_,
                        active_consumers());
         }
-        backoff = std::chrono::milliseconds(500);
+        failures = 0;
         serving = true;
         serve();  // until the connection is lost or we stop
         // Stopping: closing the connection requeues whatever is unacknowledged; a
@@ -377,13 +395,13 @@ class AmqpSource final : public spi::Source {
           ++losses_;
           gauge("amqp_connections_lost", static_cast<double>(losses_));
         }
+        const auto wait = recovery_wait(failures++);
         spdlog::warn("amqp event={} source=\"{}\" retry_in_ms={} error=\"{}\"",
-                     serving ? "connection_lost" : "reconnect_failed", describe_, backoff.count(),
+                     serving ? "connection_lost" : "reconnect_failed", describe_, wait.count(),
                      e.what());
+        lose_connection();
+        sleep_interruptibly(wait);
       }
-      lose_connection();
-      sleep_interruptibly(backoff);
-      backoff = std::min(backoff * 2, options_.recovery_interval);
     }
     set_connection(nullptr);
     if (first) {
@@ -752,8 +770,17 @@ class AmqpSource final : public spi::Source {
     report_consumers();
   }
 
+  // The wait before the next connect or consumer recovery after `failures` in a row:
+  // 500 ms doubling up to recovery_interval, with equal jitter (runtime/backoff.hpp), so
+  // instances that lost the broker together do not all come back at once.
+  std::chrono::milliseconds recovery_wait(int failures) const {
+    return runtime::failure_backoff(std::chrono::milliseconds(500), options_.recovery_interval,
+                                    failures + 1, runtime::backoff_random());
+  }
+
   void schedule_recovery(bool now = false) {
-    const auto due = Clock::now() + (now ? std::chrono::milliseconds(0) : recovery_backoff_);
+    const auto due =
+        Clock::now() + (now ? std::chrono::milliseconds(0) : recovery_wait(recovery_failures_));
     if (!recovery_due_ || due < *recovery_due_) recovery_due_ = due;
   }
 
@@ -964,16 +991,16 @@ class AmqpSource final : public spi::Source {
             recovery_due_ = now + std::chrono::milliseconds(200);
             break;
           }
-          recovery_backoff_ = std::chrono::milliseconds(500);
+          recovery_failures_ = 0;
           spdlog::info("amqp event=consumer_started source=\"{}\" consumers={}", describe_,
                        active_consumers());
         } catch (const amqp::AmqpError& e) {
           if (e.kind() != amqp::AmqpError::Kind::channel) throw;
+          const auto wait = recovery_wait(recovery_failures_++);
           spdlog::warn(
               "amqp event=consumer_recovery_failed source=\"{}\" retry_in_ms={} error=\"{}\"",
-              describe_, recovery_backoff_.count(), e.what());
-          recovery_due_ = now + recovery_backoff_;
-          recovery_backoff_ = std::min(recovery_backoff_ * 2, options_.recovery_interval);
+              describe_, wait.count(), e.what());
+          recovery_due_ = now + wait;
           break;
         }
       }
@@ -1049,8 +1076,7 @@ class AmqpSource final : public spi::Source {
   std::promise<void> io_exited_;
   std::mutex socket_mutex_;
   int socket_fd_ = -1;  // a duplicate of the connection's socket while there is one
-  std::shared_ptr<std::promise<void>> opened_;
-  std::future<void> open_result_;
+  std::shared_ptr<Completion> opened_;
 
   std::mutex commands_mutex_;
   std::vector<Command> commands_;
@@ -1077,7 +1103,7 @@ class AmqpSource final : public spi::Source {
   bool expedite_ = false;
   bool stopping_intake_ = false;
   std::optional<Clock::time_point> recovery_due_;
-  std::chrono::milliseconds recovery_backoff_{500};
+  int recovery_failures_ = 0;  // consumer recoveries failed in a row
   std::uint64_t recoveries_ = 0;
   std::uint64_t losses_ = 0;
   int next_channel_ = 0;

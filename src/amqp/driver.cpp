@@ -90,7 +90,8 @@ std::vector<driver::SourceOption> amqp_options() {
                       as_duration(n, k, milliseconds(0), seconds(86400));
                 }),
       option<S>("recovery_interval", "duration", "5s",
-                "A lost connection or consumer is recovered after 500ms, doubling up to this.",
+                "A lost connection or consumer is recovered after 500ms, doubling up to this, each "
+                "wait jittered between half and all of it.",
                 [](S& s, auto& n, auto& k) {
                   s.source.recovery_interval = as_duration(n, k, milliseconds(100), seconds(3600));
                 }),

@@ -290,13 +290,16 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   ShutdownSupervisor supervisor(config.container.shutdown_deadline);
   const auto deadline = supervisor.steps_deadline();
   // Stop order: intake, running stages and pending writes (the container waits for
-  // every started message to be settled by the writer), deletes flushed, then writers.
+  // every started message to be settled by the writer), deletes flushed (the final
+  // flush gets at least kFinalFlushMin, within the steps' share), the source destroyed
+  // (a RabbitMQ connection that stopped answering costs up to 2 s) while the writers
+  // finish, then the writers.
   stop_stats();
-  container->stop(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  const bool writers_stopped = writer.stop(deadline, supervisor.interrupt_deadline());
-  // Destroyed while the watchdog still runs: a source's destructor may wait for its
-  // connection (RabbitMQ's, at most 2 s), and that is part of the stop too.
+  container->stop(
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 deadline - kFinalFlushMin - Clock::now())));
   container.reset();
+  const bool writers_stopped = writer.stop(deadline, supervisor.interrupt_deadline());
 
   summary.received = metrics->received();
   summary.written = metrics->written();
@@ -355,14 +358,10 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   summary.sink_batch = metrics->mean_sink_batch();
   supervisor.disarm();
   if (!options.quiet) print_summary(summary);
-  if (!writers_stopped) {
-    spdlog::error(
-        "event=stop_deadline writers_abandoned=true (their records are not acked: they "
-        "are delivered again)");
-    spdlog::default_logger()->flush();
-    std::cout.flush();
-    std::_Exit(5);  // a writer thread is stuck in a database call: cannot join it
-  }
+  if (!writers_stopped)  // a writer thread is stuck in a database call: cannot join it
+    exit_now(5,
+             "event=stop_deadline writers_abandoned=true (their records are not acked: they "
+             "are delivered again)");
   // Drained, but some records were never written (their last write failed and the queue
   // no longer offers them, e.g. its redrive policy moved them): say so, for scripts.
   if (options.until_drained && !stop_signal.requested() && summary.unresolved > 0) {

@@ -12,13 +12,15 @@
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
+#include <string>
 
 namespace sluice::app {
 
 namespace {
 
 std::atomic<int> g_number{0};
-int g_pipe[2] = {-1, -1};
+std::atomic<int> g_pipe_read{-1}, g_pipe_write{-1};
+std::atomic<bool> g_installed{false};
 struct sigaction g_previous_term {
 }, g_previous_int{};
 
@@ -26,18 +28,35 @@ void on_signal(int number) {
   const int saved = errno;
   g_number.store(number);
   const char byte = 1;
-  [[maybe_unused]] const auto written = write(g_pipe[1], &byte, 1);  // full: already woken
+  // Full: the waiter has bytes to wake it already.
+  [[maybe_unused]] const auto written = write(g_pipe_write.load(), &byte, 1);
   errno = saved;
+}
+
+void drain_pipe() {
+  char bytes[64];
+  while (read(g_pipe_read.load(), bytes, sizeof bytes) > 0) {
+  }
 }
 
 }  // namespace
 
-static_assert(std::atomic<int>::is_always_lock_free, "stored from a signal handler");
+static_assert(std::atomic<int>::is_always_lock_free, "read and stored in a signal handler");
 
 StopSignal::StopSignal() {
-  if (g_pipe[0] >= 0) throw std::logic_error("StopSignal: one at a time");
-  if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+  if (g_installed.exchange(true)) throw std::logic_error("StopSignal: one at a time");
+  static const bool made = [] {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+    g_pipe_read = fds[0];
+    g_pipe_write = fds[1];
+    return true;
+  }();
+  if (!made) {
+    g_installed = false;
     throw std::runtime_error("StopSignal: pipe2 failed");
+  }
+  drain_pipe();  // what an earlier one's signals left
   g_number = 0;
   struct sigaction action {};
   action.sa_handler = on_signal;
@@ -50,9 +69,7 @@ StopSignal::StopSignal() {
 StopSignal::~StopSignal() {
   sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGINT, &g_previous_int, nullptr);
-  close(g_pipe[0]);
-  close(g_pipe[1]);
-  g_pipe[0] = g_pipe[1] = -1;
+  g_installed = false;
 }
 
 int StopSignal::number() const {
@@ -61,19 +78,15 @@ int StopSignal::number() const {
 
 bool StopSignal::wait_for(std::chrono::milliseconds timeout) const {
   if (requested()) return true;
-  pollfd readable{g_pipe[0], POLLIN, 0};
+  pollfd readable{g_pipe_read.load(), POLLIN, 0};
   const int ms = static_cast<int>(std::clamp<std::int64_t>(timeout.count(), 0, 1 << 30));
-  if (poll(&readable, 1, ms) > 0) {
-    char drained[64];
-    while (read(g_pipe[0], drained, sizeof drained) > 0) {
-    }
-  }
+  if (poll(&readable, 1, ms) > 0) drain_pipe();
   return requested();
 }
 
 std::chrono::milliseconds ShutdownSupervisor::reserve(std::chrono::milliseconds shutdown_deadline) {
   using std::chrono::milliseconds;
-  return std::clamp(shutdown_deadline / 5, milliseconds(200), milliseconds(2000));
+  return std::clamp(shutdown_deadline / 5, milliseconds(400), milliseconds(2000));
 }
 
 ShutdownSupervisor::ShutdownSupervisor(std::chrono::milliseconds shutdown_deadline)
@@ -83,13 +96,9 @@ ShutdownSupervisor::ShutdownSupervisor(std::chrono::milliseconds shutdown_deadli
   watchdog_ = std::thread([this] {
     std::unique_lock lock(mutex_);
     if (disarmed_cv_.wait_until(lock, deadline_, [&] { return disarmed_; })) return;
-    spdlog::error(
-        "event=shutdown_deadline_exceeded deadline_ms={} action=exit code=5 (messages not "
-        "acked are delivered again)",
-        shutdown_deadline_.count());
-    spdlog::default_logger()->flush();
-    std::cout.flush();
-    std::_Exit(5);
+    exit_now(5, "event=shutdown_deadline_exceeded deadline_ms=" +
+                    std::to_string(shutdown_deadline_.count()) +
+                    " action=exit code=5 (messages not acked are delivered again)");
   });
 }
 
@@ -104,6 +113,17 @@ void ShutdownSupervisor::disarm() {
 
 ShutdownSupervisor::~ShutdownSupervisor() {
   disarm();
+}
+
+void exit_now(int code, std::string_view why) {
+  std::cout.flush();
+  std::string line = "sluice: " + std::string(why) + "\n";
+  for (std::size_t at = 0; at < line.size();) {
+    const auto n = write(2, line.data() + at, line.size() - at);
+    if (n <= 0) break;
+    at += static_cast<std::size_t>(n);
+  }
+  std::_Exit(code);
 }
 
 }  // namespace sluice::app

@@ -5,13 +5,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 namespace sluice::app {
 
 // SIGTERM and SIGINT while it lives (the previous handlers come back after). The
 // handler only stores the number and writes a byte to a pipe, all a signal handler
-// may do; wait_for() sleeps on that pipe, so a signal wakes it at once. One at a time.
+// may do; wait_for() sleeps on that pipe, so a signal wakes it at once. One at a time;
+// the pipe is the process's, made once and never closed (a handler still running on
+// another thread when this ends writes to it harmlessly).
 class StopSignal {
  public:
   StopSignal();
@@ -26,11 +29,11 @@ class StopSignal {
 };
 
 // The stop, from its first step to the process's exit, within `shutdown_deadline`:
-// its steps (intake, handlers, the final flush, the writers) share steps_deadline();
-// database calls still running then are interrupted and must have returned by
-// interrupt_deadline(), which the source's destruction and the closing count also
-// keep; a watchdog ends the process with exit code 5 at the deadline itself if a call
-// still hangs then (what was not acked is delivered again).
+// its steps (intake, handlers, the final flush, the source's destruction, the writers)
+// share steps_deadline(); database calls still running then are interrupted and must
+// have returned by interrupt_deadline(), which the closing count also keeps; a
+// watchdog ends the process with exit code 5 at the deadline itself if a call still
+// hangs then (what was not acked is delivered again).
 class ShutdownSupervisor {
  public:
   using Clock = std::chrono::steady_clock;
@@ -44,8 +47,8 @@ class ShutdownSupervisor {
   Clock::time_point deadline() const { return deadline_; }
   void disarm();
 
-  // What the steps leave of the deadline for interrupted calls, destroying the source,
-  // the summary and the exit: a fifth of it, between 200 ms and 2 s.
+  // What the steps leave of the deadline for interrupted calls, the summary and the
+  // exit: a fifth of it, between 400 ms and 2 s.
   static std::chrono::milliseconds reserve(std::chrono::milliseconds shutdown_deadline);
 
  private:
@@ -57,5 +60,10 @@ class ShutdownSupervisor {
   bool disarmed_ = false;  // under mutex_
   std::thread watchdog_;
 };
+
+// Ends the process at once with `code`, saying why on standard error first: written
+// straight to the descriptor, since the asynchronous logger's queue dies with the
+// process.
+[[noreturn]] void exit_now(int code, std::string_view why);
 
 }  // namespace sluice::app

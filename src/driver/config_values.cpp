@@ -31,9 +31,18 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text)
   return std::chrono::milliseconds(ms);
 }
 
+// 3600000 ms as "1h", 1500 ms as "1500ms": the largest unit that divides it.
+std::string readable(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms != 0 && ms % 3600000 == 0) return std::to_string(ms / 3600000) + "h";
+  if (ms != 0 && ms % 60000 == 0) return std::to_string(ms / 60000) + "m";
+  if (ms != 0 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
 std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max) {
-  return "a duration such as 250ms, 20s, 5m or 1h, from " + std::to_string(min.count()) + "ms to " +
-         std::to_string(max.count()) + "ms";
+  return "a duration in ms, s, m or h (such as 20s), from " + readable(min) + " to " +
+         readable(max);
 }
 
 std::string shown(const YAML::Node& node) {

@@ -30,7 +30,7 @@ struct RedactedConfigError : ConfigError {
 
 // "250ms", "20s", "5m", "1h"; nullopt for anything else (or a value that would overflow).
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);
-// "a duration such as 250ms, ..., from MINms to MAXms"
+// "a duration in ms, s, m or h (such as 20s), from 1s to 1h"
 std::string duration_expected(std::chrono::milliseconds min, std::chrono::milliseconds max);
 
 // The value as an error shows it: 'text', (empty), or the node in flow style.

@@ -480,6 +480,13 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
         received.fetch_add(states.size(), std::memory_order_relaxed);
         raise_peak(in_flight_peak, in_flight.fetch_add(static_cast<std::int64_t>(states.size())) +
                                        static_cast<std::int64_t>(states.size()));
+        // An extendable source that did not say when a lease runs out: it runs from now.
+        if (capabilities.extendable) {
+          const auto until = detail::steady_now_ms() + capabilities.lease.count();
+          for (auto& s : states)
+            if (s->visible_until_ms.load(std::memory_order_relaxed) == 0)
+              s->visible_until_ms = until;
+        }
         {
           std::lock_guard lock(held_mutex);
           for (auto& s : states) {
@@ -768,7 +775,9 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
                                   std::size_t from_ack) {
       auto self = weak.lock();
       if (!self) return;
-      self->acked.fetch_add(confirmed, std::memory_order_relaxed);
+      // A source that confirms nothing had its acks counted as they were handed over.
+      if (self->capabilities.confirms_acks)
+        self->acked.fetch_add(confirmed, std::memory_order_relaxed);
       self->failed_acks.fetch_add(abandoned, std::memory_order_relaxed);
       if (!self->capabilities.confirms_acks || from_ack == 0) return;
       const auto n = static_cast<std::int64_t>(from_ack);
@@ -1075,7 +1084,6 @@ struct Container::Impl : detail::Settler, std::enable_shared_from_this<Container
   std::atomic<bool> heartbeat_stopped{false};
   asio::steady_timer heartbeat_timer{io};
 
-  static constexpr std::chrono::milliseconds kFinalFlushMin{500};
   // I/O thread only (and start(), before the I/O thread runs).
   static constexpr int kOpening = -1;  // the signal of open_and_run()
   std::map<int, std::shared_ptr<asio::cancellation_signal>> receiver_signals;

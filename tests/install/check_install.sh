@@ -13,7 +13,11 @@ build_dir=$1
 source_dir=$2
 work=$(mktemp -d)
 source "$source_dir/scripts/lib/emulator.sh"
-trap 'stop_emulator; rm -rf "$work"' EXIT
+cleanup() {
+  stop_emulator
+  rm -rf "$work"
+}
+trap cleanup EXIT
 fail() {
   echo "check_install: $*" >&2
   exit 1
@@ -47,6 +51,7 @@ build sqs "$source_dir/examples/installed"
 links_no_rabbitmq "$work/sqs/publish_receive"
 links_no_rabbitmq "$work/sqs/inventory_consumer"
 start_emulator
+trap cleanup EXIT  # start_emulator set its own
 endpoint="http://127.0.0.1:$EMULATOR_PORT"
 # The emulator accepts any signature; these are placeholders, not secrets.
 export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1
@@ -74,6 +79,24 @@ stats relay-to | grep -qx 'ApproximateNumberOfMessages 50' ||
   fail "relay-to does not hold the 50 relayed: $(stats relay-to)"
 stats relay-from | grep -qx 'ApproximateNumberOfMessages 0' ||
   fail "relay-from still holds messages: $(stats relay-from)"
+
+# Components: an optional one that does not exist is left out; a required one fails
+# the search, naming it.
+configure_only() {  # NAME FIND_PACKAGE_ARGUMENTS CHECK
+  mkdir -p "$work/$1-src"
+  printf 'cmake_minimum_required(VERSION 3.25)\nproject(%s LANGUAGES CXX)\nfind_package(Sluice 0.2 %s)\n%s\n' \
+    "$1" "$2" "$3" >"$work/$1-src/CMakeLists.txt"
+  cmake -S "$work/$1-src" -B "$work/$1" -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/$1.log" 2>&1
+}
+configure_only optional "REQUIRED COMPONENTS core OPTIONAL_COMPONENTS nosuch" \
+  'if(Sluice_nosuch_FOUND OR NOT TARGET Sluice::core OR TARGET Sluice::sqs OR TARGET Sluice::sluice)
+  message(FATAL_ERROR "wrong targets")
+endif()' || { cat "$work/optional.log" >&2; fail "an unknown optional component failed the search"; }
+if configure_only required "REQUIRED COMPONENTS nosuch" ""; then
+  fail "an unknown required component was accepted"
+fi
+grep -q "Sluice has no component 'nosuch'" "$work/required.log" ||
+  { cat "$work/required.log" >&2; fail "the unknown component is not named"; }
 
 # 3. The whole library.
 mkdir -p "$work/all-src"

@@ -308,6 +308,8 @@ TEST(ContainerCore, OneSlowMessageDoesNotIdleTheOtherPermitsAtASmallMaxInFlight)
   EXPECT_EQ(queue->count(queue->acked), 61u);
   EXPECT_EQ(container.stats().acked, 61u)
       << "a source that confirms nothing: acked when handed over";
+  queue->context.acks_settled(61, 0, 61);  // such a source reporting them all the same
+  EXPECT_EQ(container.stats().acked, 61u) << "counted twice";
 }
 
 // Issue 9, finding 8: a source throwing something that is not a std::exception used to

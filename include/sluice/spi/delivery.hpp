@@ -43,7 +43,8 @@ class DeliveryBuilder {
   DeliveryBuilder& received_at(std::chrono::system_clock::time_point at);  // default: now
   // The lease it is held under (an AMQP channel, say), for SourceContext::lease_lost.
   DeliveryBuilder& lease(std::uint64_t lease);
-  // Extendable sources: when the lease runs out unless extended.
+  // Extendable sources: when the lease runs out unless extended (default: the
+  // capabilities' `lease` from when the core takes the message).
   DeliveryBuilder& lease_until(std::chrono::steady_clock::time_point until);
   // It cannot be handed to a handler: the core settles it so, without one (retry:
   // delivered again; else rejected with `reason`, e.g. "line_too_long").
