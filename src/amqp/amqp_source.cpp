@@ -30,6 +30,7 @@
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "sluice/amqp/source.hpp"
+#include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
 
 namespace sluice {
@@ -46,8 +47,7 @@ constexpr std::chrono::milliseconds kSinglesAfter{20};
 
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
-  throw std::invalid_argument("AMQP source option " + name + " = " + value + ": expected " +
-                              expected);
+  throw OptionError("AMQP source", name, value, expected);
 }
 
 using amqp::text;
@@ -1121,7 +1121,8 @@ void validate(const AmqpSourceOptions& o) {
   try {
     amqp::parse_uri(o.uri);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("AMQP source option uri: ") + e.what());
+    // The parser's own words name the (redacted) URL and what is wrong with it.
+    throw OptionError("AMQP source", "uri", "(not shown: it may hold a password)", e.what());
   }
   if (o.queue.empty()) bad_option("queue", "(empty)", "a queue name");
   if (o.queue.size() > 255) bad_option("queue", o.queue.substr(0, 40) + "...", "at most 255 bytes");

@@ -277,11 +277,13 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
     if (o.retry_hold_max < c.failure_backoff_base) c.failure_backoff_base = o.retry_hold_max;
     try {
       validate(o);
-    } catch (const std::invalid_argument& e) {
-      rethrow_with_keys(e, {{"AMQP source option uri", "source.rabbitmq.url"},
-                            {"AMQP source option min_consumers", "source.concurrency (MIN)"},
-                            {"AMQP source option max_consumers", "source.concurrency (MAX)"},
-                            {"AMQP source option ", "source.rabbitmq."}});
+    } catch (const OptionError& e) {
+      // The URL is never shown (it may hold a password): the parser's words name it
+      // redacted.
+      if (e.option() == "uri") throw ConfigError("source.rabbitmq.url: " + e.expected());
+      throw_as_config_error(e, "source.rabbitmq.",
+                            {{"min_consumers", "source.concurrency (MIN)"},
+                             {"max_consumers", "source.concurrency (MAX)"}});
     }
   }
 

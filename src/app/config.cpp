@@ -622,19 +622,12 @@ void finalize(Loading& loading) {
   // The container's checks speak of its own option names: say the YAML keys instead.
   try {
     validate(c.container);
-  } catch (const std::invalid_argument& e) {
-    std::string what = e.what();
-    static const std::pair<const char*, const char*> keys[] = {
-        {"container option failure_backoff_base", "source.failure_backoff"},
-        {"at least failure_backoff_base", "at least source.failure_backoff"},
-        {"container option error_backoff_max", "source.receive_error_backoff_max"},
-        {"container option min_concurrent_receives", "source.concurrency (MIN)"},
-        {"container option max_concurrent_receives", "source.concurrency (MAX)"},
-        {"container option ", "source."}};
-    for (const auto& [from, to] : keys)
-      if (auto at = what.find(from); at != std::string::npos)
-        what.replace(at, std::string_view(from).size(), to);
-    throw ConfigError(what);
+  } catch (const OptionError& e) {
+    throw_as_config_error(e, "source.",
+                          {{"failure_backoff_base", "source.failure_backoff"},
+                           {"error_backoff_max", "source.receive_error_backoff_max"},
+                           {"min_concurrent_receives", "source.concurrency (MIN)"},
+                           {"max_concurrent_receives", "source.concurrency (MAX)"}});
   }
   try {
     pipeline::validate(c.transform);

@@ -129,14 +129,16 @@ std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& 
   return out;
 }
 
-void rethrow_with_keys(const std::invalid_argument& error, KeyNames names) {
-  std::string what = error.what();
-  for (const auto& [from, to] : names)
-    if (what.starts_with(from)) {
-      what.replace(0, from.size(), to);
-      break;
-    }
-  throw ConfigError(what);
+void throw_as_config_error(const OptionError& error, std::string_view prefix, KeyNames renamed) {
+  std::string key = std::string(prefix) + error.option();
+  std::string expected = error.expected();
+  for (const auto& [option, yaml_key] : renamed) {
+    if (error.option() == option) key = yaml_key;
+    for (auto at = expected.find(option); at != std::string::npos;
+         at = expected.find(option, at + yaml_key.size()))
+      expected.replace(at, option.size(), yaml_key);
+  }
+  throw ConfigError(key + ": got " + error.value() + ", expected " + expected);
 }
 
 }  // namespace sluice::config

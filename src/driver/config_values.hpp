@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/option_error.hpp"
+
 namespace sluice::config {
 
 // Names the key, the value and what was expected.
@@ -53,10 +55,11 @@ std::string as_enum(const YAML::Node& n, const std::string& key,
                     const std::vector<std::string>& values);
 std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& key);
 
-// A library's own check failed ("SQS source option poll_wait ..."): throws it as a
-// ConfigError that says the YAML key instead, by the first of `names` (its option name,
-// the key) whose name starts the message.
+// A library part refused an option: throws it as a ConfigError that names the YAML key,
+// `prefix` + the option's name or the key `renamed` gives it; an option name that
+// `renamed` lists is said as its key in the expectation too ("at least source.x").
 using KeyNames = std::initializer_list<std::pair<std::string_view, std::string_view>>;
-[[noreturn]] void rethrow_with_keys(const std::invalid_argument& error, KeyNames names);
+[[noreturn]] void throw_as_config_error(const OptionError& error, std::string_view prefix,
+                                        KeyNames renamed = {});
 
 }  // namespace sluice::config

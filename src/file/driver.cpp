@@ -178,8 +178,8 @@ class FileDriver final : public driver::DriverOf<FileSettings> {
           "source.file.path: missing, expected a file, a glob or - (source.type is file)");
     try {
       validate(o);
-    } catch (const std::invalid_argument& e) {
-      rethrow_with_keys(e, {{"file source option ", "source.file."}});
+    } catch (const OptionError& e) {
+      throw_as_config_error(e, "source.file.");
     }
   }
 

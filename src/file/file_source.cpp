@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "file/line_tracker.hpp"
+#include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
 
 namespace sluice {
@@ -686,8 +687,7 @@ SourceFactory make_file_source(FileSourceOptions options, std::shared_ptr<Progre
 namespace {
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
-  throw std::invalid_argument("file source option " + name + ": got " + value + ", expected " +
-                              expected);
+  throw OptionError("file source", name, value, expected);
 }
 }  // namespace
 

@@ -39,6 +39,7 @@
 #include "runtime/permits.hpp"
 #include "runtime/receive_scaler.hpp"
 #include "runtime/source.hpp"
+#include "sluice/option_error.hpp"
 
 namespace sluice {
 namespace asio = boost::asio;
@@ -54,8 +55,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
-  throw std::invalid_argument("container option " + name + " = " + value + ": expected " +
-                              expected);
+  throw OptionError("container", name, value, expected);
 }
 template <class Rep, class Period>
 std::string str(std::chrono::duration<Rep, Period> d) {

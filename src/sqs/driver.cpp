@@ -300,8 +300,8 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
           std::min<std::uint64_t>(o.large_payloads.max_bytes_in_flight, 1u << 30));
     try {
       validate(o);
-    } catch (const std::invalid_argument& e) {
-      rethrow_with_keys(e, {{"SQS source option ", "source.sqs."}});
+    } catch (const OptionError& e) {
+      throw_as_config_error(e, "source.sqs.");
     }
     // A heartbeat that comes less often than half the visibility can let a held
     // message reappear: refused here rather than corrected at run time.

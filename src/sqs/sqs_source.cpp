@@ -10,6 +10,7 @@
 #include "runtime/batcher.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "sluice/aws/error.hpp"
+#include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
 #include "sluice/sqs/source.hpp"
 #include "sqs/codec.hpp"
@@ -28,8 +29,7 @@ constexpr int kMaxVisibilitySeconds = 12 * 3600;
 
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
-  throw std::invalid_argument("SQS source option " + name + " = " + value + ": expected " +
-                              expected);
+  throw OptionError("SQS source", name, value, expected);
 }
 
 SourceError source_error(const aws::AwsError& e) {

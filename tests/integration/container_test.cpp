@@ -2,6 +2,7 @@
 // needs (more than a batch in progress, no head-of-line blocking, ...), each checked
 // message by message.
 #include "sluice/container.hpp"
+#include "sluice/option_error.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -114,6 +115,18 @@ TEST_F(ContainerTest, OptionsAreValidatedWithClearMessages) {
     }
   };
   refused([](auto& o) { o.max_in_flight = 0; }, "max_in_flight = 0");
+  // Typed: a caller names the option its own way (sluice run says the YAML key).
+  try {
+    ContainerOptions o;
+    o.max_in_flight = 0;
+    validate(o);
+    ADD_FAILURE() << "accepted max_in_flight 0";
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.component(), "container");
+    EXPECT_EQ(e.option(), "max_in_flight");
+    EXPECT_EQ(e.value(), "0");
+    EXPECT_EQ(e.expected(), "at least 1");
+  }
   refused([](auto& o) { o.min_concurrent_receives = 3, o.max_concurrent_receives = 2; },
           "max_concurrent_receives = 2");
   refused([](auto& o) { o.heartbeat_interval = -1s; }, "heartbeat_interval");
