@@ -153,9 +153,9 @@ const std::vector<Option>& options() {
        }},
       {"source.shutdown_deadline", "duration", "30s",
        "On SIGTERM: how long the whole stop may take, exit included (1s to 1h). Running "
-       "work, the final flush and the writers get all of it but a fifth (200 ms to 2 s); "
-       "then database calls are interrupted, and at the deadline the process exits anyway "
-       "(code 5; what was not acked is delivered again).",
+       "work, the final flush, the source's shutdown and the writers get all of it but a "
+       "fifth (400 ms to 2 s); then database calls are interrupted, and at the deadline "
+       "the process exits anyway (code 5; what was not acked is delivered again).",
        [](auto& c, auto& n, auto& k) {
          c.container.shutdown_deadline = as_duration(n, k, seconds(1), seconds(3600));
        }},

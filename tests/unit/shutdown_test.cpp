@@ -74,5 +74,5 @@ TEST(ShutdownSupervisor, AStopStillHangingAtTheDeadlineEndsTheProcessWithCode5) 
         app::ShutdownSupervisor supervisor(300ms);
         std::this_thread::sleep_for(30s);  // a call that never returns
       },
-      ::testing::ExitedWithCode(5), "");
+      ::testing::ExitedWithCode(5), "event=shutdown_deadline_exceeded deadline_ms=300");
 }
