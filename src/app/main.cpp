@@ -352,6 +352,14 @@ int main(int argc, char** argv) {
         spdlog::warn("event=config_key_renamed detail=\"{}\"", warning);
       sluice::app::RunSummary summary;
       code = sluice::app::run_pipeline(cfg, run_options, summary);
+      if (summary.count_abandoned) {
+        // A thread of the closing count is still in the database's client library:
+        // exiting normally would destroy that library's statics under it.
+        spdlog::shutdown();
+        std::cout.flush();
+        std::cerr.flush();
+        std::_Exit(code);
+      }
     } else if (*pub) {
       code = sluice::app::run_publish(publish);
     } else if (*stats && stats_url.empty() && amqp_url.empty()) {

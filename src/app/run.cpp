@@ -347,6 +347,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       }
     } else {
       spdlog::warn("event=count_skipped reason=\"no answer in time\"");
+      summary.count_abandoned = true;
     }
   }
   if (work_ended == Clock::time_point{}) work_ended = Clock::now();
