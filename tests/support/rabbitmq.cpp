@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -63,23 +64,42 @@ RabbitMq::RabbitMq() {
       " && printf 'subjectAltName=DNS:localhost\\n' > san.ext"
       " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
       " -extfile san.ext -out server.pem && chmod 644 server.key");
-  std::ofstream(dir_ + "/rabbitmq.conf") << "listeners.ssl.default = " << tls_port_ << "\n"
-                                         << "ssl_options.cacertfile = " << dir_ << "/ca.pem\n"
-                                         << "ssl_options.certfile = " << dir_ << "/server.pem\n"
-                                         << "ssl_options.keyfile = " << dir_ << "/server.key\n"
-                                         << "ssl_options.verify = verify_none\n"
-                                         << "ssl_options.fail_if_no_peer_cert = false\n"
-                                         << "loopback_users = none\n"
-                                         << "management.tcp.port = " << management_port_ << "\n"
-                                         << "management.tcp.ip = 127.0.0.1\n"
-                                         << "collect_statistics_interval = 500\n";
+  const auto write_conf = [this] {
+    std::ofstream(dir_ + "/rabbitmq.conf") << "listeners.ssl.default = " << tls_port_ << "\n"
+                                           << "ssl_options.cacertfile = " << dir_ << "/ca.pem\n"
+                                           << "ssl_options.certfile = " << dir_ << "/server.pem\n"
+                                           << "ssl_options.keyfile = " << dir_ << "/server.key\n"
+                                           << "ssl_options.verify = verify_none\n"
+                                           << "ssl_options.fail_if_no_peer_cert = false\n"
+                                           << "loopback_users = none\n"
+                                           << "management.tcp.port = " << management_port_ << "\n"
+                                           << "management.tcp.ip = 127.0.0.1\n"
+                                           << "collect_statistics_interval = 500\n";
+  };
+  write_conf();
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   // Our own epmd, in the foreground: it dies with us instead of lingering as a daemon.
   epmd_pid_ =
       spawn_child({"/usr/bin/epmd", "-port", std::to_string(epmd_port_), "-address", "127.0.0.1"},
                   null_fd, null_fd, null_fd, std::nullopt);
   close(null_fd);
-  start();
+  for (int attempt = 1;; ++attempt) {
+    try {
+      start();
+      return;
+    } catch (const std::runtime_error&) {
+      // A port chosen free was taken by another process before the broker bound it:
+      // new ports, and again (at most three times).
+      std::ifstream log(dir_ + "/server.log");
+      const std::string text((std::istreambuf_iterator<char>(log)), {});
+      if (attempt == 3 || text.find("could_not_start_listener") == std::string::npos) throw;
+      port_ = free_port();
+      dist_port_ = free_port();
+      tls_port_ = free_port();
+      management_port_ = free_port();
+      write_conf();
+    }
+  }
 }
 
 std::vector<std::string> RabbitMq::environment() const {
