@@ -27,6 +27,7 @@
 #include "amqp/connection.hpp"
 #include "amqp/consumer_scaler.hpp"
 #include "common/crypto.hpp"
+#include "runtime/async_wait.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "sluice/amqp/source.hpp"
@@ -123,36 +124,10 @@ class AttemptLog {
   std::deque<std::string> order_;
 };
 
-// A result the connection thread hands to a coroutine on the container's executor:
-// set_value() posts it there, which wakes the waiting coroutine at once (nothing
-// polls). The source joins its thread before the container's executor goes away.
-class Completion : public std::enable_shared_from_this<Completion> {
- public:
-  explicit Completion(asio::any_io_executor executor)
-      : timer_(std::move(executor), asio::steady_timer::time_point::max()) {}
-  void set_value() { finish(nullptr); }  // any thread; once
-  void set_exception(std::exception_ptr error) { finish(std::move(error)); }
-  // Returns once set, rethrowing its exception; throws SourceError{cancelled} when the
-  // waiting coroutine is cancelled first. On the executor.
-  asio::awaitable<void> wait() {
-    if (!done_) co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
-    // The timer never expires: it ended because the result came or the wait was cancelled.
-    if (!done_) throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  void finish(std::exception_ptr error) {
-    asio::post(timer_.get_executor(), [self = shared_from_this(), error = std::move(error)] {
-      self->done_ = true;
-      self->error_ = error;
-      self->timer_.cancel();
-    });
-  }
-  asio::steady_timer timer_;
-  bool done_ = false;         // the executor's
-  std::exception_ptr error_;  // the executor's
-};
+// The connection thread hands its results (opened, flushed) to coroutines on the
+// container's executor as runtime::Completion; the source joins its thread before the
+// container's executor goes away.
+using runtime::Completion;
 
 struct Command {
   enum Kind { ack, retry, release, reject, expedite, flush, reconfigure };
@@ -248,7 +223,8 @@ class AmqpSource final : public spi::Source {
       });
     }
     try {
-      co_await opened_->wait();
+      if (!co_await opened_->wait())
+        throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
     } catch (const amqp::AmqpError& e) {
       if (io_thread_.joinable()) io_thread_.join();  // it ended: the next open starts another
       throw source_error(e);
@@ -315,7 +291,8 @@ class AmqpSource final : public spi::Source {
       commands_.push_back(std::move(c));
     }
     wake();
-    co_await done->wait();
+    if (!co_await done->wait())
+      throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
   }
 
   std::string describe() const override { return describe_; }

@@ -5,14 +5,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <charconv>
 #include <cstring>
-#include <future>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "common/crypto.hpp"
+#include "runtime/async_wait.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "sluice/aws/error.hpp"
 #include "sqs/codec.hpp"
@@ -103,24 +102,6 @@ void mark(const Delivery& state, bool retry, std::string reason, std::string det
   spi::set_problem(state, retry, std::move(reason), std::move(detail));
 }
 
-// Runs the coroutines concurrently on `executor` and waits for all of them.
-asio::awaitable<void> run_all(asio::any_io_executor executor,
-                              std::vector<asio::awaitable<void>> tasks) {
-  struct Round {
-    explicit Round(const asio::any_io_executor& ex)
-        : done(ex, asio::steady_timer::time_point::max()) {}
-    std::size_t left = 0;
-    asio::steady_timer done;
-  };
-  auto round = std::make_shared<Round>(executor);
-  round->left = tasks.size();
-  for (auto& task : tasks)
-    asio::co_spawn(executor, std::move(task), [round](std::exception_ptr) {
-      if (--round->left == 0) round->done.cancel();
-    });
-  while (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
 }  // namespace
 
 PayloadResolver::PayloadResolver(asio::any_io_executor executor, LargePayloadOptions options,
@@ -191,16 +172,36 @@ void PayloadResolver::prepare(std::span<const Delivery> unit) {
   }
   for (auto& state : states) spi::hold_with(state, reservation);
   reservation.reset();
-  auto done = asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
-                             asio::use_future);
+  struct Fetched {
+    bool done = false;
+    std::exception_ptr error;
+  };
+  auto fetched = std::make_shared<Fetched>();
+  asio::co_spawn(executor_, fetch_all(states, std::move(pointers), std::move(sizes)),
+                 [fetched, wait = wait_](std::exception_ptr error) {
+                   {
+                     std::lock_guard lock(wait->mutex);
+                     fetched->done = true;
+                     fetched->error = error;
+                   }
+                   wait->changed.notify_all();
+                 });
   // Stopping stops the executor too: never wait for a fetch past interrupt().
-  while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
-    if (stopping_.load()) return stopped();
-  done.get();
+  std::unique_lock lock(wait_->mutex);
+  wait_->changed.wait(lock, [&] { return fetched->done || wait_->stopping; });
+  if (!fetched->done) {
+    lock.unlock();
+    return stopped();
+  }
+  if (fetched->error) std::rethrow_exception(fetched->error);
 }
 
 void PayloadResolver::interrupt() {
-  stopping_ = true;
+  {
+    std::lock_guard lock(wait_->mutex);
+    wait_->stopping = true;
+  }
+  wait_->changed.notify_all();
   budget_->cancel();
 }
 
@@ -210,7 +211,7 @@ asio::awaitable<void> PayloadResolver::fetch_all(std::vector<Delivery> states,
   std::vector<asio::awaitable<void>> fetches;
   for (std::size_t i = 0; i < states.size(); ++i)
     fetches.push_back(fetch(states[i], std::move(pointers[i]), sizes[i]));
-  co_await run_all(executor_, std::move(fetches));
+  co_await runtime::run_all(executor_, std::move(fetches));
 }
 
 asio::awaitable<void> PayloadResolver::fetch(Delivery state, PayloadPointer pointer,

@@ -90,7 +90,14 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
   std::shared_ptr<ByteBudget> budget_;
   std::atomic<std::uint64_t> fetched_{0}, fetched_bytes_{0}, missing_{0}, failed_{0}, waits_{0},
       deleted_{0};
-  std::atomic<bool> stopping_{false};
+  // prepare() waits on it for its fetches or for interrupt(); shared with the fetches'
+  // completions, which may come after this resolver is gone.
+  struct Wait {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool stopping = false;
+  };
+  std::shared_ptr<Wait> wait_ = std::make_shared<Wait>();
   std::shared_ptr<std::atomic<int>> deletes_running_ = std::make_shared<std::atomic<int>>(0);
 };
 

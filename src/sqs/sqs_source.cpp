@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/crypto.hpp"
+#include "runtime/async_wait.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "sluice/aws/error.hpp"
@@ -265,37 +266,25 @@ class SqsSource final : public spi::Source {
   asio::awaitable<std::size_t> extend(std::vector<Delivery> states) override {
     const int seconds = static_cast<int>(options_.visibility_timeout.count());
     auto shared = std::make_shared<std::vector<Delivery>>(std::move(states));
-    struct Round {
-      explicit Round(const asio::any_io_executor& ex)
-          : done(ex, asio::steady_timer::time_point::max()) {}
-      std::size_t left = 0, extended = 0;
-      bool cancelled = false;
-      asio::steady_timer done;
-    };
-    auto round = std::make_shared<Round>(context_.executor);
-    for (std::size_t start = 0; start < shared->size(); start += sqs::kMaxBatchEntries) {
-      ++round->left;
-      const std::size_t end = std::min(shared->size(), start + sqs::kMaxBatchEntries);
-      asio::co_spawn(context_.executor, extend_chunk(shared, start, end, seconds),
-                     [round](std::exception_ptr error, std::size_t n) {
-                       round->extended += n;
-                       // extend_chunk lets only a cancellation out.
-                       round->cancelled = round->cancelled || error != nullptr;
-                       if (--round->left == 0) round->done.cancel();
-                     });
-    }
-    if (round->left > 0) co_await round->done.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (round->cancelled)
-      throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "heartbeat cancelled");
-    co_return round->extended;
+    auto extended = std::make_shared<std::size_t>(0);
+    std::vector<asio::awaitable<void>> chunks;
+    for (std::size_t start = 0; start < shared->size(); start += sqs::kMaxBatchEntries)
+      chunks.push_back(extend_chunk(shared, start,
+                                    std::min(shared->size(), start + sqs::kMaxBatchEntries),
+                                    seconds, extended));
+    // extend_chunk lets only a cancellation out.
+    for (const auto& error : co_await runtime::run_all(context_.executor, std::move(chunks)))
+      if (error) throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "heartbeat cancelled");
+    co_return *extended;
   }
 
-  asio::awaitable<std::size_t> extend_chunk(std::shared_ptr<std::vector<Delivery>> states,
-                                            std::size_t start, std::size_t end, int seconds) {
+  // Adds how many it extended to `extended`.
+  asio::awaitable<void> extend_chunk(std::shared_ptr<std::vector<Delivery>> states,
+                                     std::size_t start, std::size_t end, int seconds,
+                                     std::shared_ptr<std::size_t> extended) {
     std::vector<sqs::ChangeVisibilityEntry> entries;
     for (std::size_t i = start; i < end; ++i)
       entries.push_back({std::to_string(i), std::string(spi::receipt_of((*states)[i])), seconds});
-    std::size_t extended = 0;
     try {
       visibility_requests_.fetch_add(1, std::memory_order_relaxed);
       const auto result =
@@ -304,7 +293,7 @@ class SqsSource final : public spi::Source {
       for (const auto& ok : result.successful)
         if (auto i = sqs::codec::entry_index(ok.id, end); i && *i >= start) {
           spi::set_lease_until((*states)[*i], until);
-          ++extended;
+          ++*extended;
         }
     } catch (const aws::AwsError& e) {
       if (e.kind() == aws::ErrorKind::cancelled) throw source_error(e);
@@ -312,7 +301,6 @@ class SqsSource final : public spi::Source {
     } catch (...) {  // anything else: this round failed, the heartbeat goes on
       warn("visibility heartbeat failed: " + runtime::describe_current_exception());
     }
-    co_return extended;
   }
 
   asio::awaitable<void> flush() override {

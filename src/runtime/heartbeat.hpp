@@ -1,0 +1,32 @@
+#pragma once
+// The heartbeat: for an extendable source (SQS visibility), extends the lease of
+// every held message that would run out within half a lease, every interval, so
+// that a slow handler never has its message delivered a second time meanwhile.
+//
+// Threads: the I/O thread.
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+
+#include "runtime/core.hpp"
+
+namespace sluice::runtime {
+
+class Settlement;
+
+class Heartbeat {
+ public:
+  Heartbeat(Core& core, Settlement& settlement);
+  // Once the source is open, when the options and the source allow it.
+  void start();
+  void close();
+
+ private:
+  boost::asio::awaitable<void> run(std::chrono::milliseconds interval);
+  Core& core_;
+  Settlement& settlement_;
+  boost::asio::steady_timer timer_;
+  bool closed_ = false;
+};
+
+}  // namespace sluice::runtime
