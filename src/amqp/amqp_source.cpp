@@ -1,7 +1,9 @@
-// The RabbitMQ source of the listener container. One I/O thread owns the
-// connection (rabbitmq-c is not thread-safe) and everything on it: consumers and
-// their channels, acks, held retries, recovery. Other threads talk to it through a
-// command list and an eventfd; deliveries go the other way through a ready list the
+// The RabbitMQ source of the listener container: the spi::Source face and the
+// connection thread. One thread owns the connection (rabbitmq-c is not thread-safe) and
+// everything on it: the consumer pool (amqp/consumer_pool.hpp), acks (one tracker per
+// consumer), held retries and the attempt log (amqp/retry_hold.hpp), recovery. Other
+// threads talk to it through commands (amqp/commands.hpp) and an eventfd; deliveries,
+// decoded by amqp/delivery_decoder.hpp, go the other way through a ready list the
 // container's receive loop takes from.
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -17,16 +19,16 @@
 #include <charconv>
 #include <deque>
 #include <future>
-#include <list>
 #include <mutex>
-#include <queue>
 #include <thread>
-#include <unordered_map>
+#include <variant>
 
-#include "amqp/ack_tracker.hpp"
+#include "amqp/commands.hpp"
 #include "amqp/connection.hpp"
+#include "amqp/consumer_pool.hpp"
 #include "amqp/consumer_scaler.hpp"
-#include "common/crypto.hpp"
+#include "amqp/delivery_decoder.hpp"
+#include "amqp/retry_hold.hpp"
 #include "runtime/async_wait.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
@@ -53,36 +55,6 @@ constexpr std::chrono::milliseconds kSinglesAfter{20};
 
 using amqp::text;
 
-// A header value as text (numbers and strings; other kinds are skipped).
-std::optional<std::string> field_text(const amqp_field_value_t& v) {
-  switch (v.kind) {
-    case AMQP_FIELD_KIND_UTF8:
-    case AMQP_FIELD_KIND_BYTES:
-      return text(v.value.bytes);
-    case AMQP_FIELD_KIND_BOOLEAN:
-      return v.value.boolean ? "true" : "false";
-    case AMQP_FIELD_KIND_I8:
-      return std::to_string(v.value.i8);
-    case AMQP_FIELD_KIND_U8:
-      return std::to_string(v.value.u8);
-    case AMQP_FIELD_KIND_I16:
-      return std::to_string(v.value.i16);
-    case AMQP_FIELD_KIND_U16:
-      return std::to_string(v.value.u16);
-    case AMQP_FIELD_KIND_I32:
-      return std::to_string(v.value.i32);
-    case AMQP_FIELD_KIND_U32:
-      return std::to_string(v.value.u32);
-    case AMQP_FIELD_KIND_I64:
-      return std::to_string(v.value.i64);
-    case AMQP_FIELD_KIND_U64:
-    case AMQP_FIELD_KIND_TIMESTAMP:
-      return std::to_string(v.value.u64);
-    default:
-      return std::nullopt;
-  }
-}
-
 SourceError source_error(const amqp::AmqpError& e) {
   using Kind = amqp::AmqpError::Kind;
   const bool permanent = e.kind() == Kind::auth || e.kind() == Kind::tls || e.reply_code() == 403;
@@ -96,71 +68,25 @@ SourceError source_error(const amqp::AmqpError& e) {
                      e.what());
 }
 
-// Receive counts of messages that failed here, for classic queues (which count no
-// deliveries): by message id, the oldest forgotten first.
-class AttemptLog {
- public:
-  int get(const std::string& id) const {
-    auto it = counts_.find(id);
-    return it == counts_.end() ? 0 : it->second;
-  }
-  void failed(const std::string& id, int receive_count) {
-    auto [it, inserted] = counts_.try_emplace(id, receive_count);
-    if (!inserted) {
-      it->second = std::max(it->second, receive_count);
-      return;
-    }
-    order_.push_back(id);
-    while (order_.size() > kCapacity) {
-      counts_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-  void done(const std::string& id) { counts_.erase(id); }  // its entry in order_ ages out
-
- private:
-  static constexpr std::size_t kCapacity = 100000;
-  std::unordered_map<std::string, int> counts_;
-  std::deque<std::string> order_;
-};
-
-// The connection thread hands its results (opened, flushed) to coroutines on the
-// container's executor as runtime::Completion; the source joins its thread before the
-// container's executor goes away.
+using amqp::AckCommand;
+using amqp::Command;
+using amqp::Consumer;
+using amqp::DeliveryRef;
+using amqp::ExpediteCommand;
+using amqp::FlushCommand;
+using amqp::ReconfigureCommand;
+using amqp::RejectCommand;
+using amqp::ReleaseCommand;
+using amqp::RetryCommand;
 using runtime::Completion;
 
-struct Command {
-  enum Kind { ack, retry, release, reject, expedite, flush, reconfigure };
-  explicit Command(Kind k) : kind(k) {}
-  Kind kind;
-  std::uint64_t lease = 0;
-  std::uint64_t tag = 0;
-  std::chrono::milliseconds delay{0};
-  std::string id;
-  int receive_count = 0;
-  std::shared_ptr<Completion> done;  // flush
-  int min = 0, max = 0;              // reconfigure
+// std::visit over several lambdas.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
 };
-
-struct Consumer {
-  std::uint16_t channel = 0;
-  std::uint64_t lease = 0;
-  int prefetch = 0;
-  std::string tag;
-  amqp::AckTracker acks;
-  amqp::ConsumerScaler::Cycle cycle;
-  std::size_t held_retries = 0;
-  bool cancelling = false;  // basic.cancel sent (scale-down or stop)
-  bool cancel_confirmed = false;
-  Clock::time_point acks_waiting_since{};
-};
-
-struct HeldRetry {
-  Clock::time_point due;
-  std::uint64_t lease;
-  std::uint64_t tag;
-  bool operator>(const HeldRetry& o) const { return due > o.due; }
-};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 class AmqpSource final : public spi::Source {
  public:
@@ -172,10 +98,14 @@ class AmqpSource final : public spi::Source {
                  options_.consecutive_active_trigger, options_.consecutive_idle_trigger,
                  options_.start_consumer_min_interval, options_.stop_consumer_min_interval,
                  options_.batch_size, options_.receive_timeout}),
+        max_in_flight_(context_.max_in_flight > 0 ? context_.max_in_flight : 100),
+        pool_({options_.queue, options_.connection_name + "-" + context_.name, options_.prefetch,
+               options_.batch_size, max_in_flight_},
+              scaler_),
         wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         timer_(context_.executor) {
     if (wake_fd_ < 0) throw SourceError(SourceErrorKind::permanent, "", "eventfd failed");
-    const int max_in_flight = context_.max_in_flight > 0 ? context_.max_in_flight : 100;
+    const int max_in_flight = max_in_flight_;
     if (options_.max_consumers > max_in_flight) {
       context_.warning("AMQP source: " + std::to_string(options_.max_consumers) +
                        " consumers would hold more than max_in_flight (" +
@@ -183,8 +113,7 @@ class AmqpSource final : public spi::Source {
                        std::to_string(max_in_flight));
       scaler_.reconfigure(std::min(options_.min_consumers, max_in_flight), max_in_flight);
     }
-    max_in_flight_ = max_in_flight;
-    ack_batch_ = static_cast<std::size_t>(std::max(1, prefetch_share() / 2));
+    ack_batch_ = static_cast<std::size_t>(std::max(1, pool_.prefetch_share() / 2));
     max_batch_ = std::clamp(std::max(options_.batch_size, 100), 1, max_in_flight);
     describe_ = std::string(uri_.tls ? "amqps://" : "amqp://") + uri_.host + ":" +
                 std::to_string(uri_.port) + " vhost " + uri_.vhost + " queue " + options_.queue;
@@ -265,18 +194,15 @@ class AmqpSource final : public spi::Source {
     co_return out;
   }
 
-  void ack(const Delivery& state) override { push(about(Command::ack, state)); }
-  void expedite_acks() override { push(Command{Command::expedite}); }
+  void ack(const Delivery& state) override { push(AckCommand{ref(state)}); }
+  void expedite_acks() override { push(ExpediteCommand{}); }
   void retry(const Delivery& state, std::chrono::milliseconds backoff) override {
-    Command c = about(Command::retry, state);
-    c.delay = backoff;
-    c.receive_count = spi::receive_count_of(state);
-    push(std::move(c));
+    push(RetryCommand{ref(state), backoff, spi::receive_count_of(state)});
   }
-  void release(const Delivery& state) override { push(about(Command::release, state)); }
+  void release(const Delivery& state) override { push(ReleaseCommand{ref(state)}); }
   asio::awaitable<bool> reject(Delivery state, std::string reason) override {
     spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", spi::id_of(state), reason);
-    push(about(Command::reject, state));
+    push(RejectCommand{ref(state)});
     co_return true;  // basic.reject without requeue: to the queue's dead-letter exchange
   }
 
@@ -286,9 +212,7 @@ class AmqpSource final : public spi::Source {
       // The I/O thread answers no more commands once it has ended.
       std::lock_guard lock(commands_mutex_);
       if (!io_running_) co_return;
-      Command c{Command::flush};
-      c.done = done;
-      commands_.push_back(std::move(c));
+      commands_.push_back(FlushCommand{done});
     }
     wake();
     if (!co_await done->wait())
@@ -298,12 +222,7 @@ class AmqpSource final : public spi::Source {
   std::string describe() const override { return describe_; }
   std::string message_source() const override { return message_source_; }
 
-  void set_concurrency(int min, int max) override {
-    Command c{Command::reconfigure};
-    c.min = min;
-    c.max = max;
-    push(std::move(c));
-  }
+  void set_concurrency(int min, int max) override { push(ReconfigureCommand{min, max}); }
 
  private:
   static std::uint64_t tag_of(const Delivery& state) {
@@ -314,12 +233,8 @@ class AmqpSource final : public spi::Source {
       throw std::logic_error("AMQP receipt is not a delivery tag: '" + std::string(receipt) + "'");
     return tag;
   }
-  static Command about(Command::Kind kind, const Delivery& state) {
-    Command c{kind};
-    c.lease = spi::lease_of(state);
-    c.tag = tag_of(state);
-    c.id = spi::id_of(state);
-    return c;
+  static DeliveryRef ref(const Delivery& state) {
+    return {spi::lease_of(state), tag_of(state), std::string(spi::id_of(state))};
   }
 
   void push(Command command) {
@@ -350,7 +265,7 @@ class AmqpSource final : public spi::Source {
           ++recoveries_;
           gauge("amqp_connection_recoveries", static_cast<double>(recoveries_));
           spdlog::info("amqp event=connection_recovered source=\"{}\" consumers={}", describe_,
-                       active_consumers());
+                       pool_.active());
         }
         failures = 0;
         serving = true;
@@ -397,20 +312,27 @@ class AmqpSource final : public spi::Source {
     o.verify_hostname = options_.verify_hostname;
     set_connection(std::make_unique<amqp::Connection>(o));
     // The queue must be there (a missing one is NOT_FOUND, reported by open()).
-    const std::uint16_t probe = free_channel();
+    const std::uint16_t probe = pool_.free_channel(connection_.get());
     connection_->open_channel(probe);
     try {
       connection_->inspect_queue(probe, options_.queue);
     } catch (const amqp::AmqpError& e) {
-      if (e.kind() == amqp::AmqpError::Kind::channel) answer_channel_close(probe);
+      if (e.kind() == amqp::AmqpError::Kind::channel) {
+        amqp_channel_close_ok_t ok{};  // the broker waits for it after a channel error
+        try {
+          connection_->send_method(probe, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+        } catch (const amqp::AmqpError&) {
+        }
+      }
       throw;
     }
     connection_->close_channel(probe);
     spdlog::info("amqp event=connected source=\"{}\" prefetch={} consumers={}-{}", describe_,
-                 prefetch_share(), scaler_.config().min_consumers, scaler_.config().max_consumers);
-    wanted_ = std::max(wanted_, scaler_.config().min_consumers);
+                 pool_.prefetch_share(), scaler_.config().min_consumers,
+                 scaler_.config().max_consumers);
+    pool_.wanted = std::max(pool_.wanted, scaler_.config().min_consumers);
     if (stopping_intake_) return;  // reconnected after the stop's flush: no consumers
-    for (int i = 0; i < wanted_; ++i)
+    for (int i = 0; i < pool_.wanted; ++i)
       if (!start_consumer()) break;
   }
 
@@ -425,81 +347,18 @@ class AmqpSource final : public spi::Source {
     connection_ = std::move(connection);
   }
 
-  // After a channel error in a synchronous call the broker waits for close-ok.
-  void answer_channel_close(std::uint16_t channel) {
-    amqp_channel_close_ok_t ok{};
-    try {
-      connection_->send_method(channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-    } catch (const amqp::AmqpError&) {
-    }
-  }
-
-  // The next channel number not in use, round robin up to the negotiated maximum
-  // (2047 by default): a number just closed is not reused at once, so a frame still on
-  // its way for the old channel can never be taken for the new one's.
-  std::uint16_t free_channel() {
-    const int max = std::max(2, connection_ ? amqp_get_channel_max(connection_->raw()) : 2047);
-    for (int tries = 0; tries < max; ++tries) {
-      next_channel_ = next_channel_ >= max ? 1 : next_channel_ + 1;
-      if (!consumers_.count(static_cast<std::uint16_t>(next_channel_)))
-        return static_cast<std::uint16_t>(next_channel_);
-    }
-    throw amqp::AmqpError(amqp::AmqpError::Kind::channel, 0, "no free channel");
-  }
-
-  // The prefetch a new consumer may have: its share (max_in_flight / MAX consumers, at
-  // most `prefetch`), within what the consumers already running leave of max_in_flight.
-  // Per consumer (basic.qos global=false: quorum queues refuse a channel-wide one), so
-  // a consumer keeps the prefetch it started with; the sum never passes max_in_flight.
-  int next_prefetch() const {
-    int used = 0;
-    for (auto& [ch, c] : consumers_) used += c->prefetch;
-    return std::min(prefetch_share(), max_in_flight_ - used);
-  }
-  int prefetch_share() const {
-    return std::clamp(std::min(std::max(options_.prefetch, options_.batch_size),
-                               max_in_flight_ / std::max(1, scaler_.config().max_consumers)),
-                      1, 65535);
-  }
-
-  // False when max_in_flight has no room for another consumer yet (consumers being
-  // cancelled still hold theirs).
+  // False when max_in_flight has no room for another consumer yet.
   bool start_consumer() {
-    const int prefetch = next_prefetch();
-    if (prefetch < 1) return false;
-    const std::uint16_t channel = free_channel();
-    connection_->open_channel(channel);
-    try {
-      connection_->qos(channel, static_cast<std::uint16_t>(prefetch), false);
-      auto consumer = std::make_unique<Consumer>();
-      consumer->prefetch = prefetch;
-      consumer->channel = channel;
-      consumer->lease = ++next_lease_;
-      consumer->tag = connection_->consume(
-          channel, options_.queue,
-          options_.connection_name + "-" + context_.name + "-" + std::to_string(consumer->lease));
-      scaler_.begin(consumer->cycle, Clock::now());
-      by_lease_[consumer->lease] = consumer.get();
-      consumers_[channel] = std::move(consumer);
-    } catch (const amqp::AmqpError& e) {
-      if (e.kind() == amqp::AmqpError::Kind::channel) answer_channel_close(channel);
-      throw;
-    }
+    if (!pool_.start(*connection_)) return false;
     report_consumers();
     return true;
   }
 
-  int active_consumers() const {
-    int n = 0;
-    for (auto& [ch, c] : consumers_) n += !c->cancelling;
-    return n;
-  }
-  void report_consumers() { gauge("amqp_consumers", active_consumers()); }
+  void report_consumers() { gauge("amqp_consumers", pool_.active()); }
   // Deliveries this process holds unacknowledged (being handled, held for a retry's
   // backoff, acked but not yet sent): `sluice run --until-drained` waits for none.
   void report_unacknowledged() {
-    std::size_t n = 0;
-    for (auto& [ch, c] : consumers_) n += c->acks.outstanding();
+    const std::size_t n = pool_.outstanding();
     if (n == reported_unacknowledged_) return;
     reported_unacknowledged_ = n;
     gauge("amqp_unacknowledged", static_cast<double>(n));
@@ -517,7 +376,7 @@ class AmqpSource final : public spi::Source {
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now);
       if (!retries_.empty())
         wait = std::min(
-            wait, std::chrono::duration_cast<std::chrono::milliseconds>(retries_.top().due - now));
+            wait, std::chrono::duration_cast<std::chrono::milliseconds>(retries_.next_due() - now));
       if (acks_dirty_)
         wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
                                   dirty_since_ + kAckLinger - now));
@@ -568,18 +427,17 @@ class AmqpSource final : public spi::Source {
         on_deliver(channel, *static_cast<amqp_basic_deliver_t*>(method.decoded));
         return;
       case AMQP_BASIC_CANCEL_METHOD: {  // the server cancelled a consumer (queue deleted...)
-        auto it = consumers_.find(channel);
-        if (it == consumers_.end()) return;
+        Consumer* consumer = pool_.on_channel(channel);
+        if (!consumer) return;
         spdlog::warn("amqp event=consumer_cancelled_by_broker source=\"{}\" consumer={}", describe_,
-                     it->second->tag);
+                     consumer->tag);
         drop_channel(channel, "cancelled by the broker");
         connection_->close_channel(channel);
         schedule_recovery();
         return;
       }
       case AMQP_BASIC_CANCEL_OK_METHOD: {
-        auto it = consumers_.find(channel);
-        if (it != consumers_.end()) it->second->cancel_confirmed = true;
+        if (Consumer* consumer = pool_.on_channel(channel)) consumer->cancel_confirmed = true;
         return;
       }
       case AMQP_CHANNEL_CLOSE_METHOD: {
@@ -619,8 +477,6 @@ class AmqpSource final : public spi::Source {
 
   void on_deliver(std::uint16_t channel, const amqp_basic_deliver_t& deliver) {
     const std::uint64_t tag = deliver.delivery_tag;
-    const bool redelivered = deliver.redelivered != 0;
-    std::string exchange = text(deliver.exchange), routing_key = text(deliver.routing_key);
     amqp_message_t message;
     const amqp_rpc_reply_t reply = amqp_read_message(connection_->raw(), channel, &message, 0);
     if (reply.reply_type != AMQP_RESPONSE_NORMAL)
@@ -629,61 +485,23 @@ class AmqpSource final : public spi::Source {
           "reading a delivery: " + std::string(reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
                                                    ? amqp_error_string2(reply.library_error)
                                                    : "unexpected frame"));
-    auto it = consumers_.find(channel);
-    if (it == consumers_.end()) {  // a channel we gave up: the broker requeues on close
-      amqp_destroy_message(&message);
-      return;
-    }
-    Consumer& consumer = *it->second;
+    struct Destroy {
+      amqp_message_t& message;
+      ~Destroy() { amqp_destroy_message(&message); }
+    } destroy{message};
+    Consumer* found = pool_.on_channel(channel);
+    if (!found) return;  // a channel we gave up: the broker requeues on close
+    Consumer& consumer = *found;
     if (stopping_intake_) {  // on its way before our cancel: back to the queue at once
-      amqp_destroy_message(&message);
       consumer.acks.delivered(tag);
       connection_->nack(channel, tag, true);
       consumer.acks.finished(tag);
       return;
     }
-    std::string body = text(message.body);
-    const auto& p = message.properties;
-    delivery_.clear();  // whatever an earlier delivery that threw left
-    std::string id;
-    if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) id = text(p.message_id);
-    if (id.empty()) id = "sha256:" + crypto::sha256_hex(body).substr(0, 32);
-    int delivery_count = -1;
-    if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
-      for (int i = 0; i < p.headers.num_entries; ++i) {
-        const auto& e = p.headers.entries[i];
-        auto value = field_text(e.value);
-        if (!value) continue;
-        const std::string key = text(e.key);
-        if (key == "x-delivery-count") {
-          try {
-            delivery_count = std::stoi(*value);
-          } catch (...) {
-          }
-        }
-        delivery_.header(key, *value);
-      }
-    }
-    if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG)
-      delivery_.attribute("SentTimestamp", std::to_string(p.timestamp * 1000));
-    if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
-      delivery_.attribute("ContentType", text(p.content_type));
-    if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG)
-      delivery_.attribute("CorrelationId", text(p.correlation_id));
-    delivery_.attribute("Exchange", exchange);
-    delivery_.attribute("RoutingKey", routing_key);
-    delivery_.attribute("Redelivered", redelivered ? "true" : "false");
-    amqp_destroy_message(&message);
-    // Quorum queues count deliveries (x-delivery-count: earlier returns); classic
-    // queues only flag a redelivery, so failures seen here are counted by id too.
-    // (The redelivered flag is not a failure: a consumer stopped, a connection lost.)
-    auto state = delivery_.id(id)
-                     .receipt(std::to_string(tag))
-                     .body(std::move(body))
-                     .receive_count(std::max(delivery_count >= 0 ? delivery_count + 1 : 1,
-                                             attempts_.get(id) + 1))
-                     .lease(consumer.lease)
-                     .build();
+    auto state = decoder_
+                     .decode(deliver, message, consumer.lease,
+                             [this](const std::string& id) { return attempts_.get(id); })
+                     .delivery;
     consumer.acks.delivered(tag);
     bool notify = false;
     {
@@ -693,16 +511,16 @@ class AmqpSource final : public spi::Source {
       receiver_waiting_ = false;
     }
     if (notify) asio::post(context_.executor, [this] { timer_.cancel(); });
-    const auto decision = scaler_.on_delivery(consumer.cycle, active_consumers(), Clock::now());
+    const auto decision = scaler_.on_delivery(consumer.cycle, pool_.active(), Clock::now());
     act(consumer, decision);
   }
 
   void act(Consumer& consumer, amqp::ConsumerScaler::Decision decision) {
     using Decision = amqp::ConsumerScaler::Decision;
     if (decision == Decision::start_another && !stopping_intake_) {
-      ++wanted_;
+      ++pool_.wanted;
       spdlog::info("amqp event=consumers_up source=\"{}\" consumers={}", describe_,
-                   active_consumers() + 1);
+                   pool_.active() + 1);
       try {
         if (!start_consumer()) schedule_recovery();  // when cancelled consumers leave room
       } catch (const amqp::AmqpError& e) {
@@ -712,9 +530,9 @@ class AmqpSource final : public spi::Source {
         schedule_recovery();
       }
     } else if (decision == Decision::stop_this && !consumer.cancelling) {
-      wanted_ = std::max(scaler_.config().min_consumers, wanted_ - 1);
+      pool_.wanted = std::max(scaler_.config().min_consumers, pool_.wanted - 1);
       spdlog::info("amqp event=consumers_down source=\"{}\" consumers={}", describe_,
-                   active_consumers() - 1);
+                   pool_.active() - 1);
       cancel_consumer(consumer);
     }
   }
@@ -722,21 +540,18 @@ class AmqpSource final : public spi::Source {
   // Stops new deliveries; the channel stays open until what it delivered is settled
   // (never in the middle of a message), then closes.
   void cancel_consumer(Consumer& consumer) {
-    consumer.cancelling = true;
-    connection_->cancel(consumer.channel, consumer.tag);
+    pool_.cancel(*connection_, consumer);
     report_consumers();
   }
 
   // Every delivery held on this channel is gone: the broker delivers them again.
   void drop_channel(std::uint16_t channel, const char* why) {
-    auto it = consumers_.find(channel);
-    if (it == consumers_.end()) return;
-    const std::uint64_t lease = it->second->lease;
+    const auto consumer = pool_.remove(channel);
+    if (!consumer) return;
+    const std::uint64_t lease = consumer->lease;
     // Acks the handlers gave that never went out: those messages come back.
-    if (const std::size_t unsent = it->second->acks.ack_pending())
+    if (const std::size_t unsent = consumer->acks.ack_pending())
       context_.acks_settled(0, unsent, unsent);
-    by_lease_.erase(lease);
-    consumers_.erase(it);
     {
       std::lock_guard lock(ready_mutex_);
       std::erase_if(ready_, [&](const Delivery& s) { return spi::lease_of(s) == lease; });
@@ -762,11 +577,9 @@ class AmqpSource final : public spi::Source {
   }
 
   void lose_connection() {
-    std::vector<std::uint16_t> channels;
-    for (auto& [ch, c] : consumers_) channels.push_back(ch);
-    for (auto ch : channels) drop_channel(ch, "connection lost");
+    for (auto channel : pool_.channels()) drop_channel(channel, "connection lost");
     set_connection(nullptr);
-    while (!retries_.empty()) retries_.pop();
+    retries_.clear();
     report_unacknowledged();
     // Commands for the lost leases are answered as they come (abandoned).
   }
@@ -795,82 +608,76 @@ class AmqpSource final : public spi::Source {
                               std::make_move_iterator(commands.end()));
       }
     } requeue{*this, commands, next, abandoned};
-    for (; next < commands.size(); ++next) {
-      auto& c = commands[next];
-      if (c.kind == Command::expedite) {
-        expedite_ = true;
-        continue;
-      }
-      if (c.kind == Command::flush) {
-        flush_now();
-        c.done->set_value();
-        continue;
-      }
-      if (c.kind == Command::reconfigure) {
-        const int cap = std::max(1, context_.max_in_flight);
-        scaler_.reconfigure(std::min(c.min, cap), std::min(c.max, cap));
-        wanted_ =
-            std::clamp(wanted_, scaler_.config().min_consumers, scaler_.config().max_consumers);
-        spdlog::info("amqp event=concurrency_changed source=\"{}\" consumers={}-{}", describe_,
-                     scaler_.config().min_consumers, scaler_.config().max_consumers);
-        // More: started now; a consumer whose prefetch is over the new share (MAX was
-        // raised) is replaced, once what it holds is settled, so that the sum stays
-        // within max_in_flight. Fewer: each extra consumer stops at its next cycle's end.
-        for (auto& [ch, consumer] : consumers_)
-          if (!consumer->cancelling && consumer->prefetch > prefetch_share())
-            cancel_consumer(*consumer);
-        if (active_consumers() < wanted_) schedule_recovery(/*now=*/true);
-        continue;
-      }
-      auto it = by_lease_.find(c.lease);
-      if (it == by_lease_.end()) {  // its channel is gone: the broker redelivers it
-        abandoned += c.kind == Command::ack;
-        continue;
-      }
-      Consumer& consumer = *it->second;
-      switch (c.kind) {
-        case Command::ack:
-          if (!consumer.acks.acked(c.tag)) {  // not an open delivery of this channel
-            ++abandoned;
-            break;
-          }
-          attempts_.done(c.id);
-          ++unsent_acks_;
-          mark_dirty();
-          break;
-        case Command::retry:
-          attempts_.failed(c.id, c.receive_count);
-          ++consumer.held_retries;
-          retries_.push(
-              {Clock::now() + std::min(c.delay, options_.retry_hold_max), c.lease, c.tag});
-          break;
-        case Command::release:
-          connection_->nack(consumer.channel, c.tag, true);
-          consumer.acks.finished(c.tag);
-          mark_dirty();
-          break;
-        case Command::reject:
-          attempts_.done(c.id);
-          connection_->reject(consumer.channel, c.tag, false);
-          consumer.acks.finished(c.tag);
-          mark_dirty();
-          break;
-        default:
-          break;
-      }
-    }
+    for (; next < commands.size(); ++next)
+      std::visit(Overloaded{
+                     [&](ExpediteCommand&) { expedite_ = true; },
+                     [&](FlushCommand& c) {
+                       flush_now();
+                       c.done->set_value();
+                     },
+                     [&](ReconfigureCommand& c) { reconfigure(c.min, c.max); },
+                     [&](AckCommand& c) {
+                       Consumer* consumer = pool_.by_lease(c.delivery.lease);
+                       // Its channel is gone (the broker redelivers it), or not an open
+                       // delivery of this channel: abandoned.
+                       if (!consumer || !consumer->acks.acked(c.delivery.tag)) {
+                         ++abandoned;
+                         return;
+                       }
+                       attempts_.done(c.delivery.id);
+                       ++unsent_acks_;
+                       mark_dirty();
+                     },
+                     [&](RetryCommand& c) {
+                       Consumer* consumer = pool_.by_lease(c.delivery.lease);
+                       if (!consumer) return;
+                       attempts_.failed(c.delivery.id, c.receive_count);
+                       ++consumer->held_retries;
+                       retries_.hold({Clock::now() + std::min(c.delay, options_.retry_hold_max),
+                                      c.delivery.lease, c.delivery.tag});
+                     },
+                     [&](ReleaseCommand& c) {
+                       Consumer* consumer = pool_.by_lease(c.delivery.lease);
+                       if (!consumer) return;
+                       connection_->nack(consumer->channel, c.delivery.tag, true);
+                       consumer->acks.finished(c.delivery.tag);
+                       mark_dirty();
+                     },
+                     [&](RejectCommand& c) {
+                       Consumer* consumer = pool_.by_lease(c.delivery.lease);
+                       if (!consumer) return;
+                       attempts_.done(c.delivery.id);
+                       connection_->reject(consumer->channel, c.delivery.tag, false);
+                       consumer->acks.finished(c.delivery.tag);
+                       mark_dirty();
+                     },
+                 },
+                 commands[next]);
+  }
+
+  void reconfigure(int min, int max) {
+    const int cap = std::max(1, context_.max_in_flight);
+    scaler_.reconfigure(std::min(min, cap), std::min(max, cap));
+    pool_.wanted =
+        std::clamp(pool_.wanted, scaler_.config().min_consumers, scaler_.config().max_consumers);
+    spdlog::info("amqp event=concurrency_changed source=\"{}\" consumers={}-{}", describe_,
+                 scaler_.config().min_consumers, scaler_.config().max_consumers);
+    // More: started now; a consumer whose prefetch is over the new share (MAX was
+    // raised) is replaced, once what it holds is settled, so that the sum stays within
+    // max_in_flight. Fewer: each extra consumer stops at its next cycle's end.
+    for (Consumer* consumer : pool_.running())
+      if (consumer->prefetch > pool_.prefetch_share()) cancel_consumer(*consumer);
+    if (pool_.active() < pool_.wanted) schedule_recovery(/*now=*/true);
   }
 
   void send_due_retries(bool all = false) {
     const auto now = Clock::now();
-    while (!retries_.empty() && (all || retries_.top().due <= now)) {
-      const HeldRetry r = retries_.top();
-      retries_.pop();
-      auto it = by_lease_.find(r.lease);
-      if (it == by_lease_.end()) continue;
-      connection_->nack(it->second->channel, r.tag, true);
-      it->second->acks.finished(r.tag);
-      --it->second->held_retries;
+    while (const auto r = retries_.take_due(now, all)) {
+      Consumer* consumer = pool_.by_lease(r->lease);
+      if (!consumer) continue;
+      connection_->nack(consumer->channel, r->tag, true);
+      consumer->acks.finished(r->tag);
+      --consumer->held_retries;
       mark_dirty();
     }
   }
@@ -884,8 +691,8 @@ class AmqpSource final : public spi::Source {
     if (!all && !expedite_ && unsent_acks_ < ack_batch_ && now - dirty_since_ < kAckLinger) return;
     bool still_waiting = false;
     std::size_t sent = 0;
-    for (auto& [channel, consumer] : consumers_) {
-      auto& c = *consumer;
+    pool_.for_each([&](Consumer& c) {
+      const auto channel = c.channel;
       // Acks stuck behind an open delivery go one by one after a while.
       const bool singles = all || expedite_ ||
                            (c.acks_waiting_since != Clock::time_point{} &&
@@ -908,7 +715,7 @@ class AmqpSource final : public spi::Source {
       } else {
         c.acks_waiting_since = {};
       }
-    }
+    });
     expedite_ = false;
     acks_dirty_ = still_waiting;
     dirty_since_ = now;
@@ -927,19 +734,7 @@ class AmqpSource final : public spi::Source {
   }
 
   void close_finished_consumers() {
-    for (auto it = consumers_.begin(); it != consumers_.end();) {
-      auto& c = *it->second;
-      // Closed once the broker confirmed the cancel (no delivery is still on its way)
-      // and everything it delivered is settled.
-      if (c.cancelling && c.cancel_confirmed && c.acks.empty() && c.held_retries == 0 &&
-          !has_ready(c.lease)) {
-        connection_->close_channel(c.channel);
-        by_lease_.erase(c.lease);
-        it = consumers_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    pool_.close_finished(*connection_, [this](std::uint64_t lease) { return has_ready(lease); });
   }
 
   bool has_ready(std::uint64_t lease) {
@@ -952,17 +747,14 @@ class AmqpSource final : public spi::Source {
     const auto now = Clock::now();
     close_finished_consumers();
     // One consumer at a time, each seeing the count its predecessors left.
-    std::vector<Consumer*> running;
-    for (auto& [ch, c] : consumers_)
-      if (!c->cancelling) running.push_back(c.get());
-    for (Consumer* c : running) {
+    for (Consumer* c : pool_.running()) {
       if (c->cancelling) continue;
-      act(*c, scaler_.on_tick(c->cycle, active_consumers(), !c->acks.empty(), now));
+      act(*c, scaler_.on_tick(c->cycle, pool_.active(), !c->acks.empty(), now));
     }
     // Lost consumers come back after the recovery backoff.
     if (recovery_due_ && now >= *recovery_due_ && !stopping_intake_) {
       recovery_due_.reset();
-      while (active_consumers() < wanted_) {
+      while (pool_.active() < pool_.wanted) {
         try {
           if (!start_consumer()) {  // no room in max_in_flight yet
             recovery_due_ = now + std::chrono::milliseconds(200);
@@ -970,7 +762,7 @@ class AmqpSource final : public spi::Source {
           }
           recovery_failures_ = 0;
           spdlog::info("amqp event=consumer_started source=\"{}\" consumers={}", describe_,
-                       active_consumers());
+                       pool_.active());
         } catch (const amqp::AmqpError& e) {
           if (e.kind() != amqp::AmqpError::Kind::channel) throw;
           const auto wait = recovery_wait(recovery_failures_++);
@@ -989,8 +781,7 @@ class AmqpSource final : public spi::Source {
   void flush_now() {
     if (!connection_) return;
     stopping_intake_ = true;
-    for (auto& [ch, c] : consumers_)
-      if (!c->cancelling) cancel_consumer(*c);
+    for (Consumer* c : pool_.running()) cancel_consumer(*c);
     send_due_retries(/*all=*/true);
     std::deque<Delivery> unhanded;
     {
@@ -998,11 +789,11 @@ class AmqpSource final : public spi::Source {
       unhanded.swap(ready_);
     }
     for (auto& s : unhanded) {
-      auto it = by_lease_.find(spi::lease_of(s));
-      if (it == by_lease_.end()) continue;
+      Consumer* consumer = pool_.by_lease(spi::lease_of(s));
+      if (!consumer) continue;
       const auto tag = tag_of(s);
-      connection_->nack(it->second->channel, tag, true);
-      it->second->acks.finished(tag);
+      connection_->nack(consumer->channel, tag, true);
+      consumer->acks.finished(tag);
     }
     send_acks(/*all=*/true);
   }
@@ -1018,8 +809,8 @@ class AmqpSource final : public spi::Source {
     }
     std::size_t abandoned = 0;
     for (auto& c : commands) {
-      if (c.kind == Command::flush) c.done->set_value();
-      abandoned += c.kind == Command::ack;
+      if (auto* flush = std::get_if<FlushCommand>(&c)) flush->done->set_value();
+      abandoned += std::holds_alternative<AckCommand>(c);
     }
     if (abandoned) context_.acks_settled(0, abandoned, abandoned);
   }
@@ -1027,8 +818,10 @@ class AmqpSource final : public spi::Source {
   void sleep_interruptibly(std::chrono::milliseconds duration) {
     const auto until = Clock::now() + duration;
     while (!stop_ && Clock::now() < until) {
+      // A wake-up (a command, or the destructor's stop) ends the wait at once.
       pollfd fd{wake_fd_, POLLIN, 0};
-      poll(&fd, 1, 50);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      poll(&fd, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0) + 1));
       if (fd.revents & POLLIN) {
         std::uint64_t value;
         [[maybe_unused]] auto n = read(wake_fd_, &value, sizeof value);
@@ -1042,7 +835,8 @@ class AmqpSource final : public spi::Source {
   spi::SourceContext context_;
   amqp::Uri uri_;
   amqp::ConsumerScaler scaler_;
-  int max_in_flight_ = 100;
+  const int max_in_flight_;
+  amqp::ConsumerPool pool_;  // the connection thread's
   int max_batch_ = 100;
   std::string describe_;
   std::string message_source_;  // every message's source()
@@ -1066,13 +860,9 @@ class AmqpSource final : public spi::Source {
 
   // Owned by the I/O thread.
   std::unique_ptr<amqp::Connection> connection_;
-  std::map<std::uint16_t, std::unique_ptr<Consumer>> consumers_;
-  std::unordered_map<std::uint64_t, Consumer*> by_lease_;
-  std::priority_queue<HeldRetry, std::vector<HeldRetry>, std::greater<>> retries_;
-  AttemptLog attempts_;
-  spi::DeliveryBuilder delivery_;  // on_deliver's, on the connection thread
-  std::uint64_t next_lease_ = 0;
-  int wanted_ = 0;
+  amqp::HeldRetries retries_;
+  amqp::AttemptLog attempts_;
+  amqp::DeliveryDecoder decoder_;
   bool acks_dirty_ = false;  // acks, nacks or rejects since the latest frames
   Clock::time_point dirty_since_{};
   std::size_t unsent_acks_ = 0;
@@ -1083,7 +873,6 @@ class AmqpSource final : public spi::Source {
   int recovery_failures_ = 0;  // consumer recoveries failed in a row
   std::uint64_t recoveries_ = 0;
   std::uint64_t losses_ = 0;
-  int next_channel_ = 0;
   std::size_t reported_unacknowledged_ = 0;
   std::uint64_t ack_frames_ = 0;
 };

@@ -3,20 +3,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_future.hpp>
-#include <condition_variable>
-#include <future>
+#include <atomic>
 #include <iostream>
 #include <mutex>
-#include <thread>
 #include <unordered_set>
 
 #include "app/allocator.hpp"
-#include "app/autoscale.hpp"
+#include "app/autoscale_sampler.hpp"
+#include "app/drain_detector.hpp"
 #include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "app/shutdown.hpp"
@@ -24,7 +18,6 @@
 #include "sluice/container.hpp"
 
 namespace sluice::app {
-namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -60,6 +53,32 @@ std::string log_context(const pipeline::Record& record, const std::vector<std::s
   return out;
 }
 
+// Messages whose latest write failed: a drained queue with some left (the queue's own
+// redrive policy took them away) is not a success. Any writer thread; the common
+// case, nothing unresolved and a record written, takes no lock.
+class UnresolvedRecords {
+ public:
+  void record(sinks::WriteOutcome outcome, std::string_view message_id) {
+    const bool failed = outcome == sinks::WriteOutcome::failed;
+    if (!failed && !any_.load(std::memory_order_acquire)) return;
+    std::lock_guard lock(mutex_);
+    if (failed)
+      ids_.emplace(message_id);
+    else
+      ids_.erase(std::string(message_id));
+    any_.store(!ids_.empty(), std::memory_order_release);
+  }
+  std::size_t count() const {
+    std::lock_guard lock(mutex_);
+    return ids_.size();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<std::string> ids_;  // under mutex_
+  std::atomic<bool> any_{false};
+};
+
 }  // namespace
 
 int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary) {
@@ -77,35 +96,16 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   metrics->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
   for (const auto& [name, value] : source.plan_settings(*config.source))
     metrics->set_setting(name, value);
-  // The in-flight scaling signal for this pipeline's own queue (sluice_autoscale_*,
-  // /autoscale).
-  scale::SignalOptions signal_options = config.autoscale;
-  signal_options.capacity =
-      config.autoscale_capacity > 0 ? config.autoscale_capacity : config.container.max_in_flight;
-  scale::InFlightWindow in_flight_window(signal_options);
-  std::mutex signal_mutex;
-  std::string signal_document = "{}";
+  AutoscaleSampler autoscale(config, metrics->autoscale());
 
   sinks::WriterEvents events;
   events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) {
     metrics->record_batch(n, latency);
   };
-  // Messages whose latest write failed: a drained queue with some left (the queue's own
-  // redrive policy took them away) is not a success.
-  // The common case, nothing unresolved and a record written, takes no lock.
-  std::mutex unresolved_mutex;
-  std::unordered_set<std::string> unresolved;
-  std::atomic<bool> any_unresolved{false};
+  UnresolvedRecords unresolved;
   events.outcome = [&](sinks::WriteOutcome o, const Message& message) {
     metrics->record_outcome(o);
-    const bool failed = o == sinks::WriteOutcome::failed;
-    if (!failed && !any_unresolved.load(std::memory_order_acquire)) return;
-    std::lock_guard lock(unresolved_mutex);
-    if (failed)
-      unresolved.emplace(message.id());
-    else
-      unresolved.erase(std::string(message.id()));
-    any_unresolved.store(!unresolved.empty(), std::memory_order_release);
+    unresolved.record(o, message.id());
   };
   events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
   // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
@@ -211,11 +211,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
       server = std::make_unique<MetricsServer>(
           config.metrics_listen, [&] { return metrics->serialize(); },
           [&] { return ready.load() && writer.healthy() && metrics->receiving(); },
-          std::map<std::string, MetricsServer::Route>{{"/autoscale", {"application/json", [&] {
-                                                                        std::lock_guard lock(
-                                                                            signal_mutex);
-                                                                        return signal_document;
-                                                                      }}}});
+          std::map<std::string, MetricsServer::Route>{
+              {"/autoscale", {"application/json", [&] { return autoscale.document(); }}}});
       spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen,
                    server->port());
     } catch (const std::exception& e) {
@@ -238,11 +235,11 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   spdlog::info("event=pipeline_started queue={} sink={} identity={} allocator=\"{}\"",
                source.queue_name(*config.source), summary.sink, config.transform.hash_version,
                allocator_in_use());
-  auto drained_since = Clock::time_point{};
+  DrainDetector drain(options.drained_for);
   auto work_ended = Clock::time_point{};
   std::int64_t counts_seen_ns = 0;
   // Samples the container and the queue's counts for the metrics, the autoscale
-  // signal and the drain check; a signal ends the wait at once.
+  // signal and the drain check, every 50 ms; a signal ends the wait at once.
   while (!stop_signal.wait_for(std::chrono::milliseconds(50))) {
     const auto stats = container->stats();
     metrics->update(stats);
@@ -257,27 +254,13 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
             ? static_cast<double>(queue_in_flight)
             : static_cast<double>(stats.in_flight + metrics->source_unacknowledged());
     metrics->set_backlog(static_cast<double>(visible), in_flight);
-    {
-      in_flight_window.add(Clock::now(), in_flight);
-      scale::GateInputs gates;
-      gates.backlog = static_cast<double>(visible);
-      const auto signal = scale::compute_signal(in_flight_window.period_averages(),
-                                                config.autoscale_running, signal_options, gates);
-      metrics->autoscale().set(signal);
-      std::lock_guard lock(signal_mutex);
-      signal_document = signal_json(signal, {});
-    }
-    if (!options.until_drained) continue;
-    const bool idle = visible == 0 && queue_in_flight <= 0 && stats.in_flight == 0 &&
-                      stats.pending_acks == 0 && metrics->source_unacknowledged() == 0 &&
-                      writer.queued() == 0;
-    if (!idle) {
-      drained_since = {};
-    } else if (drained_since == Clock::time_point{}) {
-      drained_since = Clock::now();
-    } else if (Clock::now() - drained_since >= options.drained_for) {
+    autoscale.sample(static_cast<double>(visible), in_flight, Clock::now());
+    if (options.until_drained &&
+        drain.observe({visible, queue_in_flight, stats.in_flight, stats.pending_acks,
+                       metrics->source_unacknowledged(), writer.queued()},
+                      Clock::now())) {
       spdlog::info("event=drained");
-      work_ended = drained_since;  // the idle wait is not work
+      work_ended = drain.idle_since();  // the idle wait is not work
       break;
     }
   }
@@ -301,62 +284,21 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   container.reset();
   const bool writers_stopped = writer.stop(deadline, supervisor.interrupt_deadline());
 
-  summary.received = metrics->received();
-  summary.written = metrics->written();
-  summary.duplicates = metrics->duplicates();
-  summary.failed = metrics->failed_writes();
-  {
-    std::lock_guard lock(unresolved_mutex);
-    summary.unresolved = unresolved.size();
-  }
-  summary.rejected_malformed = metrics->rejected("malformed");
-  summary.rejected_validation = metrics->rejected("validation");
-  summary.rejected_schema_drift = metrics->rejected("schema_drift");
-  summary.rejected_sink_refused = metrics->rejected("sink_refused");
-  // The source's own reasons, as its driver declares them (the metrics count them all).
-  for (const auto& [reason, when] : source.reject_reasons())
-    if (const auto n = metrics->rejected(reason); n > 0) summary.rejected_by_source[reason] = n;
-  summary.source_figures = metrics->source_summary();
-  // The count is a courtesy: on a thread of its own, waited for at most 2 s and never
-  // past the interrupt deadline (a server that stopped answering must not hold the exit).
+  fill_from_metrics(summary, *metrics, source);
+  summary.unresolved = unresolved.count();
+  // The count is a courtesy: at most 2 s and never past the interrupt deadline.
   if (writers_stopped) {
     PipelineConfig quick = config;
     quick.postgres.query_timeout = std::chrono::seconds(1);
     quick.postgres.connect_timeout = std::chrono::seconds(1);
-    auto counted = std::make_shared<std::promise<std::uint64_t>>();
-    auto future = counted->get_future();
-    std::thread([factory = sink_factory(quick), counted] {
-      try {
-        std::uint64_t records = 0;
-        {  // closed before the answer: whoever reads the database next finds it free
-          auto sink = factory();
-          records = sink->count_records();
-        }
-        counted->set_value(records);
-      } catch (...) {
-        counted->set_exception(std::current_exception());
-      }
-    }).detach();
     const auto budget = std::min<Clock::duration>(std::chrono::seconds(2),
                                                   supervisor.interrupt_deadline() - Clock::now());
-    if (future.wait_for(budget) == std::future_status::ready) {
-      try {
-        summary.records_in_sink = future.get();
-      } catch (const std::exception& e) {
-        spdlog::warn("event=count_failed error=\"{}\"", e.what());
-      }
-    } else {
-      spdlog::warn("event=count_skipped reason=\"no answer in time\"");
-      summary.count_abandoned = true;
-    }
+    if (auto records = count_records_within(sink_factory(quick), budget, summary.count_abandoned))
+      summary.records_in_sink = *records;
   }
   if (work_ended == Clock::time_point{}) work_ended = Clock::now();
   summary.seconds = std::chrono::duration<double>(work_ended - started).count();
   summary.cpu_seconds = cpu_now() - cpu_started;
-  summary.active_seconds = metrics->active_seconds();
-  summary.poll_latency_ms = metrics->mean_poll_latency_ms();
-  summary.sink_latency_ms = metrics->mean_sink_latency_ms();
-  summary.sink_batch = metrics->mean_sink_batch();
   supervisor.disarm();
   if (!options.quiet) print_summary(summary);
   if (!writers_stopped)  // a writer thread is stuck in a database call: cannot join it
@@ -372,41 +314,6 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     return 4;
   }
   return 0;
-}
-
-void print_summary(const RunSummary& s) {
-  std::uint64_t rejected = s.rejected_malformed + s.rejected_validation + s.rejected_schema_drift +
-                           s.rejected_sink_refused;
-  std::string by_source;  // reasons of the source's own (a payload missing, a line too long)
-  for (const auto& [reason, n] : s.rejected_by_source) {
-    rejected += n;
-    by_source += ", " + reason + " " + std::to_string(n);
-  }
-  std::cout << "\n== sluice run summary ==\n"
-            << "  received            " << s.received << "\n"
-            << "  written (new)       " << s.written << "\n"
-            << "  duplicates          " << s.duplicates
-            << "  (same business record, already stored)\n"
-            << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
-            << ", validation " << s.rejected_validation << ", schema drift "
-            << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
-            << by_source << ")\n";
-  for (const auto& [label, value] : s.source_figures) {
-    std::string padded = "  " + label;
-    padded.resize(std::max<std::size_t>(padded.size() + 1, 22), ' ');
-    std::cout << padded << value << "\n";
-  }
-  std::cout << "  failed writes       " << s.failed << "  (" << s.unresolved
-            << " never written since)\n"
-            << "  records in sink     " << s.records_in_sink << "  (" << s.sink << ")\n"
-            << "  receive latency     " << s.poll_latency_ms << " ms mean\n"
-            << "  sink writes         " << s.sink_batch << " records per batch, "
-            << s.sink_latency_ms << " ms per batch (means)\n"
-            << "  elapsed             " << s.seconds << " s (" << s.active_seconds
-            << " s with messages), " << (s.active_seconds > 0 ? s.received / s.active_seconds : 0)
-            << " messages/s, "
-            << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0)
-            << " us CPU/message\n";
 }
 
 }  // namespace sluice::app

@@ -1,4 +1,5 @@
 // The providers of the AWS CLI's default credentials chain.
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdlib>
 #include <ctime>
@@ -123,10 +124,8 @@ std::string xml_element(std::string_view doc, std::string_view tag) {
 
 class WebIdentityProvider final : public CredentialsProvider {
  public:
-  WebIdentityProvider(asio::any_io_executor executor, std::string token_file, std::string role_arn,
-                      std::string session_name)
-      : http_(std::make_shared<HttpClient>(executor)),
-        token_file_(std::move(token_file)),
+  WebIdentityProvider(std::string token_file, std::string role_arn, std::string session_name)
+      : token_file_(std::move(token_file)),
         role_arn_(std::move(role_arn)),
         session_name_(std::move(session_name)) {}
 
@@ -145,7 +144,8 @@ class WebIdentityProvider final : public CredentialsProvider {
                    "&RoleSessionName=" + text::uri_encode(session_name_, false) +
                    "&WebIdentityToken=" + text::uri_encode(token, false);
     request.timeout = std::chrono::seconds(10);
-    const HttpResponse response = co_await http_->send(std::move(request));
+    auto http = std::make_shared<HttpClient>(co_await asio::this_coro::executor);
+    const HttpResponse response = co_await http->send(std::move(request));
     if (response.status != 200) {
       const std::string code = xml_element(response.body, "Code");
       throw AwsError(ErrorKind::credentials,
@@ -168,14 +168,11 @@ class WebIdentityProvider final : public CredentialsProvider {
   std::string name() const override { return "web identity"; }
 
  private:
-  std::shared_ptr<HttpClient> http_;
   std::string token_file_, role_arn_, session_name_;
 };
 
 class EnvWebIdentityProvider final : public CredentialsProvider {
  public:
-  explicit EnvWebIdentityProvider(asio::any_io_executor executor)
-      : executor_(std::move(executor)) {}
   asio::awaitable<Credentials> get() override {
     auto token_file = env("AWS_WEB_IDENTITY_TOKEN_FILE");
     auto role = env("AWS_ROLE_ARN");
@@ -183,14 +180,13 @@ class EnvWebIdentityProvider final : public CredentialsProvider {
       not_configured("AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN not set");
     if (!inner_)
       inner_ = std::make_shared<WebIdentityProvider>(
-          executor_, *token_file, *role,
+          *token_file, *role,
           env("AWS_ROLE_SESSION_NAME").value_or("sluice-" + std::to_string(std::time(nullptr))));
     co_return co_await inner_->get();
   }
   std::string name() const override { return "web identity"; }
 
  private:
-  asio::any_io_executor executor_;
   std::shared_ptr<WebIdentityProvider> inner_;
 };
 
@@ -198,7 +194,6 @@ class EnvWebIdentityProvider final : public CredentialsProvider {
 
 class ProfileProvider final : public CredentialsProvider {
  public:
-  explicit ProfileProvider(asio::any_io_executor executor) : executor_(std::move(executor)) {}
   asio::awaitable<Credentials> get() override {
     const Profile profile = load_profile();
     if (auto key = profile.get("aws_access_key_id")) {
@@ -218,7 +213,7 @@ class ProfileProvider final : public CredentialsProvider {
     auto role = profile.get("role_arn");
     auto token_file = profile.get("web_identity_token_file");
     if (role && token_file) {
-      WebIdentityProvider web(executor_, *token_file, *role,
+      WebIdentityProvider web(*token_file, *role,
                               profile.get("role_session_name").value_or("sluice"));
       co_return co_await web.get();
     }
@@ -230,9 +225,6 @@ class ProfileProvider final : public CredentialsProvider {
     not_configured("profile '" + profile.name + "' has no credentials (" + profile.sources + ")");
   }
   std::string name() const override { return "shared files"; }
-
- private:
-  asio::any_io_executor executor_;
 };
 
 // ----------------------------------------------------------- ECS/EKS container
@@ -246,9 +238,6 @@ bool allowed_full_uri_host(const Url& url) {
 
 class ContainerProvider final : public CredentialsProvider {
  public:
-  explicit ContainerProvider(asio::any_io_executor executor)
-      : http_(std::make_shared<HttpClient>(executor)) {}
-
   asio::awaitable<Credentials> get() override {
     Url url;
     if (auto relative = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
@@ -270,10 +259,11 @@ class ContainerProvider final : public CredentialsProvider {
     } else if (auto token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
       request.set_header("Authorization", *token);
     }
+    auto http = std::make_shared<HttpClient>(co_await asio::this_coro::executor);
     HttpResponse response;
     for (int attempt = 1;; ++attempt) {
       try {
-        response = co_await http_->send(request);
+        response = co_await http->send(request);
         if (response.status < 500 || attempt >= 3) break;
       } catch (const AwsError& e) {
         if (!e.retryable() || attempt >= 3) throw;
@@ -286,34 +276,29 @@ class ContainerProvider final : public CredentialsProvider {
     co_return credentials_from_json(response.body, "container", "Token");
   }
   std::string name() const override { return "container"; }
-
- private:
-  std::shared_ptr<HttpClient> http_;
 };
 
 // ----------------------------------------------------------- EC2 instance metadata
 
 class InstanceMetadataProvider final : public CredentialsProvider {
  public:
-  explicit InstanceMetadataProvider(asio::any_io_executor executor)
-      : client_(std::move(executor), imds::Options{}) {}
-
   asio::awaitable<Credentials> get() override {
     if (imds::disabled()) not_configured("AWS_EC2_METADATA_DISABLED is true");
+    // A session token per refresh (an hour apart at most): nothing kept between them.
+    imds::Client client(co_await asio::this_coro::executor, imds::Options{});
     const std::string base = "/latest/meta-data/iam/security-credentials/";
     if (role_.empty()) {
-      const std::string roles = co_await client_.get(base);
+      const std::string roles = co_await client.get(base);
       role_ = std::string(text::trim(text::split(roles, '\n').front()));
       if (role_.empty())
         throw AwsError(ErrorKind::credentials, "instance metadata lists no IAM role");
     }
-    co_return credentials_from_json(co_await client_.get(base + role_),
+    co_return credentials_from_json(co_await client.get(base + role_),
                                     "instance metadata (" + role_ + ")", "Token");
   }
   std::string name() const override { return "instance metadata"; }
 
  private:
-  imds::Client client_;
   std::string role_;
 };
 
@@ -393,18 +378,17 @@ asio::awaitable<std::string> Client::get(const std::string& path) {
 std::shared_ptr<CredentialsProvider> make_environment_credentials() {
   return std::make_shared<EnvironmentProvider>();
 }
-std::shared_ptr<CredentialsProvider> make_profile_credentials(asio::any_io_executor executor) {
-  return std::make_shared<ProfileProvider>(std::move(executor));
+std::shared_ptr<CredentialsProvider> make_profile_credentials() {
+  return std::make_shared<ProfileProvider>();
 }
-std::shared_ptr<CredentialsProvider> make_web_identity_credentials(asio::any_io_executor executor) {
-  return std::make_shared<EnvWebIdentityProvider>(std::move(executor));
+std::shared_ptr<CredentialsProvider> make_web_identity_credentials() {
+  return std::make_shared<EnvWebIdentityProvider>();
 }
-std::shared_ptr<CredentialsProvider> make_container_credentials(asio::any_io_executor executor) {
-  return std::make_shared<ContainerProvider>(std::move(executor));
+std::shared_ptr<CredentialsProvider> make_container_credentials() {
+  return std::make_shared<ContainerProvider>();
 }
-std::shared_ptr<CredentialsProvider> make_instance_metadata_credentials(
-    asio::any_io_executor executor) {
-  return std::make_shared<InstanceMetadataProvider>(std::move(executor));
+std::shared_ptr<CredentialsProvider> make_instance_metadata_credentials() {
+  return std::make_shared<InstanceMetadataProvider>();
 }
 
 }  // namespace sluice::aws

@@ -96,29 +96,40 @@ class CachingProvider final : public CredentialsProvider,
       : inner_(std::move(inner)), refresh_before_(refresh_before) {}
 
   asio::awaitable<Credentials> get() override {
-    std::shared_ptr<Channel> wait_on;
-    {
-      std::unique_lock lock(mutex_);
-      const auto now = Clock::now();
-      const bool usable = cached_ && (!cached_->expiration || now < *cached_->expiration);
-      const bool fresh =
-          usable && (!cached_->expiration || now + refresh_before_ < *cached_->expiration);
-      if (fresh) co_return *cached_;
-      if (refreshing_) {
+    for (;;) {
+      std::shared_ptr<Channel> wait_on;
+      {
+        std::unique_lock lock(mutex_);
+        const auto now = Clock::now();
+        const bool usable = cached_ && (!cached_->expiration || now < *cached_->expiration);
+        const bool fresh =
+            usable && (!cached_->expiration || now + refresh_before_ < *cached_->expiration);
+        if (fresh) co_return *cached_;
+        if (!refreshing_) {
+          refreshing_ = true;
+          break;  // this caller refreshes
+        }
         if (usable) co_return *cached_;  // someone refreshes; the old ones still work
         wait_on = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
         waiters_.push_back(wait_on);
-      } else {
-        refreshing_ = true;
       }
-    }
-    if (wait_on) {
       co_await wait_on->async_receive(asio::as_tuple(asio::use_awaitable));
       std::lock_guard lock(mutex_);
       if (last_error_) std::rethrow_exception(last_error_);
-      co_return *cached_;
+      // Nothing usable: the refresh was abandoned; look again (and perhaps refresh).
+      if (cached_ && (!cached_->expiration || Clock::now() < *cached_->expiration))
+        co_return *cached_;
     }
 
+    // A refresh whose executor goes away half-way (a short-lived client's io_context)
+    // is destroyed at its co_await: the guard ends it for the waiters and the next caller.
+    struct Unfinished {
+      std::shared_ptr<CachingProvider> self;
+      bool armed = true;
+      ~Unfinished() {
+        if (armed) self->finish_refresh(std::nullopt, nullptr);  // the waiters look again
+      }
+    } unfinished{shared_from_this()};
     std::exception_ptr error;
     std::optional<Credentials> fresh;
     try {
@@ -126,6 +137,15 @@ class CachingProvider final : public CredentialsProvider,
     } catch (...) {
       error = std::current_exception();
     }
+    unfinished.armed = false;
+    finish_refresh(fresh, error);
+    if (error) std::rethrow_exception(error);
+    co_return *fresh;
+  }
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  void finish_refresh(const std::optional<Credentials>& fresh, std::exception_ptr error) {
     std::vector<std::shared_ptr<Channel>> waiters;
     {
       std::lock_guard lock(mutex_);
@@ -136,12 +156,8 @@ class CachingProvider final : public CredentialsProvider,
       ++refreshes_;
     }
     for (auto& w : waiters) w->try_send(boost::system::error_code{});
-    if (error) std::rethrow_exception(error);
-    co_return *fresh;
   }
-  std::string name() const override { return inner_->name(); }
 
- private:
   std::shared_ptr<CredentialsProvider> inner_;
   std::chrono::seconds refresh_before_;
   std::mutex mutex_;
@@ -164,16 +180,19 @@ std::shared_ptr<CredentialsProvider> make_caching_credentials(
 }
 
 std::shared_ptr<CredentialsProvider> make_default_credentials_chain(
-    asio::any_io_executor executor, CredentialsChainOptions options) {
+    CredentialsChainOptions options) {
   std::vector<std::shared_ptr<CredentialsProvider>> providers{
-      make_environment_credentials(),
-      make_web_identity_credentials(executor),
-      make_profile_credentials(executor),
-      make_container_credentials(executor),
-      make_instance_metadata_credentials(executor),
+      make_environment_credentials(),       make_web_identity_credentials(),
+      make_profile_credentials(),           make_container_credentials(),
+      make_instance_metadata_credentials(),
   };
   return make_caching_credentials(std::make_shared<ChainProvider>(std::move(providers)),
                                   options.refresh_before_expiry);
+}
+
+std::shared_ptr<CredentialsProvider> default_credentials() {
+  static const auto chain = make_default_credentials_chain();
+  return chain;
 }
 
 }  // namespace sluice::aws

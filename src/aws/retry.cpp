@@ -66,6 +66,11 @@ bool is_throttling_code(std::string_view code) {
   return std::find(std::begin(codes), std::end(codes), code) != std::end(codes);
 }
 
+std::shared_ptr<ClockSkew> process_clock_skew() {
+  static const auto skew = std::make_shared<ClockSkew>();
+  return skew;
+}
+
 bool is_clock_skew_code(std::string_view code) {
   return code == "RequestTimeTooSkewed" || code == "RequestExpired" ||
          code == "InvalidSignatureException" || code == "SignatureDoesNotMatch" ||

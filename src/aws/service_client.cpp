@@ -57,8 +57,8 @@ ServiceClient::ServiceClient(asio::any_io_executor executor, ServiceSettings set
       region_(resolve_region_or_throw(settings_)),
       endpoint_(resolve_endpoint(settings_.service, region_, settings_.endpoint_url,
                                  settings_.service_id)),
-      credentials_(settings_.credentials ? settings_.credentials
-                                         : make_default_credentials_chain(executor)) {
+      credentials_(settings_.credentials ? settings_.credentials : default_credentials()),
+      skew_(settings_.clock_skew ? settings_.clock_skew : process_clock_skew()) {
   signer_ = make_signer(settings_, region_);
 }
 
@@ -72,7 +72,7 @@ asio::awaitable<HttpResponse> ServiceClient::send(const HttpRequest& prototype, 
   for (int attempt = 1;; ++attempt) {
     HttpRequest request = prototype;
     const Credentials credentials = co_await credentials_->get();
-    signer_.sign(request, credentials, skew_.now());
+    signer_.sign(request, credentials, skew_->now());
     requests_.fetch_add(1, std::memory_order_relaxed);
 
     std::optional<AwsError> failure;
@@ -85,7 +85,7 @@ asio::awaitable<HttpResponse> ServiceClient::send(const HttpRequest& prototype, 
       failure = error_of(response);
       if (is_clock_skew_code(failure->code()) && !skew_retried) {
         if (auto date = response.header("Date");
-            date && skew_.observe(*date, std::chrono::system_clock::now())) {
+            date && skew_->observe(*date, std::chrono::system_clock::now())) {
           skew_retried = true;
           --attempt;  // a corrected clock is a new first attempt
           continue;

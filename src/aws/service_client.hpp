@@ -26,7 +26,8 @@ struct ServiceSettings {
   std::string service_id;    // AWS_ENDPOINT_URL_<ID> when not the signing name ("cloudwatch")
   std::string region;        // empty: AWS_REGION, AWS_DEFAULT_REGION, profile
   std::string endpoint_url;  // empty: AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL, profile
-  std::shared_ptr<CredentialsProvider> credentials;  // null: the default chain
+  std::shared_ptr<CredentialsProvider> credentials;  // null: the process's default chain
+  std::shared_ptr<ClockSkew> clock_skew;             // null: the process's
   RetryOptions retry;
   HttpClientOptions http;
   SigningOptions signing;  // region and service are filled in
@@ -83,10 +84,10 @@ class ServiceClient {
   HttpClient http_;
   RetryStrategy retry_;
   SigV4Signer signer_;
-  ClockSkew skew_;
   std::string region_;
   Url endpoint_;
   std::shared_ptr<CredentialsProvider> credentials_;
+  std::shared_ptr<ClockSkew> skew_;
   std::atomic<std::uint64_t> requests_{0}, retries_{0}, errors_{0};
 };
 

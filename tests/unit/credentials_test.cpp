@@ -15,6 +15,8 @@
 #include "aws/credentials_util.hpp"
 #include "sluice/aws/config.hpp"
 #include "sluice/aws/error.hpp"
+#include "sluice/s3/client.hpp"
+#include "sluice/sqs/client.hpp"
 #include "support/http_server.hpp"
 #include "support/run.hpp"
 
@@ -105,7 +107,7 @@ TEST_F(CredentialsTest, EnvironmentVariablesWithSessionToken) {
   setenv("AWS_ACCESS_KEY_ID", "AKIAENV", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "env-secret", 1);
   setenv("AWS_SESSION_TOKEN", "env-token", 1);
-  const auto c = get_with([](auto ex) { return make_default_credentials_chain(ex); });
+  const auto c = get_with([](auto) { return make_default_credentials_chain(); });
   EXPECT_EQ(c.access_key_id, "AKIAENV");
   EXPECT_EQ(c.secret_access_key, "env-secret");
   EXPECT_EQ(c.session_token, "env-token");
@@ -130,12 +132,12 @@ TEST_F(CredentialsTest, SharedFilesWithProfiles) {
   write(home_ / ".aws/config",
         "[default]\nregion = eu-west-1\n[profile work]\nregion = ap-south-1\n"
         "endpoint_url = http://127.0.0.1:4566\n");
-  auto c = get_with([](auto ex) { return make_default_credentials_chain(ex); });
+  auto c = get_with([](auto) { return make_default_credentials_chain(); });
   EXPECT_EQ(c.access_key_id, "AKIADEFAULT");
   EXPECT_EQ(region_from_environment(), "eu-west-1");
 
   setenv("AWS_PROFILE", "work", 1);
-  c = get_with([](auto ex) { return make_profile_credentials(ex); });
+  c = get_with([](auto) { return make_profile_credentials(); });
   EXPECT_EQ(c.access_key_id, "AKIAWORK");
   EXPECT_EQ(c.session_token, "work-token");
   EXPECT_EQ(region_from_environment(), "ap-south-1");
@@ -150,8 +152,7 @@ TEST_F(CredentialsTest, SharedFileLocationsFromTheEnvironment) {
   setenv("AWS_SHARED_CREDENTIALS_FILE", (home_ / "creds").c_str(), 1);
   setenv("AWS_CONFIG_FILE", (home_ / "conf").c_str(), 1);
   setenv("AWS_PROFILE", "p", 1);
-  EXPECT_EQ(get_with([](auto ex) { return make_profile_credentials(ex); }).access_key_id,
-            "AKIAFILE");
+  EXPECT_EQ(get_with([](auto) { return make_profile_credentials(); }).access_key_id, "AKIAFILE");
   EXPECT_EQ(region_from_environment(), "sa-east-1");
 }
 
@@ -185,7 +186,7 @@ TEST_F(CredentialsTest, ContainerCredentialsWithAuthorizationToken) {
   setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds").c_str(), 1);
   write(home_ / "token", "Bearer container-auth\n");
   setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", (home_ / "token").c_str(), 1);
-  const auto c = get_with([](auto ex) { return make_default_credentials_chain(ex); });
+  const auto c = get_with([](auto) { return make_default_credentials_chain(); });
   EXPECT_EQ(c.access_key_id, "AKIACONTAINER");
   EXPECT_EQ(c.session_token, "TOKEN-AKIACONTAINER");
   ASSERT_TRUE(c.expiration);
@@ -193,13 +194,13 @@ TEST_F(CredentialsTest, ContainerCredentialsWithAuthorizationToken) {
 
   unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
   setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong", 1);
-  EXPECT_THROW(get_with([](auto ex) { return make_container_credentials(ex); }), AwsError);
+  EXPECT_THROW(get_with([](auto) { return make_container_credentials(); }), AwsError);
 }
 
 TEST_F(CredentialsTest, ContainerFullUriMustBeLoopbackOrHttps) {
   setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://203.0.113.5/creds", 1);
   try {
-    get_with([](auto ex) { return make_container_credentials(ex); });
+    get_with([](auto) { return make_container_credentials(); });
     FAIL();
   } catch (const AwsError& e) {
     EXPECT_NE(std::string(e.what()).find("not allowed"), std::string::npos);
@@ -224,7 +225,7 @@ TEST_F(CredentialsTest, InstanceMetadataV2TokenThenRoleThenCredentials) {
     return ServerResponse{404};
   });
   setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url().c_str(), 1);
-  const auto c = get_with([](auto ex) { return make_default_credentials_chain(ex); });
+  const auto c = get_with([](auto) { return make_default_credentials_chain(); });
   EXPECT_EQ(c.access_key_id, "AKIAIMDS");
   EXPECT_EQ(c.provider, "instance metadata (ingest-role)");
   const auto region = sluice::test::run([](auto ex) { return resolve_region(ex); });
@@ -232,6 +233,67 @@ TEST_F(CredentialsTest, InstanceMetadataV2TokenThenRoleThenCredentials) {
   bool saw_put = false;
   for (const auto& r : server.requests()) saw_put |= r.method == "PUT";
   EXPECT_TRUE(saw_put) << "IMDSv2 asks for a session token first";
+}
+
+// Clients without credentials of their own, of two services and on two executors (as
+// a source's receive, settle and heartbeat clients and its S3 client are), share the
+// process's one chain: the metadata service is asked once, not once per client.
+TEST_F(CredentialsTest, EveryClientSharesTheProcessChainSoTheMetadataServiceIsAskedOnce) {
+  HttpServer imds([](const ServerRequest& r) {
+    if (r.method == "PUT" && r.target == "/latest/api/token")
+      return ServerResponse{200, {}, "imds-token"};
+    if (r.target == "/latest/meta-data/iam/security-credentials/")
+      return ServerResponse{200, {}, "ingest-role\n"};
+    if (r.target == "/latest/meta-data/iam/security-credentials/ingest-role")
+      return ServerResponse{200, {}, json_credentials("AKIASHARED", iso_in(std::chrono::hours(1)))};
+    return ServerResponse{404};
+  });
+  HttpServer service([](const ServerRequest& r) {
+    if (r.method == "GET") return ServerResponse{200, {}, "payload"};  // S3 GetObject
+    return ServerResponse{200,
+                          {{"Content-Type", "application/x-amz-json-1.0"}},
+                          R"({"QueueUrl":"http://127.0.0.1/000000000000/q"})"};
+  });
+  setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url().c_str(), 1);
+  setenv("AWS_REGION", "us-east-1", 1);
+  auto sqs_calls = [&](int n) {
+    return sluice::test::run([&](auto ex) -> asio::awaitable<int> {
+      sluice::sqs::SqsClientOptions options;
+      options.endpoint_url = service.url();
+      sluice::sqs::SqsClient a(ex, options), b(ex, options);
+      int done = 0;
+      const std::string queue = "q", owner;
+      for (int i = 0; i < n; ++i) {
+        co_await a.get_queue_url(queue, owner);
+        co_await b.get_queue_url(queue, owner);
+        done += 2;
+      }
+      co_return done;
+    });
+  };
+  std::thread other([&] {
+    sluice::test::run([&](auto ex) -> asio::awaitable<int> {
+      sluice::s3::S3ClientOptions options;
+      options.endpoint_url = service.url();
+      sluice::s3::S3Client s3(ex, options);
+      const std::string bucket = "bucket", key = "key";
+      EXPECT_EQ(co_await s3.get_object(bucket, key, 0), "payload");
+      co_return 0;
+    });
+  });
+  EXPECT_EQ(sqs_calls(3), 6);
+  other.join();
+  int credential_reads = 0, token_requests = 0;
+  for (const auto& r : imds.requests()) {
+    credential_reads += r.target == "/latest/meta-data/iam/security-credentials/ingest-role";
+    token_requests += r.method == "PUT";
+  }
+  EXPECT_EQ(credential_reads, 1) << "one chain for the process";
+  EXPECT_EQ(token_requests, 1);
+  const auto requests = service.requests();
+  ASSERT_EQ(requests.size(), 7u);
+  for (const auto& r : requests)
+    EXPECT_NE(r.headers.at("authorization").find("Credential=AKIASHARED/"), std::string::npos);
 }
 
 TEST_F(CredentialsTest, WebIdentityCallsStsAssumeRoleWithWebIdentity) {
@@ -260,7 +322,7 @@ TEST_F(CredentialsTest, WebIdentityCallsStsAssumeRoleWithWebIdentity) {
   setenv("AWS_WEB_IDENTITY_TOKEN_FILE", (home_ / "jwt").c_str(), 1);
   setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/ingest", 1);
   setenv("AWS_ENDPOINT_URL_STS", sts.url().c_str(), 1);
-  const auto c = get_with([](auto ex) { return make_default_credentials_chain(ex); });
+  const auto c = get_with([](auto) { return make_default_credentials_chain(); });
   EXPECT_EQ(c.access_key_id, "AKIAWEB");
   EXPECT_EQ(c.secret_access_key, "web&secret");
   EXPECT_EQ(c.session_token, "web-token");
@@ -270,7 +332,7 @@ TEST_F(CredentialsTest, WebIdentityCallsStsAssumeRoleWithWebIdentity) {
 
 TEST_F(CredentialsTest, NothingFoundNamesEveryProviderTried) {
   try {
-    get_with([](auto ex) { return make_default_credentials_chain(ex); });
+    get_with([](auto) { return make_default_credentials_chain(); });
     FAIL();
   } catch (const AwsError& e) {
     const std::string message = e.what();
@@ -356,7 +418,7 @@ TEST_F(CredentialsTest, SecretsNeverReachStreamsOrErrors) {
   write(home_ / ".aws/credentials",
         "[default]\naws_access_key_id = AKIAHALF\naws_session_token = TOPSECRETTOKEN\n");
   try {
-    get_with([](auto ex) { return make_profile_credentials(ex); });
+    get_with([](auto) { return make_profile_credentials(); });
     FAIL();
   } catch (const AwsError& e) {
     EXPECT_EQ(std::string(e.what()).find("TOPSECRETTOKEN"), std::string::npos);

@@ -1,7 +1,6 @@
 #pragma once
 // AWS credentials and the providers that find them, in the AWS CLI's order.
 
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <memory>
@@ -36,16 +35,15 @@ class CredentialsProvider {
 std::shared_ptr<CredentialsProvider> make_static_credentials(Credentials credentials);
 
 // The providers of the default chain, each usable on its own. A provider that is
-// not configured at all throws AwsError{credentials} with code "NotConfigured".
+// not configured at all throws AwsError{credentials} with code "NotConfigured". Those
+// that call a service (STS, the container endpoint, the instance metadata service) do
+// so on the executor of the coroutine that asks: a provider belongs to no executor and
+// may be shared by clients on several.
 std::shared_ptr<CredentialsProvider> make_environment_credentials();
-std::shared_ptr<CredentialsProvider> make_profile_credentials(
-    boost::asio::any_io_executor executor);
-std::shared_ptr<CredentialsProvider> make_web_identity_credentials(
-    boost::asio::any_io_executor executor);
-std::shared_ptr<CredentialsProvider> make_container_credentials(
-    boost::asio::any_io_executor executor);
-std::shared_ptr<CredentialsProvider> make_instance_metadata_credentials(
-    boost::asio::any_io_executor executor);
+std::shared_ptr<CredentialsProvider> make_profile_credentials();
+std::shared_ptr<CredentialsProvider> make_web_identity_credentials();
+std::shared_ptr<CredentialsProvider> make_container_credentials();
+std::shared_ptr<CredentialsProvider> make_instance_metadata_credentials();
 
 // Wraps a provider: keeps its credentials until `refresh_before_expiry` before they
 // expire, then refreshes once for all concurrent callers. Callers keep getting the
@@ -63,6 +61,11 @@ struct CredentialsChainOptions {
 // ECS container, EC2 instance metadata (IMDSv2). The result is cached and refreshed
 // before expiry; concurrent callers share one refresh (no stampede).
 std::shared_ptr<CredentialsProvider> make_default_credentials_chain(
-    boost::asio::any_io_executor executor, CredentialsChainOptions options = {});
+    CredentialsChainOptions options = {});
+
+// The process's one default chain, made on first use: every client without
+// credentials of its own (SQS, S3, SNS, CloudWatch, ECS, on any executor) signs with
+// it, so STS or the metadata service is asked once per refresh, not once per client.
+std::shared_ptr<CredentialsProvider> default_credentials();
 
 }  // namespace sluice::aws

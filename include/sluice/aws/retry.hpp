@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -64,6 +65,10 @@ class ClockSkew {
  private:
   std::atomic<std::int64_t> offset_{0};
 };
+
+// The process's one tracker: every client learns from and signs with it (our clock is
+// the same for every service).
+std::shared_ptr<ClockSkew> process_clock_skew();
 
 // Error codes by which AWS services report a skewed clock.
 bool is_clock_skew_code(std::string_view code);

@@ -1,0 +1,34 @@
+#pragma once
+// The in-flight scaling signal of the pipeline's own queue, as `sluice run` serves it
+// (the sluice_autoscale_* gauges and /autoscale): each reading of the queue's
+// in-flight count goes into the window; the signal is computed from its period
+// averages as `sluice autoscale` computes it.
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "app/config.hpp"
+#include "sluice/scale/in_flight.hpp"
+
+namespace sluice::app {
+
+class AutoscaleGauges;
+
+class AutoscaleSampler {
+ public:
+  AutoscaleSampler(const PipelineConfig& config, AutoscaleGauges& gauges);
+  // One reading: messages ready (the backlog gate) and in flight. Any one thread.
+  void sample(double ready, double in_flight, std::chrono::steady_clock::time_point now);
+  // The latest signal as /autoscale's JSON document. Any thread.
+  std::string document() const;
+
+ private:
+  scale::SignalOptions options_;
+  long running_;
+  AutoscaleGauges& gauges_;
+  scale::InFlightWindow window_;
+  mutable std::mutex mutex_;
+  std::string document_ = "{}";  // under mutex_
+};
+
+}  // namespace sluice::app
