@@ -10,11 +10,14 @@
 # container, messages, the source factory), which name no source; "sluice/spi/" is
 # the source SPI, what a source (in the tree or out of it) is written against.
 #
-#   app/     -> everything below it; of the sources only their drivers, through
-#               driver/ (it names no source: tests check that too)
+#   app/     -> everything below it but the sources: those only through driver/ (it
+#               names no source: tests check that too); of AWS, what `sluice
+#               autoscale` needs beside the queue (CloudWatch, ECS)
 #   driver/  -> the core's public headers: what a source driver gives the binary
 #   sqs/, amqp/, file/ -> sluice/spi/ (the Source seam), runtime/'s helpers, driver/
-#               (their drivers), common/; sqs/ also aws/ and s3/
+#               (their drivers), common/; sqs/ also aws/, s3/ and sns/ (its verbs publish
+#               to a topic); amqp/ also aws/ (its verbs read the management API over
+#               HTTP: only its driver library links it)
 #   runtime/ -> the core's public headers and the SPI: the core knows no source
 #   pipeline/, common/ -> pure: common/ only
 cmake_policy(VERSION 3.20)
@@ -28,12 +31,12 @@ set(rules
   "src/scale|sluice/scale/"
   "src/runtime|common/,sluice,sluice/spi/"
   "src/driver|sluice,sluice/spi/"
-  "src/sqs|sluice/spi/,runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/"
-  "src/amqp|sluice/spi/,runtime/,driver/,common/,sluice,sluice/amqp/"
+  "src/sqs|sluice/spi/,runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/,sluice/sns/"
+  "src/amqp|sluice/spi/,runtime/,driver/,aws/,common/,sluice,sluice/aws/,sluice/amqp/"
   "src/file|sluice/spi/,runtime/,driver/,common/,sluice,sluice/file/"
   "src/pipeline|common/"
   "src/sinks|pipeline/,runtime/,common/,sluice,sluice/spi/"
-  "src/app|driver/,sluice/spi/,pipeline/,sinks/,runtime/,aws/,common/,amqp/,sluice,sluice/aws/,sluice/sqs/,sluice/s3/,sluice/sns/,sluice/amqp/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
+  "src/app|driver/,sluice/spi/,pipeline/,sinks/,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
   "include/sluice|sluice"
   "include/sluice/spi|sluice"
   "include/sluice/aws|sluice/aws/"

@@ -32,6 +32,7 @@
 #include "runtime/async_wait.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
+#include "runtime/thread_annotations.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
@@ -818,7 +819,8 @@ class AmqpSource final : public spi::Source {
   void sleep_interruptibly(std::chrono::milliseconds duration) {
     const auto until = Clock::now() + duration;
     while (!stop_ && Clock::now() < until) {
-      // A wake-up (a command, or the destructor's stop) ends the wait at once.
+      // Woken at once by a command (answered below: nothing can be settled without a
+      // connection) or by the destructor's stop (which ends the wait).
       pollfd fd{wake_fd_, POLLIN, 0};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
       poll(&fd, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0) + 1));
@@ -846,16 +848,18 @@ class AmqpSource final : public spi::Source {
   std::thread io_thread_;
   std::promise<void> io_exited_;
   std::mutex socket_mutex_;
-  int socket_fd_ = -1;  // a duplicate of the connection's socket while there is one
+  // A duplicate of the connection's socket while there is one.
+  int socket_fd_ SLUICE_GUARDED_BY(socket_mutex_) = -1;
   std::shared_ptr<Completion> opened_;
 
   std::mutex commands_mutex_;
-  std::vector<Command> commands_;
-  bool io_running_ = false;  // the I/O thread still answers commands
+  std::vector<Command> commands_ SLUICE_GUARDED_BY(commands_mutex_);
+  // The I/O thread still answers commands.
+  bool io_running_ SLUICE_GUARDED_BY(commands_mutex_) = false;
 
   std::mutex ready_mutex_;
-  std::deque<Delivery> ready_;
-  bool receiver_waiting_ = false;
+  std::deque<Delivery> ready_ SLUICE_GUARDED_BY(ready_mutex_);
+  bool receiver_waiting_ SLUICE_GUARDED_BY(ready_mutex_) = false;
   asio::steady_timer timer_;  // the receive loop's wait; cancelled when deliveries come
 
   // Owned by the I/O thread.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "amqp/connection.hpp"
+#include "amqp/verbs.hpp"
 #include "common/redact.hpp"
 #include "driver/probe_wait.hpp"
 
@@ -331,6 +332,9 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
   }
   std::string queue_name(const driver::SourceSettings& s) const override {
     return of(s).source.queue;
+  }
+  driver::SourceVerbs add_verbs(const driver::VerbCommands& commands) const override {
+    return add_amqp_verbs(commands);
   }
 };
 

@@ -17,14 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "app/amqp_commands.hpp"
 #include "app/config.hpp"
 #include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/cloudwatch/client.hpp"
 #include "sluice/ecs/client.hpp"
-#include "sluice/sqs/client.hpp"
 
 namespace sluice::app {
 namespace asio = boost::asio;
@@ -66,76 +64,11 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct Reading {
-  double in_flight = 0;
-  double visible = -1;
-};
-
-// The queue's own figures: SQS attributes or the RabbitMQ management API.
-class QueueReader {
- public:
-  virtual ~QueueReader() = default;
-  virtual asio::awaitable<Reading> read() = 0;
-};
-
-class SqsReader final : public QueueReader {
- public:
-  SqsReader(asio::any_io_executor ex, const AutoscaleOptions& o) : url_(o.queue_url) {
-    sqs::SqsClientOptions options;
-    options.endpoint_url = o.endpoint_url;
-    options.region = o.region;
-    client_.emplace(ex, options);
-  }
-  asio::awaitable<Reading> read() override {
-    const auto attributes = co_await client_->get_queue_attributes(url_);
-    auto number = [&](const char* name) {
-      auto it = attributes.find(name);
-      if (it == attributes.end())
-        throw aws::AwsError(aws::ErrorKind::integrity,
-                            std::string("GetQueueAttributes answer has no ") + name,
-                            "MalformedResponse");
-      return std::stod(it->second);
-    };
-    co_return Reading{number("ApproximateNumberOfMessagesNotVisible"),
-                      number("ApproximateNumberOfMessages")};
-  }
-
- private:
-  std::string url_;
-  std::optional<sqs::SqsClient> client_;
-};
-
-class AmqpReader final : public QueueReader {
- public:
-  AmqpReader(asio::any_io_executor ex, const AutoscaleOptions& o)
-      : api_(std::move(ex), o.amqp_url, o.management_url), queue_(o.amqp_queue) {}
-  asio::awaitable<Reading> read() override {
-    const auto counts = co_await api_.queue_counts(queue_);
-    co_return Reading{static_cast<double>(counts.unacknowledged),
-                      static_cast<double>(counts.ready)};
-  }
-
- private:
-  ManagementApi api_;
-  std::string queue_;
-};
-
-std::string queue_name_of(const std::string& url) {
-  const auto slash = url.find_last_of('/');
-  return slash == std::string::npos ? url : url.substr(slash + 1);
-}
-
 class Autoscaler {
  public:
-  explicit Autoscaler(const AutoscaleOptions& o) : o_(o) {
-    if (o.queue_url.empty() == o.amqp_url.empty())
-      throw UsageError(
-          "give --queue-url (SQS) or --amqp-url (or SLUICE_AMQP_URL) with --queue and "
-          "--management-url (RabbitMQ), not both");
-    if (!o.amqp_url.empty() && (o.amqp_queue.empty() || o.management_url.empty()))
-      throw UsageError(
-          "RabbitMQ: --queue and --management-url are needed (the in-flight count is the "
-          "queue's unacknowledged messages, which only the management API reports)");
+  Autoscaler(const AutoscaleOptions& o, const driver::SourceVerbs::Autoscale& source)
+      : o_(o), source_(source) {
+    if (auto problem = source.check()) throw UsageError(*problem);
     options_.period =
         duration_flag("--period", o.period, milliseconds(1000), std::chrono::hours(1));
     options_.periods = o.periods;
@@ -155,8 +88,11 @@ class Autoscaler {
         1000.0;
     cloudwatch_source_ = o.from == "cloudwatch";
     if (cloudwatch_source_) {
-      if (o.queue_url.empty())
-        throw UsageError("--from cloudwatch: only for SQS queues (AWS/SQS metrics)");
+      metrics_ = source.cloudwatch();
+      if (!metrics_)
+        throw UsageError(
+            "--from cloudwatch: this queue has no CloudWatch statistics (SQS queues have: "
+            "AWS/SQS)");
       if (options_.period.count() % 60'000 != 0)
         throw UsageError("--period: got '" + o.period +
                          "', expected whole minutes with --from cloudwatch (AWS/SQS metrics "
@@ -182,10 +118,7 @@ class Autoscaler {
 
   int run() {
     try {
-      if (!cloudwatch_source_)
-        reader_ = o_.queue_url.empty()
-                      ? std::unique_ptr<QueueReader>(new AmqpReader(io_.get_executor(), o_))
-                      : std::unique_ptr<QueueReader>(new SqsReader(io_.get_executor(), o_));
+      if (!cloudwatch_source_) reader_ = source_.reader(io_.get_executor());
       if (cloudwatch_source_ || !o_.cloudwatch_namespace.empty()) {
         cloudwatch::CloudWatchClientOptions options;
         options.region = o_.region;
@@ -198,8 +131,9 @@ class Autoscaler {
         options.endpoint_url = o_.ecs_endpoint_url;
         ecs_.emplace(io_.get_executor(), options);
       }
-    } catch (const ManagementError& e) {
-      throw UsageError(e.what());
+    } catch (const driver::VerbError& e) {
+      if (e.exit_code() == 2) throw UsageError(e.what());
+      throw;
     } catch (const aws::AwsError& e) {
       if (e.kind() == aws::ErrorKind::configuration) throw UsageError(e.what());
       throw;
@@ -321,8 +255,7 @@ class Autoscaler {
   cloudwatch::MetricDatum utilization_datum(const scale::Signal& s) const {
     cloudwatch::MetricDatum datum;
     datum.metric_name = "TaskUtilization";
-    datum.dimensions.push_back(
-        {"QueueName", o_.queue_url.empty() ? o_.amqp_queue : queue_name_of(o_.queue_url)});
+    datum.dimensions.push_back({"QueueName", source_.queue_name()});
     if (!o_.ecs_service.empty()) {
       datum.dimensions.push_back({"ClusterName", o_.ecs_cluster});
       datum.dimensions.push_back({"ServiceName", o_.ecs_service});
@@ -342,12 +275,11 @@ class Autoscaler {
 
   std::vector<cloudwatch::MetricQuery> queue_metric_queries() const {
     const int period_s = static_cast<int>(options_.period.count() / 1000);
-    const std::vector<cloudwatch::Dimension> queue{{"QueueName", queue_name_of(o_.queue_url)}};
-    return {
-        {"inflight", "AWS/SQS", "ApproximateNumberOfMessagesNotVisible", queue, period_s,
-         "Average"},
-        {"visible", "AWS/SQS", "ApproximateNumberOfMessagesVisible", queue, period_s, "Maximum"},
-        {"oldest", "AWS/SQS", "ApproximateAgeOfOldestMessage", queue, period_s, "Maximum"}};
+    const auto& m = *metrics_;
+    const std::vector<cloudwatch::Dimension> queue{{m.dimension_name, m.dimension_value}};
+    return {{"inflight", m.metric_namespace, m.in_flight, queue, period_s, "Average"},
+            {"visible", m.metric_namespace, m.visible, queue, period_s, "Maximum"},
+            {"oldest", m.metric_namespace, m.oldest_age, queue, period_s, "Maximum"}};
   }
 
   // One evaluation over CloudWatch's one-minute statistics.
@@ -364,9 +296,8 @@ class Autoscaler {
       // No data is not "nothing in flight": a wrong queue name, region or a metric still
       // on its way would otherwise scale the service in.
       throw aws::AwsError(aws::ErrorKind::client,
-                          "CloudWatch has no ApproximateNumberOfMessagesNotVisible data for "
-                          "queue " +
-                              queue_name_of(o_.queue_url) + " over the last " +
+                          "CloudWatch has no " + metrics_->in_flight + " data for queue " +
+                              metrics_->dimension_value + " over the last " +
                               std::to_string(options_.periods) +
                               " periods (wrong queue or region, or no data yet): no value",
                           "NoData");
@@ -413,7 +344,7 @@ class Autoscaler {
       if (o_.once && at - first >= window) break;  // the window is periods x period exactly
       co_await sleep_until(at);
       try {
-        const Reading r = co_await reader_->read();
+        const driver::QueueReading r = co_await reader_->read();
         window_->add(at, r.in_flight);
         backlog_ = r.visible;
         samples_.push_back(AutoscaleSample{std::chrono::duration<double>(at - first).count(),
@@ -423,11 +354,7 @@ class Autoscaler {
           samples_.pop_front();
         // A slow read: the ticks it overran are skipped, not caught up with stale stamps.
         if (!o_.once) k = std::max(k, static_cast<long>((Clock::now() - first) / sample_every_));
-      } catch (const ManagementError& e) {
-        if (o_.once) throw;
-        spdlog::warn("event=autoscale_sample_failed error=\"{}\"", e.what());
-        continue;
-      } catch (const aws::AwsError& e) {
+      } catch (const driver::VerbError& e) {
         if (o_.once) throw;
         spdlog::warn("event=autoscale_sample_failed error=\"{}\"", e.what());
         continue;
@@ -459,11 +386,13 @@ class Autoscaler {
   }
 
   const AutoscaleOptions& o_;
+  const driver::SourceVerbs::Autoscale& source_;
+  std::optional<driver::QueueMetrics> metrics_;  // --from cloudwatch
   scale::SignalOptions options_;
   milliseconds sample_every_{};
   bool cloudwatch_source_ = false;
   asio::io_context io_;
-  std::unique_ptr<QueueReader> reader_;
+  std::unique_ptr<driver::QueueReader> reader_;
   std::optional<cloudwatch::CloudWatchClient> cloudwatch_;
   std::optional<ecs::EcsClient> ecs_;
   std::optional<scale::InFlightWindow> window_;
@@ -482,9 +411,22 @@ class Autoscaler {
 
 }  // namespace
 
-int run_autoscale(const AutoscaleOptions& options) {
+int run_autoscale(const AutoscaleOptions& options,
+                  const std::vector<driver::SourceVerbs>& sources) {
+  const driver::SourceVerbs::Autoscale* chosen = nullptr;
+  int chosen_count = 0;
+  std::string choices;
+  for (const auto& source : sources) {
+    if (!source.autoscale) continue;
+    choices += (choices.empty() ? "" : ", ") + source.choose_with;
+    if (source.autoscale->chosen() && chosen_count++ == 0) chosen = &*source.autoscale;
+  }
+  if (chosen_count != 1) {
+    std::cerr << "sluice autoscale: give one queue: " << choices << "\n";
+    return 2;
+  }
   try {
-    Autoscaler autoscaler(options);
+    Autoscaler autoscaler(options, *chosen);
     return autoscaler.run();
   } catch (const UsageError& e) {
     std::cerr << "sluice autoscale: " << e.what() << "\n";
@@ -492,15 +434,12 @@ int run_autoscale(const AutoscaleOptions& options) {
   } catch (const std::invalid_argument& e) {  // a malformed flag (duration_flag)
     std::cerr << "sluice autoscale: " << e.what() << "\n";
     return 2;
-  } catch (const ManagementError& e) {
+  } catch (const driver::VerbError& e) {
     std::cerr << "sluice autoscale: " << e.what() << "\n";
     return e.exit_code();
-  } catch (const aws::AwsError& e) {
+  } catch (const aws::AwsError& e) {  // CloudWatch, ECS
     std::cerr << "sluice autoscale: " << e.what() << "\n";
-    const bool users_to_fix = e.kind() == aws::ErrorKind::configuration ||
-                              e.code() == "QueueDoesNotExist" ||
-                              e.code().ends_with("NonExistentQueue");
-    return users_to_fix ? 2 : 1;
+    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
   }
 }
 

@@ -5,19 +5,17 @@
 // metrics-api scaler) or published to CloudWatch (TaskUtilization, for ECS target
 // tracking).
 #include <string>
+#include <vector>
 
+#include "driver/verbs.hpp"
 #include "sluice/scale/in_flight.hpp"
 
 namespace sluice::app {
 
 struct AutoscaleOptions {
-  // the queue: SQS, or RabbitMQ through its management API
-  std::string queue_url;
-  std::string endpoint_url;
+  // The queue is the chosen source's (its driver's flags, driver/verbs.hpp); the AWS
+  // region serves an SQS queue, ECS and CloudWatch alike.
   std::string region;
-  std::string amqp_url;
-  std::string amqp_queue;
-  std::string management_url;
   // the signal
   std::string period = "1m";
   int periods = 5;
@@ -39,7 +37,8 @@ struct AutoscaleOptions {
   std::string output = "text";  // or json
 };
 
-int run_autoscale(const AutoscaleOptions& options);
+// The queue is read by the one source whose flag was given.
+int run_autoscale(const AutoscaleOptions& options, const std::vector<driver::SourceVerbs>& sources);
 
 struct AutoscaleSample {
   double at_s = 0;  // since the first sample

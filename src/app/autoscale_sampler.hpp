@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app/config.hpp"
+#include "runtime/thread_annotations.hpp"
 #include "sluice/scale/in_flight.hpp"
 
 namespace sluice::app {
@@ -28,7 +29,7 @@ class AutoscaleSampler {
   AutoscaleGauges& gauges_;
   scale::InFlightWindow window_;
   mutable std::mutex mutex_;
-  std::string document_ = "{}";  // under mutex_
+  std::string document_ SLUICE_GUARDED_BY(mutex_) = "{}";
 };
 
 }  // namespace sluice::app

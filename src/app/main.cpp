@@ -6,24 +6,17 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 #include <cstdlib>
 #include <iostream>
 
 #include "app/allocator.hpp"
-#include "app/amqp_commands.hpp"
 #include "app/autoscale.hpp"
-#include "app/aws_commands.hpp"
 #include "app/config.hpp"
-#include "app/demo.hpp"
 #include "app/health.hpp"
 #include "app/plan.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
-#include "sluice/aws/error.hpp"
-#include "sluice/sqs/client.hpp"
+#include "driver/source_driver.hpp"
 
 namespace {
 
@@ -39,44 +32,19 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
-// Runs one SQS call to completion; `print` shows its result. Exit code as documented.
-template <class Call, class Print>
-int sqs_command(const char* name, const std::string& endpoint, const std::string& region, Call call,
-                Print print) {
-  boost::asio::io_context io;
-  sluice::sqs::SqsClientOptions options;
-  options.endpoint_url = endpoint;
-  options.region = region;
-  try {
-    sluice::sqs::SqsClient client(io.get_executor(), options);
-    auto result = boost::asio::co_spawn(io, call(client), boost::asio::use_future);
-    io.run();
-    print(result.get());
-    return 0;
-  } catch (const sluice::aws::AwsError& e) {
-    std::cerr << "sluice " << name << ": " << e.what() << "\n";
-    return e.kind() == sluice::aws::ErrorKind::configuration ? 2 : 1;
-  }
-}
-
-int queue_stats(const std::string& queue_url, const std::string& endpoint,
-                const std::string& region) {
-  return sqs_command(
-      "queue stats", endpoint, region,
-      [&](auto& client) { return client.get_queue_attributes(queue_url); },
-      [](const sluice::sqs::QueueAttributes& attributes) {
-        for (const auto& [name, value] : attributes) std::cout << name << " " << value << "\n";
-      });
-}
-
-int queue_create(const std::string& name, bool fifo, const std::string& endpoint,
-                 const std::string& region) {
-  sluice::sqs::QueueAttributes attributes;
-  if (fifo) attributes["FifoQueue"] = "true";
-  return sqs_command(
-      "queue create", endpoint, region,
-      [&](auto& client) { return client.create_queue(name, attributes); },
-      [](const std::string& url) { std::cout << url << "\n"; });
+// A shared verb (queue stats, queue create): the first source whose choosing flag was
+// given runs it, else a source that answers it by default.
+int run_verb(const char* name, const std::vector<sluice::driver::SourceVerbs>& sources,
+             std::optional<sluice::driver::SourceVerbs::Verb> sluice::driver::SourceVerbs::*verb) {
+  std::string choices;
+  for (const auto& source : sources)
+    if (const auto& v = source.*verb; v && v->chosen()) return v->run();
+  for (const auto& source : sources)
+    if (const auto& v = source.*verb; v && v->fallback) return v->run();
+  for (const auto& source : sources)
+    if (source.*verb) choices += (choices.empty() ? "" : ", ") + source.choose_with;
+  std::cerr << "sluice " << name << ": give " << choices << "\n";
+  return 2;
 }
 
 }  // namespace
@@ -102,33 +70,11 @@ int main(int argc, char** argv) {
   run->add_flag("--until-drained", run_options.until_drained,
                 "stop once the queue is empty and every message is settled (batch jobs, demos)");
 
-  // publish
+  // publish, queue stats, queue create: what every source understands here; each
+  // source's driver adds the flag that chooses it and its own (driver/verbs.hpp).
   sluice::app::PublishOptions publish;
   auto* pub = app.add_subcommand(
       "publish", "Send a JSON-lines file, or generated inventory events, with retries");
-  pub->add_option("--queue-url", publish.queue_url, "target SQS queue");
-  pub->add_option("--amqp-url", publish.amqp_url,
-                  "RabbitMQ instead: amqp://user:password@host:port/vhost (or SLUICE_AMQP_URL)")
-      ->envname("SLUICE_AMQP_URL");
-  pub->add_option("--exchange", publish.exchange, "RabbitMQ exchange (default: the default one)");
-  pub->add_option("--routing-key", publish.routing_key,
-                  "RabbitMQ routing key (with the default exchange: the queue's name)");
-  pub->add_option("--endpoint-url", publish.endpoint_url,
-                  "SQS endpoint (default: as the AWS CLI finds it)");
-  pub->add_option("--region", publish.region, "AWS region");
-  pub->add_option("--topic-arn", publish.topic_arn,
-                  "target SNS topic (PublishBatch of 10; fan-out to its subscriptions)");
-  pub->add_flag("--single", publish.sns_single, "SNS: one Publish call per message");
-  pub->add_option("--large-payload-bucket", publish.payload_bucket,
-                  "SQS: bodies over the threshold go to this S3 bucket, sent as the AWS extended "
-                  "clients' pointer");
-  pub->add_option("--payload-threshold", publish.payload_threshold,
-                  "bytes of body and attributes above which a body goes to S3 (0: the queue's "
-                  "MaximumMessageSize)")
-      ->capture_default_str();
-  pub->add_option("--s3-endpoint-url", publish.s3_endpoint_url,
-                  "S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS)");
-  pub->add_flag("--s3-path-style", publish.s3_path_style, "S3 path-style addressing");
   pub->add_option("--large-share", publish.large_share,
                   "share of generated events padded to --large-bytes")
       ->check(CLI::Range(0.0, 1.0))
@@ -152,36 +98,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   pub->add_option("--seed", publish.seed, "random seed of the generator")->capture_default_str();
-
-  // queue stats
   auto* queue = app.add_subcommand("queue", "Queue operations");
   queue->require_subcommand(1);
-  std::string stats_url, stats_endpoint, stats_region, amqp_url, amqp_queue, management_url;
   auto* stats =
       queue->add_subcommand("stats", "Print the queue's attributes (backlog, in flight, delayed)");
-  stats->add_option("--queue-url", stats_url, "SQS queue");
-  stats->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost")
-      ->envname("SLUICE_AMQP_URL");
-  stats->add_option("--queue", amqp_queue, "RabbitMQ queue name");
-  stats->add_option("--management-url", management_url,
-                    "RabbitMQ: the management plugin (http://host:15672), for unacknowledged "
-                    "counts");
-  stats->add_option("--endpoint-url", stats_endpoint, "SQS endpoint");
-  stats->add_option("--region", stats_region, "AWS region");
-
-  std::string create_name, create_endpoint, create_region;
-  bool create_fifo = false;
-  bool create_quorum = false;
-  std::string create_dlx;
+  std::string create_name;
   auto* create = queue->add_subcommand("create", "Create a queue (idempotent) and print its URL");
   create->add_option("--name", create_name, "queue name (.fifo for FIFO)")->required();
-  create->add_option("--amqp-url", amqp_url, "RabbitMQ instead: amqp://user:password@host/vhost");
-  create->add_flag("--quorum", create_quorum, "RabbitMQ: a quorum queue");
-  create->add_option("--dead-letter-exchange", create_dlx,
-                     "RabbitMQ: the queue's x-dead-letter-exchange");
-  create->add_option("--endpoint-url", create_endpoint, "SQS endpoint");
-  create->add_option("--region", create_region, "AWS region");
-  create->add_flag("--fifo", create_fifo, "FIFO queue (the name must end in .fifo)");
 
   // config
   auto* config = app.add_subcommand("config", "Configuration tools");
@@ -192,63 +115,13 @@ int main(int argc, char** argv) {
   auto* check = config->add_subcommand("check", "Validate a pipeline file and print what it does");
   check->add_option("--config,-c", check_path, "pipeline YAML file")->required();
 
-  // round-trip
-  sluice::app::RoundTripOptions round_trip;
-  auto* demo = app.add_subcommand("round-trip",
-                                  "Create a queue, publish events, drain them with overlapping "
-                                  "long polls, verify and summarize");
-  demo->add_option("--endpoint-url", round_trip.endpoint_url, "SQS endpoint");
-  demo->add_option("--region", round_trip.region, "AWS region");
-  demo->add_option("--queue", round_trip.queue_name, "queue name")->capture_default_str();
-  demo->add_option("--messages", round_trip.messages, "messages to publish")
-      ->check(CLI::Range(1, 10'000'000))
-      ->capture_default_str();
-  demo->add_option("--concurrent-receives", round_trip.concurrent_receives,
-                   "long polls in flight at once")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
-  demo->add_flag("--keep-queue", round_trip.keep_queue, "do not delete the queue afterwards");
-
-  // topic create (SNS), bucket create (S3)
-  sluice::app::TopicCreateOptions topic_options;
-  auto* topic = app.add_subcommand("topic", "SNS topic operations");
-  topic->require_subcommand(1);
-  auto* topic_create = topic->add_subcommand(
-      "create", "Create a topic (idempotent), subscribe queues to it, print the ARNs");
-  topic_create->add_option("--name", topic_options.name, "topic name (.fifo for FIFO)")->required();
-  topic_create->add_option("--subscribe-queue-url", topic_options.subscribe_queue_urls,
-                           "SQS queue to subscribe (repeatable; its SQS endpoint from "
-                           "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL)");
-  topic_create->add_flag("--raw", topic_options.raw,
-                         "RawMessageDelivery: the queues get the message, not the envelope");
-  topic_create->add_option("--endpoint-url", topic_options.endpoint_url, "SNS endpoint");
-  topic_create->add_option("--region", topic_options.region, "AWS region");
-  std::string bucket_name, bucket_endpoint, bucket_region;
-  auto* bucket = app.add_subcommand("bucket", "S3 bucket operations (large payloads)");
-  bucket->require_subcommand(1);
-  auto* bucket_create =
-      bucket->add_subcommand("create", "Create a bucket (idempotent) and print its name");
-  bucket_create->add_option("--name", bucket_name, "bucket name")->required();
-  bucket_create->add_option("--endpoint-url", bucket_endpoint, "S3 endpoint");
-  bucket_create->add_option("--region", bucket_region, "AWS region");
-
   // autoscale
   sluice::app::AutoscaleOptions scale;
   auto* autoscale = app.add_subcommand(
       "autoscale",
       "The in-flight scaling signal: desired tasks (max over recent period averages of "
       "in-flight messages / capacity + spare) and task utilization for a queue");
-  autoscale->add_option("--queue-url", scale.queue_url, "SQS queue");
-  autoscale->add_option("--endpoint-url", scale.endpoint_url, "SQS endpoint");
-  autoscale->add_option("--region", scale.region, "AWS region");
-  autoscale
-      ->add_option("--amqp-url", scale.amqp_url,
-                   "RabbitMQ instead: amqp://user:password@host/vhost (or SLUICE_AMQP_URL)")
-      ->envname("SLUICE_AMQP_URL");
-  autoscale->add_option("--queue", scale.amqp_queue, "RabbitMQ queue name");
-  autoscale->add_option("--management-url", scale.management_url,
-                        "RabbitMQ: the management plugin (http://host:15672): unacknowledged "
-                        "messages are the in-flight count");
+  autoscale->add_option("--region", scale.region, "AWS region (an SQS queue, ECS, CloudWatch)");
   autoscale->add_option("--period", scale.period, "averaging period (1s to 1h)")
       ->capture_default_str();
   autoscale->add_option("--periods", scale.periods, "periods whose largest average counts")
@@ -298,6 +171,13 @@ int main(int argc, char** argv) {
   autoscale->add_option("--output", scale.output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+
+  // Each source's flags for publish, queue stats/create and autoscale, and its own verbs.
+  const sluice::driver::VerbCommands commands{&app,      pub,          stats,        create,
+                                              autoscale, &create_name, &scale.region};
+  std::vector<sluice::driver::SourceVerbs> sources;
+  for (const auto* driver : sluice::driver::registered_drivers())
+    sources.push_back(driver->add_verbs(commands));
 
   // plan
   sluice::app::PlanOptions plan_options;
@@ -361,30 +241,17 @@ int main(int argc, char** argv) {
         std::_Exit(code);
       }
     } else if (*pub) {
-      code = sluice::app::run_publish(publish);
-    } else if (*stats && stats_url.empty() && amqp_url.empty()) {
-      std::cerr << "sluice queue stats: give --queue-url (SQS) or --amqp-url (or "
-                   "SLUICE_AMQP_URL) with --queue (RabbitMQ)\n";
-      code = 2;
+      code = sluice::app::run_publish(publish, sources);
     } else if (*stats) {
-      // --queue-url chooses SQS even when SLUICE_AMQP_URL is set.
-      code = !stats_url.empty()
-                 ? queue_stats(stats_url, stats_endpoint, stats_region)
-                 : sluice::app::amqp_queue_stats(amqp_url, amqp_queue, management_url);
+      code = run_verb("queue stats", sources, &sluice::driver::SourceVerbs::queue_stats);
     } else if (*create) {
-      code = amqp_url.empty()
-                 ? queue_create(create_name, create_fifo, create_endpoint, create_region)
-                 : sluice::app::amqp_queue_create(amqp_url, create_name, create_quorum, create_dlx);
-    } else if (*topic_create) {
-      code = sluice::app::topic_create(topic_options);
-    } else if (*bucket_create) {
-      code = sluice::app::bucket_create(bucket_name, bucket_endpoint, bucket_region);
+      code = run_verb("queue create", sources, &sluice::driver::SourceVerbs::queue_create);
     } else if (*health) {
       code = sluice::app::probe(health_url);
     } else if (*plan) {
       code = sluice::app::run_plan(plan_options);
     } else if (*autoscale) {
-      code = sluice::app::run_autoscale(scale);
+      code = sluice::app::run_autoscale(scale, sources);
     } else if (*docs) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;
@@ -393,8 +260,12 @@ int main(int argc, char** argv) {
       for (const auto& warning : cfg.warnings) std::cerr << "sluice: warning: " << warning << "\n";
       std::cout << sluice::app::describe(cfg);
       code = 0;
-    } else if (*demo) {
-      code = sluice::app::run_round_trip(round_trip);
+    } else {
+      for (const auto& source : sources)  // a verb of a source's own
+        if (const auto own = source.run_own ? source.run_own() : std::nullopt) {
+          code = *own;
+          break;
+        }
     }
   } catch (const sluice::app::ConfigError& e) {
     std::cerr << "sluice: configuration error: " << e.what() << "\n";

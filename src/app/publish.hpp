@@ -2,16 +2,13 @@
 #include <string>
 #include <vector>
 
+#include "driver/verbs.hpp"
+
 namespace sluice::app {
 
+// What `sluice publish` sends, whatever the queue: a JSON-lines file or generated
+// inventory events. Where to is each source's (its driver's verbs, driver/verbs.hpp).
 struct PublishOptions {
-  std::string queue_url;  // SQS ...
-  std::string topic_arn;  // ... or SNS (PublishBatch; one Publish each with sns_single) ...
-  std::string amqp_url;   // ... or RabbitMQ: to `exchange` with `routing_key`
-  std::string exchange;
-  std::string routing_key;
-  std::string endpoint_url;
-  std::string region;
   std::string file;              // JSON lines; empty: generate events
   int generate = 1000;           // generated inventory events
   double duplicate_share = 0.2;  // share of generated events that repeat an earlier business record
@@ -19,19 +16,16 @@ struct PublishOptions {
   int concurrency = 4;           // batches in flight at once
   bool progress = true;
   unsigned seed = 1;
-  bool sns_single = false;
-  // SQS large payloads: bodies over the threshold (0: the queue's maximum) go to S3.
-  std::string payload_bucket;
-  std::size_t payload_threshold = 0;
-  std::string s3_endpoint_url;
-  bool s3_path_style = false;
-  // A share of the events padded to large_bytes (a "padding" field), to exercise them.
+  // A share of the events padded to large_bytes (a "padding" field), to exercise large
+  // payloads.
   double large_share = 0.0;
   std::size_t large_bytes = 1100 * 1024;
 };
 
 // Returns the exit code: 0 all sent, 1 some failed, 2 bad input.
-int run_publish(const PublishOptions& options);
+// The first source whose choosing flag was given publishes. Exit code: 0 all sent, 1
+// some failed, 2 bad input.
+int run_publish(const PublishOptions& options, const std::vector<driver::SourceVerbs>& sources);
 
 // The generated stream, for tests: each line a JSON body (or a broken one), and how
 // many distinct business records (skuId, locationId, eventType, quantity) it holds.

@@ -14,6 +14,7 @@
 #include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "app/shutdown.hpp"
+#include "runtime/thread_annotations.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 
@@ -75,7 +76,7 @@ class UnresolvedRecords {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_set<std::string> ids_;  // under mutex_
+  std::unordered_set<std::string> ids_ SLUICE_GUARDED_BY(mutex_);
   std::atomic<bool> any_{false};
 };
 

@@ -1,7 +1,10 @@
 #include "sluice/aws/credentials.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <ctime>
@@ -105,15 +108,35 @@ class CachingProvider final : public CredentialsProvider,
         const bool fresh =
             usable && (!cached_->expiration || now + refresh_before_ < *cached_->expiration);
         if (fresh) co_return *cached_;
-        if (!refreshing_) {
+        // A refresh that has not ended in kStuckAfter runs on an executor that stopped (a
+        // client abandoned at its stop): the next caller refreshes instead.
+        if (!refreshing_ || std::chrono::steady_clock::now() - refresh_started_ > kStuckAfter) {
           refreshing_ = true;
+          refresh_started_ = std::chrono::steady_clock::now();
           break;  // this caller refreshes
         }
         if (usable) co_return *cached_;  // someone refreshes; the old ones still work
         wait_on = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
         waiters_.push_back(wait_on);
       }
-      co_await wait_on->async_receive(asio::as_tuple(asio::use_awaitable));
+      {
+        // Whatever ends this wait (the answer, a cancellation, this executor's end), the
+        // channel, which belongs to this executor, leaves the list with it.
+        struct Leave {
+          CachingProvider& self;
+          const std::shared_ptr<Channel>& channel;
+          ~Leave() {
+            std::lock_guard lock(self.mutex_);
+            std::erase(self.waiters_, channel);
+          }
+        } leave{*this, wait_on};
+        asio::steady_timer stuck(co_await asio::this_coro::executor, kStuckAfter);
+        auto [order, answered, timed_out] =
+            co_await asio::experimental::make_parallel_group(wait_on->async_receive(asio::deferred),
+                                                             stuck.async_wait(asio::deferred))
+                .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        if (order[0] == 1) continue;  // no answer in time: look again (and take it over)
+      }
       std::lock_guard lock(mutex_);
       if (last_error_) std::rethrow_exception(last_error_);
       // Nothing usable: the refresh was abandoned; look again (and perhaps refresh).
@@ -132,37 +155,47 @@ class CachingProvider final : public CredentialsProvider,
     } unfinished{shared_from_this()};
     std::exception_ptr error;
     std::optional<Credentials> fresh;
+    bool cancelled = false;
     try {
       fresh = co_await inner_->get();
+    } catch (const AwsError& e) {
+      error = std::current_exception();
+      cancelled = e.kind() == ErrorKind::cancelled;
+    } catch (const boost::system::system_error&) {  // Asio's cancellation of this caller
+      error = std::current_exception();
+      cancelled = true;
     } catch (...) {
       error = std::current_exception();
     }
     unfinished.armed = false;
-    finish_refresh(fresh, error);
+    // This caller's cancellation is its own: the waiters look again instead.
+    finish_refresh(fresh, cancelled ? nullptr : error);
     if (error) std::rethrow_exception(error);
     co_return *fresh;
   }
   std::string name() const override { return inner_->name(); }
 
  private:
+  // Under the lock, so that a waiter's channel is never signalled once its wait has
+  // ended (it leaves the list under the same lock).
   void finish_refresh(const std::optional<Credentials>& fresh, std::exception_ptr error) {
-    std::vector<std::shared_ptr<Channel>> waiters;
-    {
-      std::lock_guard lock(mutex_);
-      refreshing_ = false;
-      last_error_ = error;
-      if (fresh) cached_ = fresh;
-      waiters.swap(waiters_);
-      ++refreshes_;
-    }
-    for (auto& w : waiters) w->try_send(boost::system::error_code{});
+    std::lock_guard lock(mutex_);
+    refreshing_ = false;
+    last_error_ = error;
+    if (fresh) cached_ = fresh;
+    ++refreshes_;
+    for (auto& w : waiters_) w->try_send(boost::system::error_code{});
+    waiters_.clear();
   }
+
+  static constexpr std::chrono::seconds kStuckAfter{30};
 
   std::shared_ptr<CredentialsProvider> inner_;
   std::chrono::seconds refresh_before_;
   std::mutex mutex_;
   std::optional<Credentials> cached_;
   bool refreshing_ = false;
+  std::chrono::steady_clock::time_point refresh_started_{};
   std::exception_ptr last_error_;
   std::vector<std::shared_ptr<Channel>> waiters_;
   std::uint64_t refreshes_ = 0;

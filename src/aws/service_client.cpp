@@ -72,6 +72,7 @@ asio::awaitable<HttpResponse> ServiceClient::send(const HttpRequest& prototype, 
   for (int attempt = 1;; ++attempt) {
     HttpRequest request = prototype;
     const Credentials credentials = co_await credentials_->get();
+    const auto signed_with = skew_->offset();
     signer_.sign(request, credentials, skew_->now());
     requests_.fetch_add(1, std::memory_order_relaxed);
 
@@ -84,8 +85,11 @@ asio::awaitable<HttpResponse> ServiceClient::send(const HttpRequest& prototype, 
       }
       failure = error_of(response);
       if (is_clock_skew_code(failure->code()) && !skew_retried) {
-        if (auto date = response.header("Date");
-            date && skew_->observe(*date, std::chrono::system_clock::now())) {
+        // Retried once the offset is corrected, by this answer or (the tracker is the
+        // process's) by another client's since this request was signed.
+        const auto date = response.header("Date");
+        const bool corrected = date && skew_->observe(*date, std::chrono::system_clock::now());
+        if (corrected || skew_->offset() != signed_with) {
           skew_retried = true;
           --attempt;  // a corrected clock is a new first attempt
           continue;

@@ -29,6 +29,7 @@
 
 #include "driver/config_values.hpp"
 #include "driver/option.hpp"
+#include "driver/verbs.hpp"
 #include "sluice/container.hpp"
 #include "sluice/message.hpp"
 #include "sluice/source.hpp"
@@ -148,6 +149,10 @@ class SourceDriver {
   virtual std::string describe(const SourceSettings& settings,
                                const ContainerOptions& container) const = 0;
   virtual std::string queue_name(const SourceSettings& settings) const = 0;
+  // Its command-line verbs (driver/verbs.hpp): adds its flags to the shared verbs and
+  // says how it answers each; called once, before the command line is parsed.
+  virtual SourceVerbs add_verbs(const VerbCommands& /*commands*/) const { return {}; }
+
   // Settings `sluice plan` compares its advice with (sluice_setting{name=...}).
   virtual std::vector<std::pair<std::string, double>> plan_settings(
       const SourceSettings& /*settings*/) const {

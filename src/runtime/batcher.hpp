@@ -19,6 +19,7 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/async_wait.hpp"
 #include "runtime/log_exceptions.hpp"
 
 namespace sluice::runtime {
@@ -85,7 +86,6 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   boost::asio::awaitable<void> drain() {
     stopped_ = true;
     timer_.cancel();
-    boost::asio::steady_timer wait(executor_);
     for (;;) {
       std::vector<Entry> batch;
       int flushes = 0;
@@ -99,8 +99,11 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
         continue;
       }
       if (flushes == 0) co_return;
-      wait.expires_after(std::chrono::milliseconds(2));
-      co_await wait.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+      // The last send in flight tells us (stopped_ is set): then what came meanwhile goes.
+      co_await idle_.wait_until(std::chrono::steady_clock::time_point::max(), [this] {
+        std::lock_guard lock(mutex_);
+        return flushes_ == 0;
+      });
     }
   }
 
@@ -113,6 +116,11 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
               std::back_inserter(batch));
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
     return batch;
+  }
+
+  // Under mutex_: a flush ends; a drain waiting for the last one hears of it.
+  void release_slot_locked() {
+    if (--flushes_ == 0 && stopped_) idle_.notify();
   }
 
   void spawn_flush(bool partial_first) {
@@ -130,13 +138,13 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
       {
         std::lock_guard lock(mutex_);
         if (!(first && partial_first) && !eager_ && !urgent_ && pending_.size() < batch_size_) {
-          --flushes_;
+          release_slot_locked();
           co_return;
         }
         batch = take_locked();
         if (pending_.empty()) urgent_ = false;
         if (batch.empty()) {
-          --flushes_;
+          release_slot_locked();
           co_return;
         }
       }
@@ -144,7 +152,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
         co_await send_(std::move(batch));
       } catch (...) {  // a send that throws must not keep its flush slot forever
         std::lock_guard lock(mutex_);
-        --flushes_;
+        release_slot_locked();
         throw;
       }
     }
@@ -182,6 +190,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   std::atomic<bool> eager_{false};
   bool urgent_ = false;  // flush_now() asked: partial batches until nothing is pending (mutex_)
   boost::asio::steady_timer timer_{executor_};
+  AsyncCondition idle_{executor_};  // drain() waits on it for flushes_ to reach 0
 };
 
 }  // namespace sluice::runtime

@@ -34,6 +34,8 @@ namespace {
 // Workers for a source whose preparation blocks (S3 payloads), when worker_threads
 // is 0: such a source never prepares on the I/O thread.
 constexpr int kWorkersForBlockingPrepare = 16;
+// A flush cancelled at its deadline unwinds (its coroutines end) in at most this much.
+constexpr std::chrono::milliseconds kFlushUnwind{200};
 
 const ContainerOptions& checked(const ContainerOptions& options, const SourceFactory& factory,
                                 const MessageHandler& single, const BatchHandler& batch) {
@@ -133,15 +135,28 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     // Seen by every thread at once: no more receives (a loop running handlers inline
     // stops between units), no more permits.
     core.intake_closed = true;
-    settlement.permits().close();
+    settlement.close();
     // The rest is one sequence on the I/O thread. An inline handler stuck past the
     // deadline holds that thread: the sequence then does not finish in time, and the
     // stop goes on without it.
     auto sequence = asio::co_spawn(core.io, stop_sequence(deadline), asio::use_future);
+    // Its final flush may end past deadline + kFinalFlushMin (it gets at least that much
+    // from when it starts): once it has started, its own deadline counts, with a margin
+    // for the cancelled flush to unwind.
+    bool finished = sequence.wait_until(deadline + kFinalFlushMin) == std::future_status::ready;
+    if (!finished && flush_until_ns.load() != 0)
+      finished = sequence.wait_until(Clock::time_point(Clock::duration(flush_until_ns.load())) +
+                                     kFlushUnwind) == std::future_status::ready;
     int still_running = 0;
-    if (sequence.wait_until(deadline + kFinalFlushMin) == std::future_status::ready) {
+    if (finished) {
       still_running = sequence.get();
     } else {
+      // Something holds the I/O thread (an inline handler, a call that does not return):
+      // what the sequence would have done from it is done from here, so that no worker
+      // waits on a hand-off or a payload forever.
+      core.draining = true;
+      core.source->stop_preparing();
+      workers.close();
       still_running = workers.running();
       spdlog::error("container={} event=stop_sequence_timeout handlers_still_running={}",
                     core.options.name, still_running);
@@ -199,13 +214,16 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     //    in what is left of the deadline but at least kFinalFlushMin: what is not sent
     //    by then is not lost, the queue delivers it again.
     const auto flush_deadline = std::max(deadline, Clock::now() + kFinalFlushMin);
+    flush_until_ns = flush_deadline.time_since_epoch().count();
     if (!co_await settlement.drain_rejects(flush_deadline) ||
         !co_await flush_source(flush_deadline))
       spdlog::error(
           "container={} event=flush_timeout (acks not confirmed: those messages are delivered "
           "again)",
           core.options.name);
+    // 6. The heartbeat: no more rounds; one in flight ends (its extends are harmless).
     heartbeat.close();
+    co_await heartbeat.drain(flush_deadline);
     co_return still_running;
   }
 
@@ -265,6 +283,8 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
   runtime::Intake intake;
   runtime::Heartbeat heartbeat;
 
+  // When the stop sequence's final flush must end (steady clock, ns; 0: not there yet).
+  std::atomic<Clock::rep> flush_until_ns{0};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> io_work;
   std::thread io_thread;
   std::atomic<bool> io_thread_done{false};

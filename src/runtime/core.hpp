@@ -20,15 +20,8 @@
 
 #include "runtime/dispatch.hpp"
 #include "runtime/source.hpp"
+#include "runtime/thread_annotations.hpp"
 #include "sluice/container.hpp"
-
-// Names the mutex that guards a member (checked by clang's -Wthread-safety; a
-// comment for other compilers).
-#if defined(__clang__)
-#define SLUICE_GUARDED_BY(mutex) __attribute__((guarded_by(mutex)))
-#else
-#define SLUICE_GUARDED_BY(mutex)
-#endif
 
 namespace sluice::runtime {
 

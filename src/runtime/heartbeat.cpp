@@ -13,7 +13,7 @@ namespace sluice::runtime {
 namespace asio = boost::asio;
 
 Heartbeat::Heartbeat(Core& core, Settlement& settlement)
-    : core_(core), settlement_(settlement), timer_(core.io) {}
+    : core_(core), settlement_(settlement), timer_(core.io), ended_(core.io.get_executor()) {}
 
 void Heartbeat::start() {
   const auto& options = core_.options;
@@ -27,13 +27,22 @@ void Heartbeat::start() {
         options.name, interval.count(), lease.count(), (lease / 3).count());
     interval = lease / 3;
   }
+  running_ = true;
   asio::co_spawn(core_.io, run(std::max(interval, std::chrono::milliseconds(1))),
-                 log_if_thrown(options.name + " heartbeat"));
+                 [this, name = options.name](std::exception_ptr error) {
+                   running_ = false;
+                   ended_.notify();
+                   log_if_thrown(name + " heartbeat")(error);
+                 });
 }
 
 void Heartbeat::close() {
   closed_ = true;
   timer_.cancel();
+}
+
+asio::awaitable<bool> Heartbeat::drain(CoreClock::time_point deadline) {
+  co_return co_await ended_.wait_until(deadline, [this] { return !running_; });
 }
 
 asio::awaitable<void> Heartbeat::run(std::chrono::milliseconds interval) {

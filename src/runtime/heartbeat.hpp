@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 
+#include "runtime/async_wait.hpp"
 #include "runtime/core.hpp"
 
 namespace sluice::runtime {
@@ -19,7 +20,9 @@ class Heartbeat {
   Heartbeat(Core& core, Settlement& settlement);
   // Once the source is open, when the options and the source allow it.
   void start();
+  // No more rounds; drain() waits for the one in flight (its extends) to end.
   void close();
+  boost::asio::awaitable<bool> drain(CoreClock::time_point deadline);
 
  private:
   boost::asio::awaitable<void> run(std::chrono::milliseconds interval);
@@ -27,6 +30,8 @@ class Heartbeat {
   Settlement& settlement_;
   boost::asio::steady_timer timer_;
   bool closed_ = false;
+  bool running_ = false;  // its loop has not ended
+  AsyncCondition ended_;
 };
 
 }  // namespace sluice::runtime

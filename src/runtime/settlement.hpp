@@ -41,6 +41,8 @@ class Settlement final : public detail::Settler {
   Settlement(Core& core, WorkerStage& workers);
 
   Permits& permits() { return permits_; }
+  // Stopping, from any thread: no permit is handed out again (waiting receives get 0).
+  void close() { permits_.close(); }
   // Every message of this container settles here (through `settler`, which keeps the
   // container alive while a settlement runs).
   void set_origin(std::string source, std::weak_ptr<detail::Settler> settler);

@@ -20,6 +20,7 @@
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
 #include "sluice/sqs/client.hpp"
+#include "sqs/verbs.hpp"
 
 namespace sluice::sqs {
 namespace asio = boost::asio;
@@ -383,6 +384,9 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
       const driver::SourceSettings& s) const override {
     return {{"visibility_timeout_seconds",
              static_cast<double>(of(s).source.visibility_timeout.count())}};
+  }
+  driver::SourceVerbs add_verbs(const driver::VerbCommands& commands) const override {
+    return add_sqs_verbs(commands);
   }
 };
 

@@ -109,7 +109,8 @@ PayloadResolver::PayloadResolver(asio::any_io_executor executor, LargePayloadOpt
     : executor_(executor),
       options_(std::move(options)),
       warn_(std::move(warn)),
-      budget_(std::make_shared<ByteBudget>(options_.max_bytes_in_flight)) {
+      budget_(std::make_shared<ByteBudget>(options_.max_bytes_in_flight)),
+      deletes_(std::make_shared<Deletes>(executor)) {
   auto s3_options = options_.s3;
   s3_options.http.max_response_bytes =
       static_cast<std::size_t>(std::min<std::uint64_t>(options_.max_bytes_in_flight, SIZE_MAX));
@@ -247,15 +248,15 @@ asio::awaitable<void> PayloadResolver::fetch(Delivery state, PayloadPointer poin
 
 void PayloadResolver::delete_objects(std::vector<PayloadPointer> pointers) {
   for (auto& pointer : pointers) {
-    deletes_running_->fetch_add(1);
+    deletes_->running.fetch_add(1);
     // Detached from the SQS deletes that made them due: never holds them up.
     asio::co_spawn(
         executor_,
         [](std::shared_ptr<s3::S3Client> s3, PayloadPointer p) -> asio::awaitable<void> {
           co_await s3->delete_object(p.bucket, p.key);
         }(s3_, pointer),
-        [self = weak_from_this(), pointer, running = deletes_running_](std::exception_ptr error) {
-          running->fetch_sub(1);
+        [self = weak_from_this(), pointer, deletes = deletes_](std::exception_ptr error) {
+          if (deletes->running.fetch_sub(1) == 1) deletes->done.notify();
           auto resolver = self.lock();
           if (!resolver) return;  // the source is gone (stopped)
           if (!error) {
@@ -277,13 +278,9 @@ void PayloadResolver::delete_objects(std::vector<PayloadPointer> pointers) {
 }
 
 asio::awaitable<void> PayloadResolver::wait_for_deletes(std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  asio::steady_timer timer(executor_);
-  while (deletes_running_->load() > 0 && std::chrono::steady_clock::now() < until) {
-    timer.expires_after(std::chrono::milliseconds(10));
-    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec) break;
-  }
+  auto deletes = deletes_;
+  co_await deletes->done.wait_until(std::chrono::steady_clock::now() + limit,
+                                    [&] { return deletes->running.load() == 0; });
 }
 
 std::string random_uuid() {

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/async_wait.hpp"
 #include "sluice/spi/source.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/large_payload.hpp"
@@ -98,7 +99,13 @@ class PayloadResolver : public std::enable_shared_from_this<PayloadResolver> {
     bool stopping = false;
   };
   std::shared_ptr<Wait> wait_ = std::make_shared<Wait>();
-  std::shared_ptr<std::atomic<int>> deletes_running_ = std::make_shared<std::atomic<int>>(0);
+  // Object deletes in the background; shared with their completions.
+  struct Deletes {
+    explicit Deletes(boost::asio::any_io_executor executor) : done(std::move(executor)) {}
+    std::atomic<int> running{0};
+    runtime::AsyncCondition done;  // notified when running falls to 0
+  };
+  std::shared_ptr<Deletes> deletes_;
 };
 
 // The publisher's side: bodies over the threshold are stored in S3 and sent as a

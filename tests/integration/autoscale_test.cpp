@@ -314,3 +314,52 @@ TEST_F(AutoscaleTest, NoCloudWatchDataIsNoValueAndASignalDuringOnceIsNotASuccess
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
 }
+
+namespace {
+
+// The verbs that take their queue from a source (publish, queue stats, queue create,
+// autoscale) are answered by the source whose flag was given, with that source's
+// checks; with none (or two, for autoscale) the usage error names every source's flag.
+TEST(AutoscaleAndOtherVerbs, EachTakesItsQueueFromTheSourceWhoseFlagWasGiven) {
+  const std::string sluice = SLUICE_BINARY;
+  auto [code, text] = run(sluice + " publish --generate 1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("give --queue-url (SQS), --topic-arn (SNS), --amqp-url (RabbitMQ"),
+            std::string::npos)
+      << text;
+  std::tie(code, text) = run("env -u SLUICE_AMQP_URL " + sluice + " queue stats 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("--queue-url (SQS)"), std::string::npos) << text;
+  EXPECT_NE(text.find("--amqp-url (RabbitMQ"), std::string::npos) << text;
+  std::tie(code, text) = run(sluice +
+                             " autoscale --running 1 --once --queue-url "
+                             "http://127.0.0.1:9/000000000000/q --amqp-url amqp://127.0.0.1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("give one queue"), std::string::npos) << text;
+  // The chosen source's own checks.
+  std::tie(code, text) =
+      run(sluice + " autoscale --running 1 --once --amqp-url amqp://127.0.0.1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("--queue and --management-url are needed"), std::string::npos) << text;
+  std::tie(code, text) = run(sluice + " publish --amqp-url amqp://127.0.0.1 --generate 1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("--routing-key: missing"), std::string::npos) << text;
+  std::tie(code, text) = run(sluice +
+                             " publish --amqp-url amqp://127.0.0.1 --routing-key q "
+                             "--large-payload-bucket b --generate 1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("--large-payload-bucket: only with --queue-url"), std::string::npos) << text;
+  std::tie(code, text) = run(sluice +
+                             " autoscale --running 1 --once --from cloudwatch "
+                             "--period 1m --amqp-url amqp://127.0.0.1 --queue q "
+                             "--management-url http://127.0.0.1:9 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("this queue has no CloudWatch statistics"), std::string::npos) << text;
+  // A source's own verbs are on the command line beside the shared ones.
+  std::tie(code, text) = run(sluice + " --help 2>&1");
+  EXPECT_EQ(code, 0);
+  for (const char* verb : {"round-trip", "topic", "bucket", "publish", "queue", "autoscale"})
+    EXPECT_NE(text.find(verb), std::string::npos) << verb;
+}
+
+}  // namespace

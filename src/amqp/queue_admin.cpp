@@ -1,4 +1,4 @@
-#include "app/amqp_commands.hpp"
+#include "amqp/queue_admin.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -13,7 +13,7 @@
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
 
-namespace sluice::app {
+namespace sluice::amqp {
 namespace {
 
 int declare_or_inspect(const char* name, const std::string& url, const std::string& queue,
@@ -45,8 +45,8 @@ int declare_or_inspect(const char* name, const std::string& url, const std::stri
 
 }  // namespace
 
-int amqp_queue_create(const std::string& url, const std::string& queue, bool quorum,
-                      const std::string& dead_letter_exchange) {
+int queue_create(const std::string& url, const std::string& queue, bool quorum,
+                 const std::string& dead_letter_exchange) {
   if (queue.empty()) {
     std::cerr << "sluice queue create: --name: missing, expected a RabbitMQ queue name\n";
     return 2;
@@ -103,8 +103,8 @@ boost::asio::awaitable<ManagementCounts> ManagementApi::queue_counts(std::string
   }
 }
 
-int amqp_queue_stats(const std::string& url, const std::string& queue,
-                     const std::string& management_url) {
+int queue_stats(const std::string& url, const std::string& queue,
+                const std::string& management_url) {
   if (queue.empty()) {
     std::cerr << "sluice queue stats: --queue: missing, expected a RabbitMQ queue name\n";
     return 2;
@@ -126,4 +126,4 @@ int amqp_queue_stats(const std::string& url, const std::string& queue,
   }
 }
 
-}  // namespace sluice::app
+}  // namespace sluice::amqp

@@ -1,5 +1,6 @@
 #pragma once
-// `sluice queue create|stats --amqp-url ...`: RabbitMQ queue operations.
+// `sluice queue create|stats --amqp-url ...`: RabbitMQ queue operations, and the
+// management plugin's HTTP API (unacknowledged counts, which AMQP does not report).
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <memory>
@@ -9,18 +10,18 @@
 #include "amqp/connection.hpp"
 #include "sluice/aws/http.hpp"
 
-namespace sluice::app {
+namespace sluice::amqp {
 
 // Declares a durable queue (idempotent; a different declaration is PRECONDITION_FAILED,
 // exit 2). Exit codes as the README says.
-int amqp_queue_create(const std::string& url, const std::string& queue, bool quorum,
-                      const std::string& dead_letter_exchange);
+int queue_create(const std::string& url, const std::string& queue, bool quorum,
+                 const std::string& dead_letter_exchange);
 
 // Ready messages and consumers (AMQP's passive queue.declare); with a management URL
 // (http://host:15672), ready, unacknowledged and consumers from the management
 // plugin's API instead (its figures lag by its statistics interval, 5 s by default).
-int amqp_queue_stats(const std::string& url, const std::string& queue,
-                     const std::string& management_url);
+int queue_stats(const std::string& url, const std::string& queue,
+                const std::string& management_url);
 
 struct ManagementCounts {
   long ready = 0;
@@ -50,8 +51,8 @@ class ManagementApi {
 
  private:
   std::shared_ptr<aws::HttpClient> client_;
-  amqp::Uri uri_;
+  Uri uri_;
   aws::Url api_;
 };
 
-}  // namespace sluice::app
+}  // namespace sluice::amqp

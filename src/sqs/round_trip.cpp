@@ -1,4 +1,4 @@
-#include "app/demo.hpp"
+#include "sqs/round_trip.hpp"
 
 #include <fmt/core.h>
 
@@ -15,7 +15,7 @@
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 
-namespace sluice::app {
+namespace sluice::sqs {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
@@ -162,4 +162,4 @@ int run_round_trip(const RoundTripOptions& options) {
   }
 }
 
-}  // namespace sluice::app
+}  // namespace sluice::sqs

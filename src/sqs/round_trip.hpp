@@ -1,7 +1,8 @@
 #pragma once
+// `sluice round-trip`: a raw SQS round trip, no pipeline.
 #include <string>
 
-namespace sluice::app {
+namespace sluice::sqs {
 
 struct RoundTripOptions {
   std::string endpoint_url;  // empty: the usual AWS lookup
@@ -17,4 +18,4 @@ struct RoundTripOptions {
 // prints a summary. Returns the process exit code.
 int run_round_trip(const RoundTripOptions& options);
 
-}  // namespace sluice::app
+}  // namespace sluice::sqs

@@ -1,0 +1,553 @@
+// The command-line verbs of the SQS source (driver/verbs.hpp): `publish --queue-url`
+// (or --topic-arn: SNS fan-out to queues; large bodies through S3), `queue stats
+// --queue-url`, `queue create` (the fallback when no other source is chosen), and verbs
+// of its own: `round-trip`, `topic create` (SNS), `bucket create` (S3).
+#include "driver/verbs.hpp"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <functional>
+#include <iostream>
+
+#include "sluice/aws/error.hpp"
+#include "sluice/aws/http.hpp"
+#include "sluice/s3/client.hpp"
+#include "sluice/sns/client.hpp"
+#include "sluice/sqs/client.hpp"
+#include "sluice/sqs/publisher.hpp"
+#include "sqs/round_trip.hpp"
+#include "sqs/verbs.hpp"
+
+namespace sluice::sqs {
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct PublishFlags {
+  std::string queue_url;  // SQS ...
+  std::string topic_arn;  // ... or SNS (PublishBatch; one Publish each with sns_single)
+  bool sns_single = false;
+  std::string endpoint_url;
+  std::string region;
+  // Large payloads: bodies over the threshold (0: the queue's maximum) go to S3.
+  std::string payload_bucket;
+  std::size_t payload_threshold = 0;
+  std::string s3_endpoint_url;
+  bool s3_path_style = false;
+};
+
+struct TopicFlags {
+  std::string name;  // ".fifo" for a FIFO topic
+  std::vector<std::string> subscribe_queue_urls;
+  bool raw = false;          // RawMessageDelivery on the subscriptions
+  std::string endpoint_url;  // SNS; SQS (for the queues' ARNs) from its own variables
+  std::string region;
+};
+
+struct Flags {
+  PublishFlags publish;
+  std::string stats_url, stats_endpoint, stats_region;
+  bool create_fifo = false;
+  std::string create_endpoint, create_region;
+  TopicFlags topic;
+  std::string bucket_name, bucket_endpoint, bucket_region;
+  std::string autoscale_url, autoscale_endpoint;
+  RoundTripOptions round_trip;
+  CLI::App *round_trip_command = nullptr, *topic_create = nullptr, *bucket_create = nullptr;
+};
+
+using ChunkResult = std::pair<std::size_t, std::size_t>;  // sent, failed
+// Sends bodies[first, first + n) as one unit of work.
+using SendChunk =
+    std::function<asio::awaitable<ChunkResult>(std::vector<std::string> bodies, std::size_t first)>;
+
+// Chunks of `chunk_size` bodies, `concurrency` chunks in flight, with progress.
+asio::awaitable<ChunkResult> publish_chunks(const driver::PublishRequest& options,
+                                            std::vector<std::string> bodies, std::size_t chunk_size,
+                                            const SendChunk& send) {
+  auto executor = co_await asio::this_coro::executor;
+  std::size_t sent = 0, failed = 0, next = 0;
+  const std::size_t total = bodies.size();
+  const auto start = Clock::now();
+  const bool tty = options.progress && isatty(STDERR_FILENO);
+  auto report = [&](bool final) {
+    if (!options.progress) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::cerr << (tty ? "\r" : "") << "sluice publish: " << sent << "/" << total << " sent, "
+              << failed << " failed, " << static_cast<long>(sent / std::max(seconds, 1e-3))
+              << " msg/s" << ((final || !tty) ? "\n" : "") << std::flush;
+  };
+  using Done =
+      asio::experimental::channel<void(boost::system::error_code, std::size_t, std::size_t)>;
+  Done done(executor, static_cast<std::size_t>(options.concurrency));
+  int running = 0;
+  std::size_t errors_shown = 0;  // the first few; the count says the rest
+  auto last_report = Clock::now();
+  while (next < total || running > 0) {
+    while (next < total && running < options.concurrency) {
+      const std::size_t first = next;
+      const std::size_t n = std::min(chunk_size, total - next);
+      std::vector<std::string> chunk(std::make_move_iterator(bodies.begin() + first),
+                                     std::make_move_iterator(bodies.begin() + first + n));
+      next += n;
+      ++running;
+      asio::co_spawn(executor, send(std::move(chunk), first),
+                     [&done, &errors_shown, n](std::exception_ptr e, ChunkResult result) {
+                       if (e) {
+                         try {
+                           std::rethrow_exception(e);
+                         } catch (const std::exception& what) {
+                           if (errors_shown++ < 5)
+                             std::cerr << "sluice publish: " << what.what() << "\n";
+                         } catch (...) {
+                         }
+                         result = {0, n};
+                       }
+                       done.try_send(boost::system::error_code{}, result.first, result.second);
+                     });
+    }
+    auto [ok, bad] = co_await done.async_receive(asio::use_awaitable);
+    --running;
+    sent += ok;
+    failed += bad;
+    if (Clock::now() - last_report > std::chrono::milliseconds(200)) {
+      report(false);
+      last_report = Clock::now();
+    }
+  }
+  report(true);
+  co_return ChunkResult{sent, failed};
+}
+
+asio::awaitable<ChunkResult> publish_sqs(const PublishFlags& options,
+                                         driver::PublishRequest request) {
+  auto executor = co_await asio::this_coro::executor;
+  sqs::SqsClientOptions client_options;
+  client_options.endpoint_url = options.endpoint_url;
+  client_options.region = options.region;
+  auto client = std::make_shared<sqs::SqsClient>(executor, client_options);
+  sqs::PublisherOptions publisher_options;
+  if (!options.payload_bucket.empty()) {
+    auto& large = publisher_options.large_payloads;
+    large.enabled = true;
+    large.bucket = options.payload_bucket;
+    large.threshold = options.payload_threshold;
+    large.s3.endpoint_url = options.s3_endpoint_url;
+    large.s3.addressing =
+        options.s3_path_style ? s3::AddressingStyle::path : s3::AddressingStyle::auto_detect;
+  }
+  auto publisher = std::make_shared<sqs::Publisher>(client, options.queue_url, publisher_options);
+  const bool fifo = options.queue_url.ends_with(".fifo");
+  std::size_t first_error_shown = 0;
+  // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
+  SendChunk send = [publisher, fifo, &first_error_shown](
+                       std::vector<std::string> chunk,
+                       std::size_t first) -> asio::awaitable<ChunkResult> {
+    std::vector<sqs::SendMessageEntry> entries;
+    entries.reserve(chunk.size());
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      sqs::SendMessageEntry e;
+      e.body = std::move(chunk[i]);
+      if (fifo) {
+        e.message_group_id = "g" + std::to_string((first + i) % 16);
+        e.message_deduplication_id = "p" + std::to_string(first + i);
+      }
+      entries.push_back(std::move(e));
+    }
+    const auto outcomes = co_await publisher->send_batch(std::move(entries));
+    ChunkResult result{0, 0};
+    for (const auto& o : outcomes) {
+      (o.ok ? result.first : result.second)++;
+      if (!o.ok && first_error_shown++ < 5)
+        std::cerr << "sluice publish: message " << first + o.index << " failed: " << o.error_code
+                  << " " << o.error_message << "\n";
+    }
+    co_return result;
+  };
+  auto bodies = std::move(request.bodies);
+  const ChunkResult result = co_await publish_chunks(request, std::move(bodies), 100, send);
+  co_return result;
+}
+
+// SNS: PublishBatch of 10 (or one Publish per message with --single); entries that
+// failed for the service's reason are sent again, a few times.
+asio::awaitable<ChunkResult> publish_sns(const PublishFlags& options,
+                                         driver::PublishRequest request) {
+  auto executor = co_await asio::this_coro::executor;
+  sns::SnsClientOptions client_options;
+  client_options.endpoint_url = options.endpoint_url;
+  client_options.region = options.region;
+  auto client = std::make_shared<sns::SnsClient>(executor, client_options);
+  const std::string topic = options.topic_arn;
+  const bool fifo = topic.ends_with(".fifo");
+  const bool single = options.sns_single;
+  std::size_t first_error_shown = 0;
+  SendChunk send = [client, topic, fifo, single, &first_error_shown](
+                       std::vector<std::string> chunk,
+                       std::size_t first) -> asio::awaitable<ChunkResult> {
+    std::vector<sns::PublishEntry> entries(chunk.size());
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      entries[i].id = std::to_string(i);
+      entries[i].message = std::move(chunk[i]);
+      if (fifo) {
+        entries[i].message_group_id = "g" + std::to_string((first + i) % 16);
+        entries[i].message_deduplication_id = "p" + std::to_string(first + i);
+      }
+    }
+    if (single) {
+      co_await client->publish(topic, std::move(entries.front()));
+      co_return ChunkResult{1, 0};
+    }
+    std::size_t sent = 0;
+    for (int attempt = 1; !entries.empty(); ++attempt) {
+      const auto result = co_await client->publish_batch(topic, entries);
+      sent += result.successful.size();
+      std::vector<sns::PublishEntry> again;
+      for (const auto& f : result.failed) {
+        auto it = std::find_if(entries.begin(), entries.end(),
+                               [&](const auto& e) { return e.id == f.id; });
+        if (it == entries.end()) continue;
+        if (!f.sender_fault && attempt < 5) {
+          again.push_back(*it);
+        } else if (first_error_shown++ < 5) {
+          std::cerr << "sluice publish: message " << first + std::stoul(f.id)
+                    << " failed: " << f.code << " " << f.message << "\n";
+        }
+      }
+      entries = std::move(again);
+    }
+    co_return ChunkResult{sent, chunk.size() - sent};
+  };
+  auto bodies = std::move(request.bodies);
+  const ChunkResult result =
+      co_await publish_chunks(request, std::move(bodies), single ? 1 : sns::kMaxBatchEntries, send);
+  co_return result;
+}
+
+std::optional<std::string> check_publish(const PublishFlags& options) {
+  if (!options.queue_url.empty() && !options.topic_arn.empty())
+    return "give --queue-url or --topic-arn, not both";
+  if (!options.payload_bucket.empty() && options.queue_url.empty())
+    return "--large-payload-bucket: only with --queue-url (SQS)";
+  for (const auto& [flag, url] :
+       {std::pair<const char*, std::string>{"--endpoint-url", options.endpoint_url},
+        {"--s3-endpoint-url", options.s3_endpoint_url}}) {
+    if (url.empty()) continue;
+    try {
+      aws::Url::parse(url);
+    } catch (const aws::AwsError& e) {
+      return std::string(flag) + ": " + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
+int run_publish(const PublishFlags& options, driver::PublishRequest request) {
+  asio::io_context io;
+  auto result = asio::co_spawn(io,
+                               options.topic_arn.empty() ? publish_sqs(options, std::move(request))
+                                                         : publish_sns(options, std::move(request)),
+                               asio::use_future);
+  io.run();
+  try {
+    const auto [sent, failed] = result.get();
+    return failed == 0 ? 0 : 1;
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice publish: " << e.what() << "\n";
+    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
+  }
+}
+
+// Runs one SQS call to completion; `print` shows its result. Exit code as documented.
+template <class Call, class Print>
+int sqs_command(const char* name, const std::string& endpoint, const std::string& region, Call call,
+                Print print) {
+  asio::io_context io;
+  SqsClientOptions options;
+  options.endpoint_url = endpoint;
+  options.region = region;
+  try {
+    SqsClient client(io.get_executor(), options);
+    auto result = asio::co_spawn(io, call(client), asio::use_future);
+    io.run();
+    print(result.get());
+    return 0;
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice " << name << ": " << e.what() << "\n";
+    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
+  }
+}
+
+int queue_stats(const std::string& queue_url, const std::string& endpoint,
+                const std::string& region) {
+  return sqs_command(
+      "queue stats", endpoint, region,
+      [&](auto& client) { return client.get_queue_attributes(queue_url); },
+      [](const QueueAttributes& attributes) {
+        for (const auto& [name, value] : attributes) std::cout << name << " " << value << "\n";
+      });
+}
+
+int queue_create(const std::string& name, bool fifo, const std::string& endpoint,
+                 const std::string& region) {
+  QueueAttributes attributes;
+  if (fifo) attributes["FifoQueue"] = "true";
+  return sqs_command(
+      "queue create", endpoint, region,
+      [&](auto& client) { return client.create_queue(name, attributes); },
+      [](const std::string& url) { std::cout << url << "\n"; });
+}
+
+// Runs a coroutine to completion; AWS errors become the documented exit codes.
+template <class Make>
+int run_command(const char* name, Make make) {
+  asio::io_context io;
+  try {
+    auto result = asio::co_spawn(io, make(io.get_executor()), asio::use_future);
+    io.run();
+    result.get();
+    return 0;
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice " << name << ": " << e.what() << "\n";
+    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
+  }
+}
+
+asio::awaitable<void> create_topic(asio::any_io_executor executor, TopicFlags options) {
+  sns::SnsClientOptions sns_options;
+  sns_options.endpoint_url = options.endpoint_url;
+  sns_options.region = options.region;
+  sns::SnsClient sns(executor, sns_options);
+  std::map<std::string, std::string> attributes;
+  if (options.name.ends_with(".fifo")) attributes["FifoTopic"] = "true";
+  const std::string topic = co_await sns.create_topic(options.name, attributes);
+  std::cout << topic << "\n";
+  if (options.subscribe_queue_urls.empty()) co_return;
+  sqs::SqsClientOptions sqs_options;
+  sqs_options.region = options.region;
+  sqs::SqsClient sqs(executor, sqs_options);
+  for (const auto& url : options.subscribe_queue_urls) {
+    std::vector<std::string> names;  // not braced inside co_await: GCC 12 mis-compiles it
+    names.emplace_back("QueueArn");
+    const auto queue = co_await sqs.get_queue_attributes(url, names);
+    auto arn = queue.find("QueueArn");
+    if (arn == queue.end())
+      throw aws::AwsError(aws::ErrorKind::integrity, "queue " + url + " has no QueueArn");
+    std::map<std::string, std::string> subscription;
+    if (options.raw) subscription["RawMessageDelivery"] = "true";
+    std::cout << co_await sns.subscribe(topic, "sqs", arn->second, subscription) << "\n";
+  }
+}
+
+asio::awaitable<void> create_bucket(asio::any_io_executor executor, std::string name,
+                                    std::string endpoint_url, std::string region) {
+  s3::S3ClientOptions options;
+  options.endpoint_url = std::move(endpoint_url);
+  options.region = std::move(region);
+  s3::S3Client s3(executor, options);
+  try {
+    co_await s3.create_bucket(name);
+  } catch (const aws::AwsError& e) {
+    // Already ours: as idempotent as `queue create`.
+    if (e.code() != "BucketAlreadyOwnedByYou") throw;
+  }
+  std::cout << name << "\n";
+}
+
+int run_topic_create(const TopicFlags& options) {
+  return run_command("topic create", [&](asio::any_io_executor executor) {
+    return create_topic(executor, options);
+  });
+}
+
+int run_bucket_create(const std::string& name, const std::string& endpoint_url,
+                      const std::string& region) {
+  return run_command("bucket create", [&](asio::any_io_executor executor) {
+    return create_bucket(executor, name, endpoint_url, region);
+  });
+}
+
+// The exit code an SQS error means for a command: the user's to fix (2) or not (1).
+int exit_code_of(const aws::AwsError& e) {
+  const bool users_to_fix = e.kind() == aws::ErrorKind::configuration ||
+                            e.code() == "QueueDoesNotExist" ||
+                            e.code().ends_with("NonExistentQueue");
+  return users_to_fix ? 2 : 1;
+}
+
+// `sluice autoscale --queue-url`: in flight and visible from the queue's attributes.
+class AttributesReader final : public driver::QueueReader {
+ public:
+  AttributesReader(asio::any_io_executor executor, std::string url, SqsClientOptions options)
+      : url_(std::move(url)) {
+    try {
+      client_.emplace(std::move(executor), std::move(options));
+    } catch (const aws::AwsError& e) {
+      throw driver::VerbError(exit_code_of(e), e.what());
+    }
+  }
+  asio::awaitable<driver::QueueReading> read() override {
+    QueueAttributes attributes;
+    try {
+      attributes = co_await client_->get_queue_attributes(url_);
+    } catch (const aws::AwsError& e) {
+      throw driver::VerbError(exit_code_of(e), e.what());
+    }
+    auto number = [&](const char* name) {
+      auto it = attributes.find(name);
+      if (it == attributes.end())
+        throw driver::VerbError(1, std::string("GetQueueAttributes answer has no ") + name);
+      return std::stod(it->second);
+    };
+    co_return driver::QueueReading{number("ApproximateNumberOfMessagesNotVisible"),
+                                   number("ApproximateNumberOfMessages")};
+  }
+
+ private:
+  std::string url_;
+  std::optional<SqsClient> client_;
+};
+
+std::string queue_name_of(const std::string& url) {
+  const auto slash = url.find_last_of('/');
+  return slash == std::string::npos ? url : url.substr(slash + 1);
+}
+
+}  // namespace
+
+driver::SourceVerbs add_sqs_verbs(const driver::VerbCommands& commands) {
+  auto flags = std::make_shared<Flags>();
+  auto& publish = flags->publish;
+  auto* pub = commands.publish;
+  pub->add_option("--queue-url", publish.queue_url, "target SQS queue");
+  pub->add_option("--endpoint-url", publish.endpoint_url,
+                  "SQS endpoint (default: as the AWS CLI finds it)");
+  pub->add_option("--region", publish.region, "AWS region");
+  pub->add_option("--topic-arn", publish.topic_arn,
+                  "target SNS topic (PublishBatch of 10; fan-out to its subscriptions)");
+  pub->add_flag("--single", publish.sns_single, "SNS: one Publish call per message");
+  pub->add_option("--large-payload-bucket", publish.payload_bucket,
+                  "SQS: bodies over the threshold go to this S3 bucket, sent as the AWS extended "
+                  "clients' pointer");
+  pub->add_option("--payload-threshold", publish.payload_threshold,
+                  "bytes of body and attributes above which a body goes to S3 (0: the queue's "
+                  "MaximumMessageSize)")
+      ->capture_default_str();
+  pub->add_option("--s3-endpoint-url", publish.s3_endpoint_url,
+                  "S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS)");
+  pub->add_flag("--s3-path-style", publish.s3_path_style, "S3 path-style addressing");
+
+  auto* stats = commands.queue_stats;
+  stats->add_option("--queue-url", flags->stats_url, "SQS queue");
+  stats->add_option("--endpoint-url", flags->stats_endpoint, "SQS endpoint");
+  stats->add_option("--region", flags->stats_region, "AWS region");
+
+  auto* create = commands.queue_create;
+  create->add_option("--endpoint-url", flags->create_endpoint, "SQS endpoint");
+  create->add_option("--region", flags->create_region, "AWS region");
+  create->add_flag("--fifo", flags->create_fifo, "FIFO queue (the name must end in .fifo)");
+
+  auto* autoscale = commands.autoscale;
+  autoscale->add_option("--queue-url", flags->autoscale_url, "SQS queue");
+  autoscale->add_option("--endpoint-url", flags->autoscale_endpoint, "SQS endpoint");
+
+  auto& round_trip = flags->round_trip;
+  auto* demo = commands.app->add_subcommand(
+      "round-trip",
+      "Create a queue, publish events, drain them with overlapping long polls, verify and "
+      "summarize");
+  demo->add_option("--endpoint-url", round_trip.endpoint_url, "SQS endpoint");
+  demo->add_option("--region", round_trip.region, "AWS region");
+  demo->add_option("--queue", round_trip.queue_name, "queue name")->capture_default_str();
+  demo->add_option("--messages", round_trip.messages, "messages to publish")
+      ->check(CLI::Range(1, 10'000'000))
+      ->capture_default_str();
+  demo->add_option("--concurrent-receives", round_trip.concurrent_receives,
+                   "long polls in flight at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  demo->add_flag("--keep-queue", round_trip.keep_queue, "do not delete the queue afterwards");
+  flags->round_trip_command = demo;
+
+  auto& topic = flags->topic;
+  auto* topics = commands.app->add_subcommand("topic", "SNS topic operations");
+  topics->require_subcommand(1);
+  auto* topic_create = topics->add_subcommand(
+      "create", "Create a topic (idempotent), subscribe queues to it, print the ARNs");
+  topic_create->add_option("--name", topic.name, "topic name (.fifo for FIFO)")->required();
+  topic_create->add_option("--subscribe-queue-url", topic.subscribe_queue_urls,
+                           "SQS queue to subscribe (repeatable; its SQS endpoint from "
+                           "AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL)");
+  topic_create->add_flag("--raw", topic.raw,
+                         "RawMessageDelivery: the queues get the message, not the envelope");
+  topic_create->add_option("--endpoint-url", topic.endpoint_url, "SNS endpoint");
+  topic_create->add_option("--region", topic.region, "AWS region");
+  flags->topic_create = topic_create;
+  auto* buckets = commands.app->add_subcommand("bucket", "S3 bucket operations (large payloads)");
+  buckets->require_subcommand(1);
+  auto* bucket_create =
+      buckets->add_subcommand("create", "Create a bucket (idempotent) and print its name");
+  bucket_create->add_option("--name", flags->bucket_name, "bucket name")->required();
+  bucket_create->add_option("--endpoint-url", flags->bucket_endpoint, "S3 endpoint");
+  bucket_create->add_option("--region", flags->bucket_region, "AWS region");
+  flags->bucket_create = bucket_create;
+
+  driver::SourceVerbs verbs;
+  verbs.choose_with = "--queue-url (SQS), --topic-arn (SNS)";
+  verbs.publish = driver::SourceVerbs::Publish{
+      [flags] {  // a bucket alone chooses SQS too: its check says what is missing
+        const auto& p = flags->publish;
+        return !p.queue_url.empty() || !p.topic_arn.empty() || !p.payload_bucket.empty();
+      },
+      [flags] { return check_publish(flags->publish); },
+      [flags](driver::PublishRequest request) {
+        return run_publish(flags->publish, std::move(request));
+      }};
+  verbs.queue_stats = driver::SourceVerbs::Verb{
+      [flags] { return !flags->stats_url.empty(); }, false,
+      [flags] {
+        return queue_stats(flags->stats_url, flags->stats_endpoint, flags->stats_region);
+      }};
+  const std::string* name = commands.queue_name;
+  verbs.queue_create =
+      driver::SourceVerbs::Verb{[] { return false; }, /*fallback=*/true,
+                                [flags, name] {
+                                  return queue_create(*name, flags->create_fifo,
+                                                      flags->create_endpoint, flags->create_region);
+                                }};
+  const std::string* region = commands.region;
+  verbs.autoscale = driver::SourceVerbs::Autoscale{
+      [flags] { return !flags->autoscale_url.empty(); },
+      [] { return std::optional<std::string>(); },
+      [flags, region](asio::any_io_executor executor) -> std::unique_ptr<driver::QueueReader> {
+        SqsClientOptions options;
+        options.endpoint_url = flags->autoscale_endpoint;
+        options.region = *region;
+        return std::make_unique<AttributesReader>(std::move(executor), flags->autoscale_url,
+                                                  options);
+      },
+      [flags] { return queue_name_of(flags->autoscale_url); },
+      [flags] {
+        return std::optional<driver::QueueMetrics>(driver::QueueMetrics{
+            "AWS/SQS", "QueueName", queue_name_of(flags->autoscale_url),
+            "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesVisible",
+            "ApproximateAgeOfOldestMessage"});
+      }};
+  verbs.run_own = [flags]() -> std::optional<int> {
+    if (*flags->round_trip_command) return run_round_trip(flags->round_trip);
+    if (*flags->topic_create) return run_topic_create(flags->topic);
+    if (*flags->bucket_create)
+      return run_bucket_create(flags->bucket_name, flags->bucket_endpoint, flags->bucket_region);
+    return std::nullopt;
+  };
+  return verbs;
+}
+
+}  // namespace sluice::sqs
