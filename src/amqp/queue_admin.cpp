@@ -60,13 +60,13 @@ ManagementApi::ManagementApi(boost::asio::any_io_executor executor, const std::s
   try {
     uri_ = amqp::parse_uri(amqp_url);
   } catch (const std::invalid_argument& e) {
-    throw ManagementError(2, std::string("--amqp-url: ") + e.what());
+    throw driver::VerbError(2, std::string("--amqp-url: ") + e.what());
   }
   try {
     api_ = aws::Url::parse(management_url);
   } catch (const aws::AwsError&) {
-    throw ManagementError(2, "--management-url: got '" + common::redact_password(management_url) +
-                                 "', expected the management plugin's http(s)://host:port");
+    throw driver::VerbError(2, "--management-url: got '" + common::redact_password(management_url) +
+                                   "', expected the management plugin's http(s)://host:port");
   }
 }
 
@@ -84,21 +84,21 @@ boost::asio::awaitable<ManagementCounts> ManagementApi::queue_counts(std::string
     auto client = client_;
     response = co_await client->send(request);
   } catch (const aws::AwsError& e) {
-    throw ManagementError(1, std::string("--management-url: ") + e.what());
+    throw driver::VerbError(1, std::string("--management-url: ") + e.what());
   }
   if (response.status == 401)
-    throw ManagementError(2, "the management API refused user '" + uri_.user + "' (401)");
+    throw driver::VerbError(2, "the management API refused user '" + uri_.user + "' (401)");
   if (response.status == 404)
-    throw ManagementError(2, "no queue '" + queue + "' in vhost '" + uri_.vhost + "'");
+    throw driver::VerbError(2, "no queue '" + queue + "' in vhost '" + uri_.vhost + "'");
   if (response.status != 200)
-    throw ManagementError(1, "the management API answered " + std::to_string(response.status));
+    throw driver::VerbError(1, "the management API answered " + std::to_string(response.status));
   try {
     const auto json = nlohmann::json::parse(response.body);
     co_return ManagementCounts{json.value("messages_ready", 0L),
                                json.value("messages_unacknowledged", 0L),
                                json.value("consumers", 0L)};
   } catch (const nlohmann::json::exception& e) {
-    throw ManagementError(
+    throw driver::VerbError(
         1, std::string("the management API's answer is not what was expected: ") + e.what());
   }
 }
@@ -120,7 +120,7 @@ int queue_stats(const std::string& url, const std::string& queue,
     std::cout << "ready " << counts.ready << "\nunacknowledged " << counts.unacknowledged
               << "\nconsumers " << counts.consumers << "\n";
     return 0;
-  } catch (const ManagementError& e) {
+  } catch (const driver::VerbError& e) {
     std::cerr << "sluice queue stats: " << e.what() << "\n";
     return e.exit_code();
   }

@@ -4,10 +4,10 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "amqp/connection.hpp"
+#include "driver/verbs.hpp"
 #include "sluice/aws/http.hpp"
 
 namespace sluice::amqp {
@@ -29,24 +29,13 @@ struct ManagementCounts {
   long consumers = 0;
 };
 
-// What went wrong and the exit code it means (2: the user's to fix, 1: otherwise).
-class ManagementError : public std::runtime_error {
- public:
-  ManagementError(int exit_code, const std::string& what)
-      : std::runtime_error(what), exit_code_(exit_code) {}
-  int exit_code() const { return exit_code_; }
-
- private:
-  int exit_code_;
-};
-
 // The RabbitMQ management plugin's HTTP API, as the AMQP URL's user (Basic auth).
 class ManagementApi {
  public:
-  // Throws ManagementError naming --amqp-url or --management-url when malformed.
+  // Throws driver::VerbError naming --amqp-url or --management-url when malformed.
   ManagementApi(boost::asio::any_io_executor executor, const std::string& amqp_url,
                 const std::string& management_url);
-  // Throws ManagementError (refused user, no such queue, an unexpected answer).
+  // Throws driver::VerbError (refused user, no such queue, an unexpected answer).
   boost::asio::awaitable<ManagementCounts> queue_counts(std::string queue);
 
  private:

@@ -35,19 +35,12 @@ struct Flags {
 // which only the management API reports.
 class ManagementReader final : public driver::QueueReader {
  public:
-  ManagementReader(boost::asio::any_io_executor executor, const Flags& flags) try
+  // Throw driver::VerbError, as the management API does.
+  ManagementReader(boost::asio::any_io_executor executor, const Flags& flags)
       : api_(std::move(executor), flags.autoscale_url, flags.autoscale_management_url),
-        queue_(flags.autoscale_queue) {
-  } catch (const ManagementError& e) {
-    throw driver::VerbError(e.exit_code(), e.what());
-  }
+        queue_(flags.autoscale_queue) {}
   boost::asio::awaitable<driver::QueueReading> read() override {
-    ManagementCounts counts;
-    try {
-      counts = co_await api_.queue_counts(queue_);
-    } catch (const ManagementError& e) {
-      throw driver::VerbError(e.exit_code(), e.what());
-    }
+    const ManagementCounts counts = co_await api_.queue_counts(queue_);
     co_return driver::QueueReading{static_cast<double>(counts.unacknowledged),
                                    static_cast<double>(counts.ready)};
   }
@@ -150,8 +143,8 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
                         "messages are the in-flight count");
 
   driver::SourceVerbs verbs;
-  verbs.choose_with = "--amqp-url (RabbitMQ, or SLUICE_AMQP_URL)";
   verbs.autoscale = driver::SourceVerbs::Autoscale{
+      "--amqp-url (or SLUICE_AMQP_URL) with --queue and --management-url (RabbitMQ)",
       [flags] { return !flags->autoscale_url.empty(); },
       [flags]() -> std::optional<std::string> {
         if (flags->autoscale_queue.empty() || flags->autoscale_management_url.empty())
@@ -164,17 +157,20 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
       },
       [flags] { return flags->autoscale_queue; },
       [] { return std::optional<driver::QueueMetrics>(); }};
-  verbs.publish = driver::SourceVerbs::Publish{[flags] { return !flags->publish.url.empty(); },
-                                               [flags] { return check_publish(flags->publish); },
-                                               [flags](driver::PublishRequest request) {
-                                                 return publish(flags->publish, std::move(request));
-                                               }};
+  verbs.publish =
+      driver::SourceVerbs::Publish{"--amqp-url (or SLUICE_AMQP_URL) with --routing-key (RabbitMQ)",
+                                   [flags] { return !flags->publish.url.empty(); },
+                                   [flags] { return check_publish(flags->publish); },
+                                   [flags](driver::PublishRequest request) {
+                                     return publish(flags->publish, std::move(request));
+                                   }};
   verbs.queue_stats = driver::SourceVerbs::Verb{
+      "--amqp-url (or SLUICE_AMQP_URL) with --queue (RabbitMQ)",
       [flags] { return !flags->stats_url.empty(); }, false,
       [flags] { return queue_stats(flags->stats_url, flags->stats_queue, flags->management_url); }};
   const std::string* name = commands.queue_name;
   verbs.queue_create = driver::SourceVerbs::Verb{
-      [flags] { return !flags->create_url.empty(); }, false,
+      "--amqp-url (RabbitMQ)", [flags] { return !flags->create_url.empty(); }, false,
       [flags, name] {
         return queue_create(flags->create_url, *name, flags->create_quorum,
                             flags->create_dead_letter_exchange);

@@ -418,11 +418,14 @@ int run_autoscale(const AutoscaleOptions& options,
   std::string choices;
   for (const auto& source : sources) {
     if (!source.autoscale) continue;
-    choices += (choices.empty() ? "" : ", ") + source.choose_with;
+    choices += (choices.empty() ? "" : ", or ") + source.autoscale->choose_with;
     if (source.autoscale->chosen() && chosen_count++ == 0) chosen = &*source.autoscale;
   }
   if (chosen_count != 1) {
-    std::cerr << "sluice autoscale: give one queue: " << choices << "\n";
+    std::cerr << "sluice autoscale: give one queue: " << choices
+              << (chosen_count > 1 ? " (not several: SLUICE_AMQP_URL in the environment counts)"
+                                   : "")
+              << "\n";
     return 2;
   }
   try {

@@ -42,7 +42,7 @@ int run_verb(const char* name, const std::vector<sluice::driver::SourceVerbs>& s
   for (const auto& source : sources)
     if (const auto& v = source.*verb; v && v->fallback) return v->run();
   for (const auto& source : sources)
-    if (source.*verb) choices += (choices.empty() ? "" : ", ") + source.choose_with;
+    if (const auto& v = source.*verb) choices += (choices.empty() ? "" : ", or ") + v->choose_with;
   std::cerr << "sluice " << name << ": give " << choices << "\n";
   return 2;
 }

@@ -100,7 +100,7 @@ int run_publish(const PublishOptions& options, const std::vector<driver::SourceV
   std::string choices;
   for (const auto& source : sources) {
     if (!source.publish) continue;
-    choices += (choices.empty() ? "" : ", ") + source.choose_with;
+    choices += (choices.empty() ? "" : ", or ") + source.publish->choose_with;
     if (!chosen && source.publish->chosen()) chosen = &*source.publish;
   }
   if (!chosen) {

@@ -58,6 +58,13 @@ std::pair<std::size_t, std::size_t> password_span(std::string_view text) {
     }
     return {i, end - i};
   }
+  // user:password@host typed without its scheme: still a password.
+  if (const auto at = text.rfind('@'); at != std::string_view::npos) {
+    const auto colon = text.find(':');
+    if (colon != std::string_view::npos && colon < at &&
+        text.substr(0, colon).find_first_of("= /") == std::string_view::npos)
+      return {colon + 1, at - colon - 1};
+  }
   return {0, 0};
 }
 

@@ -74,17 +74,20 @@ struct PublishRequest {
 
 struct SourceVerbs {
   struct Verb {
+    std::string choose_with;       // for the usage error when no source was chosen
     std::function<bool()> chosen;  // its choosing flag was given
     bool fallback = false;         // runs the verb when no source was chosen
     std::function<int()> run;      // the exit code (README: 0, 1 failed, 2 bad usage)
   };
   struct Publish {
+    std::string choose_with;
     std::function<bool()> chosen;
     // Before the bodies are made: what is wrong with the flags given, or nothing.
     std::function<std::optional<std::string>()> check;
     std::function<int(PublishRequest)> run;
   };
   struct Autoscale {
+    std::string choose_with;
     std::function<bool()> chosen;
     std::function<std::optional<std::string>()> check;  // what is wrong with its flags
     // Throws VerbError.
@@ -97,8 +100,6 @@ struct SourceVerbs {
   std::optional<Autoscale> autoscale;
   // Runs the source's own verb if the command line chose one of them.
   std::function<std::optional<int>()> run_own;
-  // How a user chooses this source, for the usage error when none was: "--queue-url (SQS)".
-  std::string choose_with;
 };
 
 }  // namespace sluice::driver

@@ -158,7 +158,7 @@ int run_round_trip(const RoundTripOptions& options) {
   } catch (const aws::AwsError& e) {
     fmt::print(stderr, "sluice: error ({}{}): {}\n", aws::to_string(e.kind()),
                e.code().empty() ? "" : ", " + e.code(), e.what());
-    return 2;
+    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
   }
 }
 

@@ -30,6 +30,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// The exit code an SQS error means for a command: the user's to fix (2) or not (1).
+int exit_code_of(const aws::AwsError& e) {
+  const bool users_to_fix = e.kind() == aws::ErrorKind::configuration ||
+                            e.code() == "QueueDoesNotExist" ||
+                            e.code().ends_with("NonExistentQueue");
+  return users_to_fix ? 2 : 1;
+}
+
 struct PublishFlags {
   std::string queue_url;  // SQS ...
   std::string topic_arn;  // ... or SNS (PublishBatch; one Publish each with sns_single)
@@ -261,7 +269,7 @@ int run_publish(const PublishFlags& options, driver::PublishRequest request) {
     return failed == 0 ? 0 : 1;
   } catch (const aws::AwsError& e) {
     std::cerr << "sluice publish: " << e.what() << "\n";
-    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
+    return exit_code_of(e);
   }
 }
 
@@ -281,7 +289,7 @@ int sqs_command(const char* name, const std::string& endpoint, const std::string
     return 0;
   } catch (const aws::AwsError& e) {
     std::cerr << "sluice " << name << ": " << e.what() << "\n";
-    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
+    return exit_code_of(e);
   }
 }
 
@@ -297,6 +305,12 @@ int queue_stats(const std::string& queue_url, const std::string& endpoint,
 
 int queue_create(const std::string& name, bool fifo, const std::string& endpoint,
                  const std::string& region) {
+  if (fifo != name.ends_with(".fifo")) {
+    std::cerr << "sluice queue create: --name '" << name << "'"
+              << (fifo ? " with --fifo: a FIFO queue's name ends in .fifo\n"
+                       : ": a name ending in .fifo is a FIFO queue's (add --fifo)\n");
+    return 2;
+  }
   QueueAttributes attributes;
   if (fifo) attributes["FifoQueue"] = "true";
   return sqs_command(
@@ -372,14 +386,6 @@ int run_bucket_create(const std::string& name, const std::string& endpoint_url,
   return run_command("bucket create", [&](asio::any_io_executor executor) {
     return create_bucket(executor, name, endpoint_url, region);
   });
-}
-
-// The exit code an SQS error means for a command: the user's to fix (2) or not (1).
-int exit_code_of(const aws::AwsError& e) {
-  const bool users_to_fix = e.kind() == aws::ErrorKind::configuration ||
-                            e.code() == "QueueDoesNotExist" ||
-                            e.code().ends_with("NonExistentQueue");
-  return users_to_fix ? 2 : 1;
 }
 
 // `sluice autoscale --queue-url`: in flight and visible from the queue's attributes.
@@ -500,8 +506,8 @@ driver::SourceVerbs add_sqs_verbs(const driver::VerbCommands& commands) {
   flags->bucket_create = bucket_create;
 
   driver::SourceVerbs verbs;
-  verbs.choose_with = "--queue-url (SQS), --topic-arn (SNS)";
   verbs.publish = driver::SourceVerbs::Publish{
+      "--queue-url (SQS), --topic-arn (SNS)",
       [flags] {  // a bucket alone chooses SQS too: its check says what is missing
         const auto& p = flags->publish;
         return !p.queue_url.empty() || !p.topic_arn.empty() || !p.payload_bucket.empty();
@@ -511,19 +517,20 @@ driver::SourceVerbs add_sqs_verbs(const driver::VerbCommands& commands) {
         return run_publish(flags->publish, std::move(request));
       }};
   verbs.queue_stats = driver::SourceVerbs::Verb{
-      [flags] { return !flags->stats_url.empty(); }, false,
+      "--queue-url (SQS)", [flags] { return !flags->stats_url.empty(); }, false,
       [flags] {
         return queue_stats(flags->stats_url, flags->stats_endpoint, flags->stats_region);
       }};
   const std::string* name = commands.queue_name;
   verbs.queue_create =
-      driver::SourceVerbs::Verb{[] { return false; }, /*fallback=*/true,
+      driver::SourceVerbs::Verb{"SQS by default", [] { return false; }, /*fallback=*/true,
                                 [flags, name] {
                                   return queue_create(*name, flags->create_fifo,
                                                       flags->create_endpoint, flags->create_region);
                                 }};
   const std::string* region = commands.region;
   verbs.autoscale = driver::SourceVerbs::Autoscale{
+      "--queue-url (SQS)",
       [flags] { return !flags->autoscale_url.empty(); },
       [] { return std::optional<std::string>(); },
       [flags, region](asio::any_io_executor executor) -> std::unique_ptr<driver::QueueReader> {

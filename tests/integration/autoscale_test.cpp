@@ -324,18 +324,23 @@ TEST(AutoscaleAndOtherVerbs, EachTakesItsQueueFromTheSourceWhoseFlagWasGiven) {
   const std::string sluice = SLUICE_BINARY;
   auto [code, text] = run(sluice + " publish --generate 1 2>&1");
   EXPECT_EQ(code, 2);
-  EXPECT_NE(text.find("give --queue-url (SQS), --topic-arn (SNS), --amqp-url (RabbitMQ"),
+  EXPECT_NE(text.find("give --queue-url (SQS), --topic-arn (SNS), or --amqp-url (or "
+                      "SLUICE_AMQP_URL) with --routing-key (RabbitMQ)"),
             std::string::npos)
       << text;
   std::tie(code, text) = run("env -u SLUICE_AMQP_URL " + sluice + " queue stats 2>&1");
   EXPECT_EQ(code, 2);
-  EXPECT_NE(text.find("--queue-url (SQS)"), std::string::npos) << text;
-  EXPECT_NE(text.find("--amqp-url (RabbitMQ"), std::string::npos) << text;
+  EXPECT_NE(text.find("give --queue-url (SQS), or --amqp-url (or SLUICE_AMQP_URL) with --queue "
+                      "(RabbitMQ)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("--topic-arn"), std::string::npos) << "only this verb's flags: " << text;
   std::tie(code, text) = run(sluice +
                              " autoscale --running 1 --once --queue-url "
                              "http://127.0.0.1:9/000000000000/q --amqp-url amqp://127.0.0.1 2>&1");
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("give one queue"), std::string::npos) << text;
+  EXPECT_NE(text.find("not several"), std::string::npos) << text;
   // The chosen source's own checks.
   std::tie(code, text) =
       run(sluice + " autoscale --running 1 --once --amqp-url amqp://127.0.0.1 2>&1");
@@ -355,6 +360,18 @@ TEST(AutoscaleAndOtherVerbs, EachTakesItsQueueFromTheSourceWhoseFlagWasGiven) {
                              "--management-url http://127.0.0.1:9 2>&1");
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("this queue has no CloudWatch statistics"), std::string::npos) << text;
+  // A password in a URL typed without its scheme is not echoed.
+  std::tie(code, text) = run(sluice +
+                             " publish --amqp-url 'bob:S3CRET@127.0.0.1' --routing-key q "
+                             "--generate 1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(text.find("S3CRET"), std::string::npos) << text;
+  // An SQS queue's name and --fifo agree, or it is bad usage before any request.
+  std::tie(code, text) = run(sluice +
+                             " queue create --name plain --fifo --endpoint-url "
+                             "http://127.0.0.1:9 --region us-east-1 2>&1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("ends in .fifo"), std::string::npos) << text;
   // A source's own verbs are on the command line beside the shared ones.
   std::tie(code, text) = run(sluice + " --help 2>&1");
   EXPECT_EQ(code, 0);

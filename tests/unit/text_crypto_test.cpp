@@ -58,6 +58,9 @@ TEST(Redact, PasswordsOfUrisAndKeyValueStringsNeverShow) {
   EXPECT_EQ(redact_password("mongodb://u:hunter2@h:27017/db?x=1"),
             "mongodb://u:***@h:27017/db?x=1");
   EXPECT_EQ(redact_password("mongodb://u:hun/ter2@h/"), "mongodb://u:***@h/");
+  // A URL typed without its scheme still hides its password.
+  EXPECT_EQ(redact_password("bob:SECRET@127.0.0.1"), "bob:***@127.0.0.1");
+  EXPECT_EQ(redact_password("host=h user=u"), "host=h user=u");
   EXPECT_EQ(redact_password("postgresql://u:p@ss@h/db"), "postgresql://u:***@h/db");
   EXPECT_EQ(redact_password("host=h password=s3cret user=u"), "host=h password=*** user=u");
   EXPECT_EQ(redact_password("host=h password = 'a b\\' c' user=u"),
