@@ -149,16 +149,26 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
                                      kFlushUnwind) == std::future_status::ready;
     int still_running = 0;
     if (finished) {
-      still_running = sequence.get();
-    } else {
-      // Something holds the I/O thread (an inline handler, a call that does not return):
-      // what the sequence would have done from it is done from here, so that no worker
-      // waits on a hand-off or a payload forever.
+      try {
+        still_running = sequence.get();
+      } catch (...) {  // a source's flush or stop_preparing threw: the stop goes on
+        spdlog::error("container={} event=stop_sequence_failed error=\"{}\"", core.options.name,
+                      runtime::describe_current_exception());
+        finished = false;
+      }
+    }
+    if (!finished) {
+      // Something holds the I/O thread (an inline handler, a call that does not return),
+      // or the sequence failed: what it would have done from there is done from here, so
+      // that no worker waits on a hand-off or a payload forever.
       core.draining = true;
-      core.source->stop_preparing();
+      try {
+        core.source->stop_preparing();
+      } catch (...) {
+      }
       workers.close();
       still_running = workers.running();
-      spdlog::error("container={} event=stop_sequence_timeout handlers_still_running={}",
+      spdlog::error("container={} event=stop_sequence_incomplete handlers_still_running={}",
                     core.options.name, still_running);
     }
     state = State::stopped;
