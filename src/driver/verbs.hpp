@@ -1,7 +1,8 @@
 #pragma once
-// The command-line verbs a source answers beside `sluice run`. `publish`, `queue stats`
-// and `queue create` are shared: the binary makes each with what every source
-// understands (what to publish, the queue's --name), each driver adds the flag that
+// The command-line verbs a source answers beside `sluice run`. `publish`, `queue stats`,
+// `queue create` and `autoscale` are shared: the binary makes each with what every
+// source understands (what to publish, the queue's --name, the signal's options), each
+// driver adds the flag that
 // chooses it (SQS: --queue-url, RabbitMQ: --amqp-url) and its own flags, and the
 // first driver in registration order whose choosing flag was given runs the verb (a
 // driver marked fallback runs it when none was chosen). A driver may also add verbs

@@ -67,6 +67,9 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     std::lock_guard lock(lifecycle_mutex);
     if (state != State::idle)
       throw std::logic_error("container " + core.options.name + " already started");
+    // spdlog makes its registry and default logger on first use: made here, before this
+    // container's threads start, never on one of them while another logs.
+    spdlog::default_logger_raw();
     core.owner = weak_from_this();
     core.source = source_factory(source_context());  // throws SourceError (configuration)
     // The settler shares the container's lifetime: a settlement keeps it alive.
