@@ -12,7 +12,6 @@ struct RunOptions {
   bool quiet = false;                           // no summary on stdout
 };
 
-
 // Runs the pipeline until SIGTERM/SIGINT (or drained), then stops gracefully.
 // Returns the process exit code; fills `summary`.
 int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary);

@@ -273,7 +273,30 @@ int run_publish(const PublishFlags& options, driver::PublishRequest request) {
   }
 }
 
-// Runs one SQS call to completion; `print` shows its result. Exit code as documented.
+// Runs `body`; an AWS error it throws becomes the documented exit code.
+template <class Body>
+int with_exit_code(const char* name, Body body) {
+  try {
+    body();
+    return 0;
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice " << name << ": " << e.what() << "\n";
+    return exit_code_of(e);
+  }
+}
+
+// Runs a coroutine to completion.
+template <class Make>
+int run_command(const char* name, Make make) {
+  return with_exit_code(name, [&] {
+    asio::io_context io;
+    auto result = asio::co_spawn(io, make(io.get_executor()), asio::use_future);
+    io.run();
+    result.get();
+  });
+}
+
+// Runs one SQS call to completion; `print` shows its result.
 template <class Call, class Print>
 int sqs_command(const char* name, const std::string& endpoint, const std::string& region, Call call,
                 Print print) {
@@ -281,16 +304,12 @@ int sqs_command(const char* name, const std::string& endpoint, const std::string
   SqsClientOptions options;
   options.endpoint_url = endpoint;
   options.region = region;
-  try {
+  return with_exit_code(name, [&] {
     SqsClient client(io.get_executor(), options);
     auto result = asio::co_spawn(io, call(client), asio::use_future);
     io.run();
     print(result.get());
-    return 0;
-  } catch (const aws::AwsError& e) {
-    std::cerr << "sluice " << name << ": " << e.what() << "\n";
-    return exit_code_of(e);
-  }
+  });
 }
 
 int queue_stats(const std::string& queue_url, const std::string& endpoint,
@@ -317,21 +336,6 @@ int queue_create(const std::string& name, bool fifo, const std::string& endpoint
       "queue create", endpoint, region,
       [&](auto& client) { return client.create_queue(name, attributes); },
       [](const std::string& url) { std::cout << url << "\n"; });
-}
-
-// Runs a coroutine to completion; AWS errors become the documented exit codes.
-template <class Make>
-int run_command(const char* name, Make make) {
-  asio::io_context io;
-  try {
-    auto result = asio::co_spawn(io, make(io.get_executor()), asio::use_future);
-    io.run();
-    result.get();
-    return 0;
-  } catch (const aws::AwsError& e) {
-    std::cerr << "sluice " << name << ": " << e.what() << "\n";
-    return e.kind() == aws::ErrorKind::configuration ? 2 : 1;
-  }
 }
 
 asio::awaitable<void> create_topic(asio::any_io_executor executor, TopicFlags options) {
