@@ -11,7 +11,8 @@ APT_PACKAGES=(
   libmongoc-dev libbson-dev libpq-dev libsqlite3-dev sqlite3 librabbitmq-dev
   prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  libexpat1-dev libjemalloc-dev python3-botocore python3-pika gnuplot-nox
+  libexpat1-dev libjemalloc-dev libutf8proc-dev libre2-dev libhowardhinnant-date-dev
+  python3-botocore python3-pika gnuplot-nox
   postgresql rabbitmq-server
 )
 

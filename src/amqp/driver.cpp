@@ -317,6 +317,7 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
   }
 
   std::vector<std::string> meta_fields() const override { return {"sent_time"}; }
+  std::string_view header_key() const override { return "header"; }
   driver::MessageMeta read_meta(const Message& m) const override {
     driver::MessageMeta meta;
     // The AMQP timestamp property (seconds), as the source puts it (milliseconds).

@@ -60,6 +60,7 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
     OutgoingMessage m;
     m.body = std::move(body);
     m.routing_key = options.routing_key;
+    m.headers = request.headers;
     messages.push_back(std::move(m));
   }
   const std::size_t total = messages.size();

@@ -33,6 +33,14 @@ namespace {
 
 // ------------------------------------------------------------------ value parsing
 
+// A number as written (1.10 stays 1.10): the bounds of a decimal are compared exactly.
+std::string as_decimal_text(const YAML::Node& n, const std::string& key) {
+  if (!n.IsScalar()) bad(key, n, "a number");
+  std::string why;
+  if (!pipeline::canonical_decimal(n.Scalar(), std::nullopt, why)) bad(key, n, "a number");
+  return n.Scalar();
+}
+
 nlohmann::json as_json_scalar(const YAML::Node& n, const std::string& key) {
   if (!n.IsScalar()) bad(key, n, "a scalar value");
   const std::string& s = n.Scalar();
@@ -176,7 +184,16 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) { c.transform.unwrap_sns = as_bool(n, k); }},
       // --- normalize (the list is described by the field table below)
       {"normalize.fields", "list of fields", "",
-       "The stable document: one entry per field, in order (see the field table).", nullptr},
+       "The stable document: one entry per field, in order (see the field table). With "
+       "normalize.when, the fields every version has (they come first).",
+       nullptr},
+      {"normalize.when", "mapping", "",
+       "Versions of the payload: `from` (a JSON pointer, or a list: the first present wins) "
+       "names the discriminator, e.g. /schemaVersion; `cases` maps each of its values (2 and "
+       "\"2\" are the same) to that version's own list of fields; `absent` names the case of a "
+       "body without it. Each list is checked at load against identity.versions; a value not in "
+       "cases is schema drift, its value in the reason.",
+       nullptr},
       // --- identity
       {"identity.version", "string", "V1",
        "The hash version in force: the entry of identity.versions whose fields identify a "
@@ -354,27 +371,150 @@ struct FieldOption {
 
 const std::vector<FieldOption>& field_options() {
   static const std::vector<FieldOption> table = {
-      {"name", "string", "Name in the normalized document (required).",
+      {"name", "string",
+       "Name in the normalized document (required). Dots nest: customer.id is stored as "
+       "{\"customer\": {\"id\": ...}}.",
        [](auto& f, auto& n, auto& k) { f.name = as_string(n, k); }},
-      {"from", "JSON pointer", "Where the value is in the body, e.g. /item/sku.",
-       [](auto& f, auto& n, auto& k) { f.pointer = as_string(n, k); }},
-      {"type", "enum: string | integer | number | boolean | json",
-       "Type to convert to (\"42\" becomes 42 for integer); a value that does not convert is "
-       "schema drift.",
+      {"from", "JSON pointer, or a list of them",
+       "Where the value is in the body, e.g. /item/sku; a list: the first one present (and not "
+       "null) wins, e.g. [/customer/id, /customerId].",
        [](auto& f, auto& n, auto& k) {
-         const std::string t = as_enum(n, k, {"string", "integer", "number", "boolean", "json"});
-         f.type = t == "string"    ? pipeline::FieldType::string
-                  : t == "integer" ? pipeline::FieldType::integer
-                  : t == "number"  ? pipeline::FieldType::number
-                  : t == "boolean" ? pipeline::FieldType::boolean
-                                   : pipeline::FieldType::json;
+         f.from = n.IsSequence() ? as_string_list(n, k) : std::vector{as_string(n, k)};
+         if (f.from.empty()) bad(k, n, "a JSON pointer or a non-empty list of them");
+       }},
+      {"type",
+       "enum: string | integer | number | boolean | json | timestamp | decimal | uuid | enum",
+       "Type to convert to (\"42\" becomes 42 for integer); a value that does not convert is "
+       "schema drift. timestamp: RFC 3339 with any offset, or an epoch count (see unit), stored "
+       "in UTC (see precision, output); decimal: exact, stored as canonical text (\"1.10\", "
+       "1.1 and \"1.100\" are all \"1.1\"; see scale), never a binary float; uuid: stored "
+       "lowercase 8-4-4-4-12 (braces, urn:uuid: and 32 bare digits accepted); enum: a string "
+       "among values.",
+       [](auto& f, auto& n, auto& k) {
+         static const std::pair<const char*, pipeline::FieldType> types[] = {
+             {"string", pipeline::FieldType::string},
+             {"integer", pipeline::FieldType::integer},
+             {"number", pipeline::FieldType::number},
+             {"boolean", pipeline::FieldType::boolean},
+             {"json", pipeline::FieldType::json},
+             {"timestamp", pipeline::FieldType::timestamp},
+             {"decimal", pipeline::FieldType::decimal},
+             {"uuid", pipeline::FieldType::uuid},
+             {"enum", pipeline::FieldType::enumeration}};
+         std::vector<std::string> allowed;
+         for (const auto& [name, type] : types) allowed.emplace_back(name);
+         const std::string t = as_enum(n, k, allowed);
+         for (const auto& [name, type] : types)
+           if (t == name) f.type = type;
        }},
       {"required", "boolean", "Missing (or null) is a validation reject. Default false.",
        [](auto& f, auto& n, auto& k) { f.required = as_bool(n, k); }},
-      {"default", "scalar", "Value used when the field is absent and not required.",
+      {"default", "scalar",
+       "Value used when the field is absent and not required. For timestamp, decimal, uuid, enum "
+       "and a field with text transforms it is converted and checked at load like a message's "
+       "value; the other types keep it as written.",
        [](auto& f, auto& n, auto& k) { f.default_value = as_json_scalar(n, k); }},
-      {"const", "scalar", "A constant value instead of `from`.",
+      {"const", "scalar", "A constant value instead of `from` (converted like `default`).",
        [](auto& f, auto& n, auto& k) { f.constant = as_json_scalar(n, k); }},
+      {"attribute", "string",
+       "An SQS message attribute of this name instead of `from` (its String or Number value; "
+       "a Binary one base64), e.g. tenant. For source.type sqs.",
+       [](auto& f, auto& n, auto& k) {
+         f.header = as_string(n, k);
+         f.header_key = "attribute";
+       }},
+      {"header", "string",
+       "An AMQP message header of this name instead of `from`. For source.type rabbitmq.",
+       [](auto& f, auto& n, auto& k) {
+         f.header = as_string(n, k);
+         f.header_key = "header";
+       }},
+      {"unit", "enum: auto | seconds | milliseconds | microseconds",
+       "timestamp: the unit of an epoch count (a number, or a string of digits). auto (the "
+       "default): seconds below 100,000,000,000 (the year 5138), milliseconds from there.",
+       [](auto& f, auto& n, auto& k) {
+         const std::string u = as_enum(n, k, {"auto", "seconds", "milliseconds", "microseconds"});
+         f.timestamp.unit = u == "seconds"        ? pipeline::EpochUnit::seconds
+                            : u == "milliseconds" ? pipeline::EpochUnit::milliseconds
+                            : u == "microseconds" ? pipeline::EpochUnit::microseconds
+                                                  : pipeline::EpochUnit::auto_detect;
+       }},
+      {"precision", "enum: seconds | milliseconds | microseconds",
+       "timestamp: the precision kept; finer digits are cut (toward the past). Default "
+       "milliseconds.",
+       [](auto& f, auto& n, auto& k) {
+         const std::string u = as_enum(n, k, {"seconds", "milliseconds", "microseconds"});
+         f.timestamp.precision = u == "seconds"        ? pipeline::TimePrecision::seconds
+                                 : u == "microseconds" ? pipeline::TimePrecision::microseconds
+                                                       : pipeline::TimePrecision::milliseconds;
+       }},
+      {"output", "enum: rfc3339 | epoch_ms",
+       "timestamp: stored as RFC 3339 text in UTC (2024-02-29T18:14:59.123Z, the default) or as "
+       "an integer of epoch milliseconds. A PostgreSQL column of it is timestamptz either way.",
+       [](auto& f, auto& n, auto& k) {
+         f.timestamp.output = as_enum(n, k, {"rfc3339", "epoch_ms"}) == "epoch_ms"
+                                  ? pipeline::TimeOutput::epoch_ms
+                                  : pipeline::TimeOutput::rfc3339;
+       }},
+      {"format", "string",
+       "timestamp: a strftime-style format for text that is not RFC 3339, e.g. \"%d/%m/%Y "
+       "%H:%M:%S\" (%z reads an offset such as +0545; without one the text is read as UTC).",
+       [](auto& f, auto& n, auto& k) {
+         f.timestamp.format = as_string(n, k);
+         if (f.timestamp.format.find('%') == std::string::npos)
+           bad(k, n, "a format with at least one %-field, such as %Y-%m-%d %H:%M:%S");
+       }},
+      {"scale", "integer",
+       "decimal: exactly this many digits after the point (12.5 is stored \"12.50\" with "
+       "scale 2); a value with more significant digits after the point is schema drift, never "
+       "rounded. Without it trailing zeros are trimmed.",
+       [](auto& f, auto& n, auto& k) { f.scale = static_cast<int>(as_int(n, k, 0, 1000)); }},
+      {"values", "list of strings",
+       "enum: the allowed values (compared after the text transforms); any other is a "
+       "validation reject.",
+       [](auto& f, auto& n, auto& k) { f.values = as_string_list(n, k); }},
+      {"text", "list of: trim | lower | upper | nfc | collapse",
+       "string, enum: canonical text before hashing, applied as NFC (Unicode composition), "
+       "trim (leading and trailing whitespace), collapse (inner whitespace runs to one space), "
+       "then lower or upper, whatever the order listed. They change the hash of records that "
+       "had other spellings: adding one is a new identity version.",
+       [](auto& f, auto& n, auto& k) {
+         f.text = {};
+         for (const auto& t : as_string_list(n, k)) {
+           const std::string item =
+               as_enum(YAML::Node(t), k + "[]", {"trim", "lower", "upper", "nfc", "collapse"});
+           if (item == "trim") f.text.trim = true;
+           if (item == "nfc") f.text.nfc = true;
+           if (item == "collapse") f.text.collapse = true;
+           if (item == "lower" || item == "upper") {
+             const auto wanted =
+                 item == "lower" ? pipeline::LetterCase::lower : pipeline::LetterCase::upper;
+             if (f.text.letter_case != pipeline::LetterCase::keep && f.text.letter_case != wanted)
+               bad(k, n, "at most one of lower and upper");
+             f.text.letter_case = wanted;
+           }
+         }
+       }},
+      {"min", "number",
+       "integer, number, decimal: the least value allowed (inclusive); below it is a "
+       "validation reject. Compared exactly.",
+       [](auto& f, auto& n, auto& k) { f.min = as_decimal_text(n, k); }},
+      {"max", "number", "integer, number, decimal: the greatest value allowed (inclusive).",
+       [](auto& f, auto& n, auto& k) { f.max = as_decimal_text(n, k); }},
+      {"min_length", "integer",
+       "string, enum: the fewest characters (Unicode code points) allowed, after the text "
+       "transforms; fewer is a validation reject.",
+       [](auto& f, auto& n, auto& k) {
+         f.min_length = static_cast<std::size_t>(as_int(n, k, 0, 1'000'000'000));
+       }},
+      {"max_length", "integer", "string, enum: the most characters allowed.",
+       [](auto& f, auto& n, auto& k) {
+         f.max_length = static_cast<std::size_t>(as_int(n, k, 0, 1'000'000'000));
+       }},
+      {"pattern", "string",
+       "string, enum, uuid: a regular expression (RE2 syntax: linear time, no backreferences) "
+       "the whole value must match, after the text transforms; else a validation reject.",
+       [](auto& f, auto& n, auto& k) { f.pattern = as_string(n, k); }},
       {"meta",
        "enum: message_id | sent_time | received_time | receive_count | source | group_id | "
        "sequence_number | sns_message_id | sns_topic_arn | sns_timestamp | sns_subject | "
@@ -523,15 +663,16 @@ struct Loading {
   std::set<std::string> given_as_new;               // new keys given under their new name
 };
 
-void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::string& key) {
+std::vector<pipeline::FieldSpec> parse_fields(const YAML::Node& list, const std::string& key) {
   if (!list.IsSequence()) bad(key, list, "a list of fields");
-  config.transform.fields.clear();
+  std::vector<pipeline::FieldSpec> fields;
   std::vector<std::string> known;
   for (const auto& o : field_options()) known.push_back(o.key);
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     const std::string item_key = key + "[" + std::to_string(i) + "]";
-    if (!item.IsMap()) bad(item_key, item, "a mapping with name and from, const or meta");
+    if (!item.IsMap())
+      bad(item_key, item, "a mapping with name and from, const, meta, attribute or header");
     pipeline::FieldSpec field;
     for (const auto& entry : item) {
       const std::string name = entry.first.Scalar();
@@ -544,8 +685,37 @@ void apply_fields(PipelineConfig& config, const YAML::Node& list, const std::str
       }
       it->apply(field, entry.second, item_key + "." + name);
     }
-    config.transform.fields.push_back(std::move(field));
+    fields.push_back(std::move(field));
   }
+  return fields;
+}
+
+// normalize.when: {from: /schemaVersion, cases: {"1": [fields], "2": [fields]}, absent: "1"}
+pipeline::PayloadVersions parse_versions(const YAML::Node& node, const std::string& key) {
+  if (!node.IsMap()) bad(key, node, "a mapping with from, cases and (optionally) absent");
+  pipeline::PayloadVersions versions;
+  for (const auto& entry : node) {
+    const std::string name = entry.first.Scalar();
+    const std::string item_key = key + "." + name;
+    if (name == "from") {
+      versions.from = entry.second.IsSequence() ? as_string_list(entry.second, item_key)
+                                                : std::vector{as_string(entry.second, item_key)};
+    } else if (name == "cases") {
+      if (!entry.second.IsMap() || entry.second.size() == 0)
+        bad(item_key, entry.second, "a mapping of each version's value to its list of fields");
+      for (const auto& version : entry.second) {
+        const std::string value = as_string(version.first, item_key);
+        versions.cases.emplace_back(value, parse_fields(version.second, item_key + "." + value));
+      }
+    } else if (name == "absent") {
+      versions.absent = as_string(entry.second, item_key);
+    } else {
+      unknown_key(item_key, {key + ".from", key + ".cases", key + ".absent"});
+    }
+  }
+  if (versions.from.empty()) bad(key + ".from", YAML::Node(), "the discriminator's JSON pointer");
+  if (versions.cases.empty()) bad(key + ".cases", YAML::Node(), "the versions' field lists");
+  return versions;
 }
 
 void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
@@ -571,7 +741,9 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
       throw ConfigError(key + ": given twice, also as " + old->second +
                         " (its name in earlier releases): keep " + key + " only");
     if (key == "normalize.fields") {
-      apply_fields(config, entry.second, key);
+      config.transform.fields = parse_fields(entry.second, key);
+    } else if (key == "normalize.when") {
+      config.transform.versions = parse_versions(entry.second, key);
     } else if (const Option* option = find_option(key)) {
       apply_option(*option, key, config, entry.second, key);
     } else if (const auto own = find_driver_option(key); own.option) {
@@ -634,33 +806,79 @@ void finalize(Loading& loading) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
+  const auto lists = pipeline::field_lists(c.transform);
   // A message property the chosen source does not have would be null in every record.
   const auto offered = source.meta_fields();
-  for (std::size_t i = 0; i < c.transform.fields.size(); ++i)
-    for (const auto& [field, name] : kSourceMeta)
-      if (c.transform.fields[i].meta == field &&
-          std::find(offered.begin(), offered.end(), name) == offered.end()) {
-        std::string list;
-        for (const auto& o : offered) list += (list.empty() ? "" : ", ") + o;
-        throw ConfigError("normalize.fields[" + std::to_string(i) + "].meta: got '" + name +
-                          "', expected a property the " + c.source_type + " source has (" +
-                          (list.empty() ? std::string("none of its own") : list) +
-                          ") or one every message has (message_id, received_time, "
-                          "receive_count, source, sns_*)");
-      }
-  // Typed columns take the type of their field.
+  const std::string header_key(source.header_key());
+  // Where the file writes a field: normalize.fields[2], normalize.when.cases.1[0].
+  auto key_of = [&](const std::string& where, std::size_t i) {
+    const std::size_t common = c.transform.fields.size();
+    return i < common ? "normalize.fields[" + std::to_string(i) + "]"
+                      : where + "[" + std::to_string(i - common) + "]";
+  };
+  for (const auto& [where, fields] : lists)
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const auto& f = fields[i];
+      for (const auto& [field, name] : kSourceMeta)
+        if (f.meta == field && std::find(offered.begin(), offered.end(), name) == offered.end()) {
+          std::string list;
+          for (const auto& o : offered) list += (list.empty() ? "" : ", ") + o;
+          throw ConfigError(key_of(where, i) + ".meta: got '" + name +
+                            "', expected a property the " + c.source_type + " source has (" +
+                            (list.empty() ? std::string("none of its own") : list) +
+                            ") or one every message has (message_id, received_time, "
+                            "receive_count, source, sns_*)");
+        }
+      if (f.header && f.header_key != header_key)
+        throw ConfigError(key_of(where, i) + "." + f.header_key + ": the " + c.source_type +
+                          " source's messages have " +
+                          (header_key.empty()
+                               ? std::string("no attributes or headers")
+                               : header_key + "s: write " + header_key + ": " + *f.header));
+    }
+  // A field named by a column or a log line: in every version, and of one type.
+  auto field_type = [&](const std::string& key, const std::string& name) {
+    std::optional<pipeline::FieldType> type;
+    for (const auto& [where, fields] : lists) {
+      auto it =
+          std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.name == name; });
+      if (it == fields.end()) throw ConfigError(key + ": '" + name + "' is not one of " + where);
+      if (type && *type != it->type)
+        throw ConfigError(key + ": '" + name + "' has type " + pipeline::to_string(*type) +
+                          " in one version and " + pipeline::to_string(it->type) + " in " + where);
+      type = it->type;
+    }
+    return *type;
+  };
+  // Typed columns take the type of their field (a timestamp's output too).
+  std::map<std::string, std::string> column_of = {
+      {"hash", ""}, {"message_id", ""}, {"document", ""}, {"written_at", ""}};
   for (auto& column : c.postgres.columns) {
-    auto it = std::find_if(c.transform.fields.begin(), c.transform.fields.end(),
-                           [&](const auto& f) { return f.name == column.field; });
-    if (it == c.transform.fields.end())
-      throw ConfigError("sink.postgres.columns: '" + column.field +
-                        "' is not one of normalize.fields");
-    column.type = it->type;
+    column.type = field_type("sink.postgres.columns", column.field);
+    std::optional<bool> epoch_ms;
+    for (const auto& [where, fields] : lists)
+      for (const auto& f : fields)
+        if (f.name == column.field && f.type == pipeline::FieldType::timestamp) {
+          const bool here = f.timestamp.output == pipeline::TimeOutput::epoch_ms;
+          if (epoch_ms && *epoch_ms != here)
+            throw ConfigError("sink.postgres.columns: '" + column.field +
+                              "' has output epoch_ms in one version and rfc3339 in another: give "
+                              "it one output");
+          epoch_ms = here;
+        }
+    column.epoch_ms = epoch_ms.value_or(false);
+    // Its column's name: the dots as underscores (customer.id -> customer_id).
+    std::string name = column.field;
+    std::replace(name.begin(), name.end(), '.', '_');
+    const auto [it, fresh] = column_of.emplace(name, column.field);
+    if (!fresh)
+      throw ConfigError("sink.postgres.columns: '" + column.field + "' would be the column " +
+                        name + ", which " +
+                        (it->second.empty() ? std::string("the table has already")
+                                            : "'" + it->second + "' is too") +
+                        ": leave one out");
   }
-  for (const auto& name : c.log_fields)
-    if (std::none_of(c.transform.fields.begin(), c.transform.fields.end(),
-                     [&](const auto& f) { return f.name == name; }))
-      throw ConfigError("logging.fields: '" + name + "' is not one of normalize.fields");
+  for (const auto& name : c.log_fields) field_type("logging.fields", name);
   if (c.sink == SinkType::postgres && c.postgres.dsn.empty())
     throw ConfigError(
         "sink.postgres.dsn: missing, expected a libpq connection string (sink.type is postgres)");
@@ -790,9 +1008,18 @@ std::string configuration_markdown() {
     out << "\nIts messages' own properties for `normalize.fields[].meta`: ";
     for (std::size_t i = 0; i < meta.size(); ++i) out << (i ? ", " : "") << "`" << meta[i] << "`";
     out << (meta.empty() ? "none.\n" : ".\n");
+    const std::string_view headers = d->header_key();
+    if (headers.empty())
+      out << "Its messages have no headers for `normalize.fields[]`.\n";
+    else
+      out << "Its messages' " << headers << "s are read with `normalize.fields[]." << headers
+          << "`.\n";
   }
   out << "\n## Fields of `normalize.fields[]`\n\nEach field takes exactly one of `from`, `const`, "
-         "`meta`.\n\n"
+         "`meta`, `attribute`, `header`. The lists of `normalize.when.cases` take the same keys. "
+         "Checks (`values`, `min`, `max`, `min_length`, `max_length`, `pattern`) apply after "
+         "the conversion and the text transforms; a value outside them is a `validation` reject "
+         "naming the field, the value and the rule.\n\n"
       << "| key | type | meaning |\n|---|---|---|\n";
   for (const auto& f : field_options())
     out << "| `" << f.key << "` | " << cell(f.type) << " | " << cell(f.doc) << " |\n";
@@ -801,9 +1028,10 @@ std::string configuration_markdown() {
       << "| `malformed` | the body is not JSON (the parser's reason), starts with a byte-order "
          "mark, has a key twice in one object, is larger than `decode.max_body_bytes`, nests "
          "deeper than `decode.max_depth`, or is not the expected SNS envelope |\n"
-      << "| `validation` | a required field is missing or null |\n"
-      << "| `schema_drift` | a field does not convert to its type, or the body is not an object "
-         "|\n"
+      << "| `validation` | a required field is missing or null, or a value fails a check "
+         "(enum values, min, max, min_length, max_length, pattern) |\n"
+      << "| `schema_drift` | a field does not convert to its type, the body is not an object, or "
+         "its version (normalize.when) is absent or not one of the cases |\n"
       << "| `sink_refused` | the database refuses the record for good (PostgreSQL SQLSTATE "
          "classes 22 and 23, SQLite constraint/too big/mismatch, a MongoDB write error whose "
          "code is known to be permanent), or the record failed on its own "

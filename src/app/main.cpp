@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   pub->add_option("--large-bytes", publish.large_bytes, "size of the padded events")
       ->capture_default_str();
   pub->add_option("--file", publish.file, "JSON lines to send, one message per line");
-  pub->add_option("--generate", publish.generate, "generate this many inventory events")
+  pub->add_option("--generate", publish.generate, "generate this many events (see --events)")
       ->check(CLI::Range(1, 100'000'000))
       ->capture_default_str();
   pub->add_option(
@@ -98,6 +98,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   pub->add_option("--seed", publish.seed, "random seed of the generator")->capture_default_str();
+  pub->add_option("--events", publish.events,
+                  "what --generate makes: inventory (examples/inventory-pipeline.yaml) or orders "
+                  "(examples/orders-pipeline.yaml: two payload versions)")
+      ->check(CLI::IsMember({"inventory", "orders"}))
+      ->capture_default_str();
+  pub->add_option("--header", publish.headers,
+                  "NAME=VALUE on every message, repeatable: an SQS message attribute (String), "
+                  "an AMQP header")
+      ->check([](const std::string& v) {
+        return v.find('=') == std::string::npos || v.front() == '='
+                   ? "expected NAME=VALUE, got '" + v + "'"
+                   : std::string();
+      });
   auto* queue = app.add_subcommand("queue", "Queue operations");
   queue->require_subcommand(1);
   auto* stats =

@@ -112,14 +112,21 @@ int run_publish(const PublishOptions& options, const std::vector<driver::SourceV
     return 2;
   }
   driver::PublishRequest request;
+  for (const auto& header : options.headers) {
+    const auto eq = header.find('=');
+    request.headers[header.substr(0, eq)] = header.substr(eq + 1);
+  }
   request.concurrency = options.concurrency;
   request.progress = options.progress;
   try {
     if (!options.file.empty()) {
       request.bodies = read_lines(options.file);
     } else {
-      auto generated = generate_events(options.generate, options.duplicate_share,
-                                       options.malformed_share, options.seed);
+      auto generated = options.events == "orders"
+                           ? generate_order_events(options.generate, options.duplicate_share,
+                                                   options.malformed_share, options.seed)
+                           : generate_events(options.generate, options.duplicate_share,
+                                             options.malformed_share, options.seed);
       std::cerr << "sluice publish: generated " << generated.bodies.size()
                 << " events: " << generated.distinct_records << " distinct business records, "
                 << generated.malformed << " malformed on purpose\n";

@@ -16,6 +16,8 @@ struct PublishOptions {
   int concurrency = 4;           // batches in flight at once
   bool progress = true;
   unsigned seed = 1;
+  std::string events = "inventory";  // what --generate makes: inventory or orders
+  std::vector<std::string> headers;  // NAME=VALUE on every message
   // A share of the events padded to large_bytes (a "padding" field), to exercise large
   // payloads.
   double large_share = 0.0;
@@ -36,6 +38,11 @@ struct GeneratedEvents {
 };
 GeneratedEvents generate_events(int count, double duplicate_share, double malformed_share,
                                 unsigned seed);
+// Order events for examples/orders-pipeline.yaml (order_events.cpp): version-1 and
+// version-2 payloads, duplicates written the ways producers differ; a business record
+// is (orderId, customer, placedAt, amount, currency, status).
+GeneratedEvents generate_order_events(int count, double duplicate_share, double malformed_share,
+                                      unsigned seed);
 // Pads about `share` of the JSON-object bodies to `bytes` with a "padding" string field
 // (their business record unchanged); returns how many.
 std::size_t pad_events(std::vector<std::string>& bodies, double share, std::size_t bytes,

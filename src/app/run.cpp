@@ -46,12 +46,17 @@ sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
 std::string log_context(const pipeline::Record& record, const std::vector<std::string>& fields) {
   std::string out;
   for (const auto& f : fields) {
-    auto it = record.document.find(f);
-    if (it == record.document.end()) continue;
+    const auto* value = pipeline::find_field(record.document, f);
+    if (!value) continue;
     out += (out.empty() ? "" : " ") + f + "=" +
-           (it->is_string() ? it->get<std::string>() : it->dump());
+           (value->is_string() ? value->get<std::string>() : value->dump());
   }
   return out;
+}
+
+// normalize.fields[].attribute and .header read Message::header.
+std::optional<std::string_view> message_header(const void* message, std::string_view name) {
+  return static_cast<const Message*>(message)->header(name);
 }
 
 // Messages whose latest write failed: a drained queue with some left (the queue's own
@@ -132,9 +137,17 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   const auto& log_fields = config.log_fields;
   auto handle_one = [&](Message& message) -> sinks::BatchWriter::Item {
     const auto meta = source.read_meta(message);
-    pipeline::MessageView view{message.body(), message.id(),          message.receive_count(),
-                               meta.sent_time, message.received_at(), message.source(),
-                               meta.group_id,  meta.sequence_number};
+    pipeline::MessageView view;
+    view.body = message.body();
+    view.message_id = message.id();
+    view.receive_count = message.receive_count();
+    view.sent_time = meta.sent_time;
+    view.received_time = message.received_at();
+    view.source = message.source();
+    view.group_id = meta.group_id;
+    view.sequence_number = meta.sequence_number;
+    view.header = &message_header;
+    view.header_context = &message;
     auto result = transformer.transform(view);
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!log_fields.empty()) {

@@ -144,6 +144,9 @@ class SourceDriver {
   // Which of "sent_time", "group_id", "sequence_number" its messages carry, and how.
   virtual std::vector<std::string> meta_fields() const { return {}; }
   virtual MessageMeta read_meta(const Message& /*message*/) const { return {}; }
+  // The key normalize.fields[] reads its messages' headers (Message::header) with:
+  // "attribute" (SQS message attributes), "header" (AMQP headers); empty: none.
+  virtual std::string_view header_key() const { return {}; }
 
   // One line for `sluice config check` (secrets redacted), and the queue in logs.
   virtual std::string describe(const SourceSettings& settings,

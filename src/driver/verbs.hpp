@@ -10,6 +10,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -69,7 +70,8 @@ struct QueueMetrics {
 // or --generate.
 struct PublishRequest {
   std::vector<std::string> bodies;
-  int concurrency = 4;  // batches in flight at once
+  std::map<std::string, std::string> headers;  // on every message (SQS: String attributes)
+  int concurrency = 4;                         // batches in flight at once
   bool progress = true;
 };
 

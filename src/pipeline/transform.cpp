@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
+#include <set>
 #include <stdexcept>
 
 #include "common/crypto.hpp"
@@ -12,101 +12,7 @@
 namespace sluice::pipeline {
 namespace {
 
-std::string iso8601(std::chrono::system_clock::time_point t) {
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
-}
-
-const char* type_name(FieldType t) {
-  switch (t) {
-    case FieldType::string:
-      return "string";
-    case FieldType::integer:
-      return "integer";
-    case FieldType::number:
-      return "number";
-    case FieldType::boolean:
-      return "boolean";
-    case FieldType::json:
-      return "json";
-  }
-  return "?";
-}
-
-std::string describe(simdjson::dom::element e) {
-  std::string text = simdjson::minify(e);
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
-
-// Converts a JSON value to the field's type, or explains why it cannot.
-std::optional<nlohmann::ordered_json> convert(simdjson::dom::element e, FieldType type,
-                                              std::string& why) {
-  using simdjson::dom::element_type;
-  const element_type kind = e.type();
-  switch (type) {
-    case FieldType::string:
-      if (kind == element_type::STRING) return std::string(e.get_string().value());
-      if (kind == element_type::INT64 || kind == element_type::UINT64 ||
-          kind == element_type::DOUBLE || kind == element_type::BOOL)
-        return simdjson::minify(e);  // numbers and booleans keep their JSON spelling
-      break;
-    case FieldType::integer:
-      if (kind == element_type::INT64) return e.get_int64().value();
-      if (kind == element_type::UINT64 &&
-          e.get_uint64().value() <= static_cast<std::uint64_t>(INT64_MAX))
-        return static_cast<std::int64_t>(e.get_uint64().value());
-      if (kind == element_type::DOUBLE) {
-        const double d = e.get_double().value();
-        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
-          return static_cast<std::int64_t>(d);
-      }
-      if (kind == element_type::STRING) {
-        const std::string s(e.get_string().value());
-        std::size_t used = 0;
-        try {
-          const long long v = std::stoll(s, &used);
-          if (used == s.size()) return static_cast<std::int64_t>(v);
-        } catch (...) {
-        }
-      }
-      break;
-    case FieldType::number:
-      if (kind == element_type::INT64 || kind == element_type::UINT64 ||
-          kind == element_type::DOUBLE)
-        return e.get_double().value();
-      if (kind == element_type::STRING) {
-        const std::string s(e.get_string().value());
-        std::size_t used = 0;
-        try {
-          const double v = std::stod(s, &used);
-          if (used == s.size() && std::isfinite(v)) return v;
-        } catch (...) {
-        }
-      }
-      break;
-    case FieldType::boolean:
-      if (kind == element_type::BOOL) return e.get_bool().value();
-      if (kind == element_type::STRING) {
-        const std::string_view s = e.get_string().value();
-        if (s == "true") return true;
-        if (s == "false") return false;
-      }
-      break;
-    case FieldType::json:
-      // Through plain json: the document keeps the keys sorted, as it always has.
-      return nlohmann::ordered_json(nlohmann::json::parse(simdjson::minify(e)));
-  }
-  why = std::string("expected ") + type_name(type) + ", got " + describe(e);
-  return std::nullopt;
-}
+using Json = nlohmann::ordered_json;
 
 // simdjson's words, made specific where they are vague.
 std::string json_error(simdjson::error_code error) {
@@ -146,14 +52,13 @@ std::optional<std::string> duplicate_key(simdjson::dom::element e) {
   return std::nullopt;
 }
 
-using CanonicalWriter = nlohmann::detail::serializer<nlohmann::ordered_json>;
+using CanonicalWriter = nlohmann::detail::serializer<Json>;
 
 // Appends `value` as nlohmann::json(value).dump() writes it (stored records carry
 // hashes of that text) to the writer's string: scalars straight through the
 // serializer, structured values (type json) through plain json, whose objects sort
 // their keys.
-void append_canonical(CanonicalWriter& writer, std::string& out,
-                      const nlohmann::ordered_json& value) {
+void append_canonical(CanonicalWriter& writer, std::string& out, const Json& value) {
   if (value.is_structured())
     out += nlohmann::json(value).dump();
   else
@@ -171,81 +76,48 @@ std::string hash_text(const std::string& version, std::string_view canonical) {
   return hash;
 }
 
-}  // namespace
-
-const char* to_string(RejectReason reason) {
-  switch (reason) {
-    case RejectReason::malformed:
-      return "malformed";
-    case RejectReason::validation:
-      return "validation";
-    case RejectReason::schema_drift:
-      return "schema_drift";
+// The discriminator's value as the case keys write it: a string as it is, a number as
+// its canonical decimal (2, 2.0 and 20e-1 are "2"), a boolean as true or false.
+std::optional<std::string> case_text(simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  std::string why;
+  switch (e.type()) {
+    case element_type::STRING:
+      return std::string(e.get_string().value());
+    case element_type::INT64:
+    case element_type::UINT64:
+    case element_type::DOUBLE:
+      return canonical_decimal(simdjson::minify(e), std::nullopt, why);
+    case element_type::BOOL:
+      return simdjson::minify(e);
+    default:
+      return std::nullopt;
   }
-  return "unknown";
 }
 
-const char* sns_envelope_key(MetaField field) {
-  switch (field) {
-    case MetaField::sns_message_id:
-      return "MessageId";
-    case MetaField::sns_topic_arn:
-      return "TopicArn";
-    case MetaField::sns_timestamp:
-      return "Timestamp";
-    case MetaField::sns_subject:
-      return "Subject";
-    case MetaField::sns_signature:
-      return "Signature";
-    case MetaField::sns_signature_version:
-      return "SignatureVersion";
-    case MetaField::sns_signing_cert_url:
-      return "SigningCertURL";
-    default:
-      return nullptr;
+}  // namespace
+
+struct Transformer::Version {
+  Projection projection;
+  std::vector<std::size_t> hash_indexes;  // positions of the hash fields in its values
+};
+
+std::vector<std::pair<std::string, std::vector<FieldSpec>>> field_lists(const TransformSpec& spec) {
+  std::vector<std::pair<std::string, std::vector<FieldSpec>>> lists;
+  if (!spec.versions) {
+    lists.emplace_back("normalize.fields", spec.fields);
+    return lists;
   }
+  for (const auto& [value, fields] : spec.versions->cases) {
+    std::vector<FieldSpec> all = spec.fields;
+    all.insert(all.end(), fields.begin(), fields.end());
+    lists.emplace_back("normalize.when.cases." + value, std::move(all));
+  }
+  return lists;
 }
 
 void validate(const TransformSpec& spec) {
-  if (spec.fields.empty())
-    throw std::invalid_argument("normalize.fields: expected at least one field");
-  std::map<std::string, int> names;
-  for (const auto& f : spec.fields) {
-    if (f.name.empty())
-      throw std::invalid_argument("normalize.fields[].name: expected a non-empty name");
-    if (++names[f.name] > 1)
-      throw std::invalid_argument("normalize.fields[].name = " + f.name +
-                                  ": expected unique names");
-    const int sources = (!f.pointer.empty()) + f.constant.has_value() + f.meta.has_value();
-    if (sources != 1)
-      throw std::invalid_argument("normalize.fields[" + f.name +
-                                  "]: expected exactly one of from, const, meta");
-    if (f.meta && sns_envelope_key(*f.meta) && !spec.unwrap_sns)
-      throw std::invalid_argument("normalize.fields[" + f.name + "].meta: the SNS envelope's " +
-                                  std::string(sns_envelope_key(*f.meta)) +
-                                  " needs decode.sns_envelope: true");
-    if (!f.pointer.empty() && f.pointer.front() != '/')
-      throw std::invalid_argument("normalize.fields[" + f.name + "].from = " + f.pointer +
-                                  ": expected a JSON pointer starting with '/'");
-  }
-  if (names.count(spec.hash_field))
-    throw std::invalid_argument("normalize.fields[].name = " + spec.hash_field +
-                                ": expected a name other than the hash field");
-  if (spec.hash_versions.empty())
-    throw std::invalid_argument("identity.versions: expected at least one hash version");
-  for (const auto& [version, fields] : spec.hash_versions) {
-    if (fields.empty())
-      throw std::invalid_argument("identity.versions." + version + ": expected at least one field");
-    for (const auto& name : fields)
-      if (!names.count(name))
-        throw std::invalid_argument("identity.versions." + version + " names field '" + name +
-                                    "': expected one of normalize.fields");
-  }
-  if (!spec.hash_versions.count(spec.hash_version))
-    throw std::invalid_argument("identity.version = " + spec.hash_version +
-                                ": expected one of identity.versions");
-  if (spec.max_body_bytes == 0 || spec.max_depth < 2)
-    throw std::invalid_argument("decode limits: expected max_body_bytes > 0 and max_depth >= 2");
+  Transformer check{spec};
 }
 
 std::string content_hash(const std::string& version, const std::vector<nlohmann::json>& values) {
@@ -254,11 +126,91 @@ std::string content_hash(const std::string& version, const std::vector<nlohmann:
 }
 
 Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
-  validate(spec_);
-  for (const auto& name : spec_.hash_versions.at(spec_.hash_version))
-    for (std::size_t i = 0; i < spec_.fields.size(); ++i)
-      if (spec_.fields[i].name == name) hash_indexes_.push_back(i);
+  if (spec_.max_body_bytes == 0 || spec_.max_depth < 2)
+    throw std::invalid_argument("decode limits: expected max_body_bytes > 0 and max_depth >= 2");
+  if (!spec_.versions && spec_.fields.empty())
+    throw std::invalid_argument("normalize.fields: expected at least one field");
+  if (spec_.hash_versions.empty())
+    throw std::invalid_argument("identity.versions: expected at least one hash version");
+  if (!spec_.hash_versions.count(spec_.hash_version))
+    throw std::invalid_argument("identity.version = " + spec_.hash_version +
+                                ": expected one of identity.versions");
+  if (spec_.versions) {
+    const auto& when = *spec_.versions;
+    if (when.from.empty())
+      throw std::invalid_argument("normalize.when.from: expected the discriminator's JSON pointer");
+    if (when.cases.empty())
+      throw std::invalid_argument("normalize.when.cases: expected at least one version");
+    for (const auto& pointer : when.from) {
+      try {
+        discriminator_.push_back(pointer_tokens(pointer));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("normalize.when.from = " + pointer + ": " + e.what());
+      }
+      discriminator_text_ += (discriminator_text_.empty() ? "" : " or ") + pointer;
+    }
+    for (std::size_t i = 0; i < when.cases.size(); ++i) {
+      if (!version_of_.emplace(when.cases[i].first, i).second)
+        throw std::invalid_argument("normalize.when.cases." + when.cases[i].first +
+                                    ": given twice");
+      known_cases_ += (known_cases_.empty() ? "" : ", ") + when.cases[i].first;
+    }
+    // A key that is a number is found by a numeric discriminator in any spelling.
+    std::string why;
+    for (std::size_t i = 0; i < when.cases.size(); ++i)
+      if (auto number = canonical_decimal(when.cases[i].first, std::nullopt, why))
+        version_of_.emplace(*number, i);
+    if (when.absent) {
+      const auto it = version_of_.find(*when.absent);
+      if (it == version_of_.end())
+        throw std::invalid_argument("normalize.when.absent = " + *when.absent +
+                                    ": expected one of normalize.when.cases (" + known_cases_ +
+                                    ")");
+      absent_version_ = it->second;
+    }
+  }
+  // The fields every version has, checked alone first: their problems are theirs.
+  if (spec_.versions && !spec_.fields.empty())
+    Projection common(spec_.fields, spec_.unwrap_sns, "normalize.fields");
+  for (auto& [where, fields] : field_lists(spec_)) {
+    Version version{Projection(std::move(fields), spec_.unwrap_sns, where), {}};
+    const auto& projection = version.projection;
+    for (const auto& field : projection.fields()) {
+      const std::string top = field.name.substr(0, field.name.find('.'));
+      if (top == spec_.hash_field)
+        throw std::invalid_argument(where + "[].name = " + field.name +
+                                    ": expected a name other than the hash field");
+    }
+    for (const auto& [hash_version, names] : spec_.hash_versions) {
+      if (names.empty())
+        throw std::invalid_argument("identity.versions." + hash_version +
+                                    ": expected at least one field");
+      for (const auto& name : names) {
+        const auto index = projection.index_of(name);
+        if (!index)
+          throw std::invalid_argument(
+              "identity.versions." + hash_version + " names field '" + name + "'" +
+              (spec_.versions ? ", which " + where + " (with normalize.fields) does not have"
+                              : ": expected one of normalize.fields"));
+        if (hash_version == spec_.hash_version) version.hash_indexes.push_back(*index);
+      }
+    }
+    // One business value hashes one way: an identity field has one type everywhere.
+    if (!versions_.empty())
+      for (std::size_t k = 0; k < version.hash_indexes.size(); ++k) {
+        const auto& here = projection.fields()[version.hash_indexes[k]];
+        const auto& first =
+            versions_.front().projection.fields()[versions_.front().hash_indexes[k]];
+        if (here.type != first.type)
+          throw std::invalid_argument("identity field '" + here.name + "' has type " +
+                                      to_string(first.type) + " in one version and " +
+                                      to_string(here.type) + " in " + where);
+      }
+    versions_.push_back(std::move(version));
+  }
 }
+
+Transformer::~Transformer() = default;
 
 std::variant<Record, Rejection> Transformer::transform(const MessageView& message) const {
   if (message.body.size() > spec_.max_body_bytes)
@@ -280,6 +232,7 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
   simdjson::dom::element root;
   if (auto error = parser.parse(message.body.data(), message.body.size()).get(root))
     return Rejection{RejectReason::malformed, "body is not valid JSON: " + json_error(error)};
+  std::string_view body_text = message.body;
   simdjson::dom::element envelope;  // the SNS notification around the body, when unwrapped
   if (spec_.unwrap_sns) {
     envelope = root;
@@ -289,6 +242,7 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
       if (auto error = inner_parser.parse(inner.data(), inner.size()).get(root))
         return Rejection{RejectReason::malformed,
                          "SNS Message is not valid JSON: " + json_error(error)};
+      body_text = inner;
     } else {
       return Rejection{RejectReason::malformed, "expected an SNS Notification envelope"};
     }
@@ -298,78 +252,50 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
                                                   "\" twice in one object (which value is meant?)"};
   if (!root.is_object()) return Rejection{RejectReason::schema_drift, "body is not a JSON object"};
 
-  Record record;
-  record.message_id = std::string(message.message_id);
-  // The document's object is a vector in field order: built in place, reserved once.
-  record.document = nlohmann::ordered_json::object();
-  auto& fields = record.document.get_ref<nlohmann::ordered_json::object_t&>();
-  fields.reserve(spec_.fields.size() + 1);
-  for (std::size_t i = 0; i < spec_.fields.size(); ++i) {
-    const FieldSpec& f = spec_.fields[i];
-    nlohmann::ordered_json value;
-    if (f.constant) {
-      value = *f.constant;
-    } else if (f.meta) {
-      switch (*f.meta) {
-        case MetaField::message_id:
-          value = record.message_id;
-          break;
-        case MetaField::sent_time:
-          if (message.sent_time) value = iso8601(*message.sent_time);
-          break;
-        case MetaField::received_time:
-          value = iso8601(message.received_time);
-          break;
-        case MetaField::receive_count:
-          value = message.receive_count;
-          break;
-        case MetaField::source:
-          value = std::string(message.source);
-          break;
-        case MetaField::group_id:
-          if (message.group_id) value = std::string(*message.group_id);
-          break;
-        case MetaField::sequence_number:
-          if (message.sequence_number) value = std::string(*message.sequence_number);
-          break;
-        default: {
-          std::string_view text;
-          if (!envelope[sns_envelope_key(*f.meta)].get_string().get(text))
-            value = std::string(text);
-          break;
-        }
-      }
+  // The payload's version, when the field lists depend on it.
+  const Version* version = &versions_.front();
+  if (spec_.versions) {
+    simdjson::dom::element found;
+    bool present = false;
+    for (const auto& tokens : discriminator_)
+      if ((present = at_pointer(root, tokens, found) && !found.is_null())) break;
+    if (!present) {
+      if (!absent_version_)
+        return Rejection{RejectReason::schema_drift, "the version at " + discriminator_text_ +
+                                                         " is absent: expected one of " +
+                                                         known_cases_};
+      version = &versions_[*absent_version_];
     } else {
-      simdjson::dom::element found;
-      const auto error = root.at_pointer(f.pointer).get(found);
-      if (error || found.is_null()) {
-        if (f.required)
-          return Rejection{RejectReason::validation,
-                           "missing required field " + f.name + " at " + f.pointer};
-        if (f.default_value) value = *f.default_value;
-      } else {
-        std::string why;
-        auto converted = convert(found, f.type, why);
-        if (!converted)
-          return Rejection{RejectReason::schema_drift,
-                           "field " + f.name + " at " + f.pointer + ": " + why};
-        value = std::move(*converted);
+      const auto text = case_text(found);
+      const auto it = text ? version_of_.find(*text) : version_of_.end();
+      if (it == version_of_.end()) {
+        return Rejection{RejectReason::schema_drift, "the version at " + discriminator_text_ +
+                                                         " is " +
+                                                         truncated(simdjson::minify(found)) +
+                                                         ": expected one of " + known_cases_};
       }
+      version = &versions_[it->second];
     }
-    fields.emplace_back(f.name, std::move(value));  // names are unique (validate)
   }
+
+  thread_local std::vector<Json> values;
+  if (auto rejection = version->projection.project(root, envelope, body_text, message, values))
+    return std::move(*rejection);
+
   // The identity: the JSON array of the hash fields' values, in the version's order.
   thread_local std::string canonical;
   thread_local CanonicalWriter writer(nlohmann::detail::output_adapter<char>(canonical), ' ');
   canonical.assign(1, '[');
-  for (std::size_t k = 0; k < hash_indexes_.size(); ++k) {
+  for (std::size_t k = 0; k < version->hash_indexes.size(); ++k) {
     if (k > 0) canonical += ',';
-    append_canonical(writer, canonical,
-                     (fields.begin() + static_cast<std::ptrdiff_t>(hash_indexes_[k]))->second);
+    append_canonical(writer, canonical, values[version->hash_indexes[k]]);
   }
   canonical += ']';
+  Record record;
+  record.message_id = std::string(message.message_id);
   record.hash = hash_text(spec_.hash_version, canonical);
-  fields.emplace_back(spec_.hash_field, record.hash);
+  version->projection.build_document(values, record.document);
+  record.document.get_ref<Json::object_t&>().emplace_back(spec_.hash_field, record.hash);
   return record;
 }
 

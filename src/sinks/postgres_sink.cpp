@@ -27,8 +27,22 @@ const char* sql_type(pipeline::FieldType type) {
       return "boolean";
     case pipeline::FieldType::json:
       return "jsonb";
+    case pipeline::FieldType::timestamp:
+      return "timestamptz";
+    case pipeline::FieldType::decimal:
+      return "numeric";
+    case pipeline::FieldType::uuid:
+      return "uuid";
+    case pipeline::FieldType::enumeration:
+      return "text";
   }
   return "text";
+}
+
+std::string column_name(const Column& column) {
+  std::string name = column.field;
+  std::replace(name.begin(), name.end(), '.', '_');
+  return sql_identifier(name);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -86,7 +100,7 @@ class PostgresSink final : public Sink {
     exec("SET statement_timeout = " + timeout_ms);
     std::string columns;
     for (const auto& c : options_.columns)
-      columns += ", " + sql_identifier(c.field) + " " + sql_type(c.type);
+      columns += ", " + column_name(c) + " " + sql_type(c.type);
     // Several processes starting at once race on CREATE ... IF NOT EXISTS (PostgreSQL
     // reports "already exists" to the loser): the DDL runs under an advisory lock.
     exec("SELECT pg_advisory_lock(5391) /* sluice DDL */");
@@ -164,7 +178,7 @@ class PostgresSink final : public Sink {
     const std::size_t per_row = 3 + options_.columns.size();
     Statement st;
     st.sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
-    for (const auto& c : options_.columns) st.sql += ", " + sql_identifier(c.field);
+    for (const auto& c : options_.columns) st.sql += ", " + column_name(c);
     st.sql += ") VALUES ";
     st.storage.reserve(1 + rows.size() * options_.columns.size());  // c_str()s stay valid
     st.values.reserve(rows.size() * per_row);
@@ -180,8 +194,12 @@ class PostgresSink final : public Sink {
       const auto& r = *rows[i];
       st.sql += i ? ",(" : "(";
       for (std::size_t k = 0; k < per_row; ++k) {
-        st.sql += (k ? ",$" : "$") + std::to_string(++n);
+        const bool epoch_ms = k >= 3 && options_.columns[k - 3].epoch_ms;
+        st.sql += k ? "," : "";
+        st.sql += epoch_ms ? "timestamptz 'epoch' + interval '1 millisecond' * $" : "$";
+        st.sql += std::to_string(++n);
         if (k == 2) st.sql += "::jsonb";
+        if (epoch_ms) st.sql += "::bigint";
       }
       st.sql += ")";
       // The records outlive the statement: their strings are not copied.
@@ -192,12 +210,12 @@ class PostgresSink final : public Sink {
       documents += '\0';
       st.values.push_back(nullptr);  // the document, once `documents` stops growing
       for (const auto& c : options_.columns) {
-        auto it = r.document.find(c.field);
-        if (it == r.document.end() || it->is_null()) {
+        const auto* value = pipeline::find_field(r.document, c.field);
+        if (!value || value->is_null()) {
           st.values.push_back(nullptr);
           continue;
         }
-        st.storage.push_back(it->is_string() ? it->get<std::string>() : it->dump());
+        st.storage.push_back(value->is_string() ? value->get<std::string>() : value->dump());
         st.values.push_back(st.storage.back().c_str());
       }
     }

@@ -72,10 +72,12 @@ class Sink {
   virtual void interrupt() {}
 };
 
-// A typed column for PostgreSQL, copied from a normalized field.
+// A typed column for PostgreSQL, copied from a normalized field (by its dotted name;
+// the column's name has underscores for the dots: customer.id -> customer_id).
 struct Column {
   std::string field;
   pipeline::FieldType type = pipeline::FieldType::string;
+  bool epoch_ms = false;  // a timestamp stored as epoch milliseconds: converted by the server
 };
 
 struct SqliteOptions {

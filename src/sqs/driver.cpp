@@ -358,6 +358,7 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
              "with `source.sqs.large_payloads`: the payload is larger than "
              "`source.sqs.large_payloads.max_bytes_in_flight`"}};
   }
+  std::string_view header_key() const override { return "attribute"; }
   std::vector<std::string> meta_fields() const override {
     return {"sent_time", "group_id", "sequence_number"};
   }

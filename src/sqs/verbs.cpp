@@ -155,7 +155,10 @@ asio::awaitable<ChunkResult> publish_sqs(const PublishFlags& options,
   const bool fifo = options.queue_url.ends_with(".fifo");
   std::size_t first_error_shown = 0;
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
-  SendChunk send = [publisher, fifo, &first_error_shown](
+  sqs::MessageAttributes attributes;
+  for (const auto& [name, value] : request.headers)
+    attributes[name] = sqs::MessageAttributeValue::string(value);
+  SendChunk send = [publisher, fifo, attributes, &first_error_shown](
                        std::vector<std::string> chunk,
                        std::size_t first) -> asio::awaitable<ChunkResult> {
     std::vector<sqs::SendMessageEntry> entries;
@@ -163,6 +166,7 @@ asio::awaitable<ChunkResult> publish_sqs(const PublishFlags& options,
     for (std::size_t i = 0; i < chunk.size(); ++i) {
       sqs::SendMessageEntry e;
       e.body = std::move(chunk[i]);
+      e.message_attributes = attributes;
       if (fifo) {
         e.message_group_id = "g" + std::to_string((first + i) % 16);
         e.message_deduplication_id = "p" + std::to_string(first + i);
@@ -258,6 +262,11 @@ std::optional<std::string> check_publish(const PublishFlags& options) {
 }
 
 int run_publish(const PublishFlags& options, driver::PublishRequest request) {
+  if (!options.topic_arn.empty() && !request.headers.empty()) {
+    std::cerr << "sluice publish: --header: only with --queue-url (SQS message attributes) or "
+                 "--amqp-url (headers), not --topic-arn\n";
+    return 2;
+  }
   asio::io_context io;
   auto result = asio::co_spawn(io,
                                options.topic_arn.empty() ? publish_sqs(options, std::move(request))

@@ -19,6 +19,7 @@
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
+#include "sinks/sink.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
@@ -887,4 +888,47 @@ TEST_F(AmqpTest, QueueCommandsCreateAndCount) {
       run(sluice + " queue stats --amqp-url " + url + " --queue no-such-queue-" + queue);
   EXPECT_EQ(code, 2) << text;
   EXPECT_NE(text.find("NOT_FOUND"), std::string::npos) << text;
+}
+
+// examples/orders-pipeline.yaml over RabbitMQ: the tenant from an AMQP header (header:
+// instead of attribute:), the duplicates written differently still one record each.
+TEST_F(AmqpTest, OrderEventsNormalizeWithATenantHeader) {
+  auto events = app::generate_order_events(1500, 0.2, 0.0, 5);
+  std::vector<amqp::OutgoingMessage> messages;
+  for (std::size_t i = 0; i < events.bodies.size(); ++i) {
+    amqp::OutgoingMessage m;
+    m.routing_key = queue_;
+    m.body = events.bodies[i];
+    m.headers["tenant"] = i % 2 ? " ACME" : "acme ";
+    messages.push_back(std::move(m));
+  }
+  amqp::PublisherOptions o;
+  o.uri = RabbitMq::shared().uri();
+  amqp::Publisher publisher(o);
+  ASSERT_TRUE(publisher.publish("", std::move(messages)).ok());
+  std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/examples/orders-pipeline.yaml");
+  std::stringstream example;
+  example << in.rdbuf();
+  std::string stages = example.str();
+  stages = stages.substr(stages.find("normalize:"));
+  stages.replace(stages.find("attribute: tenant"), 17, "header: tenant");
+  stages.replace(stages.find("listen: 127.0.0.1:9464"), 22, "listen: 127.0.0.1:0");
+  const std::string db =
+      ::testing::TempDir() + "/sluice-amqp-orders-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  stages.replace(stages.find("path: orders.db"), 15, "path: " + db);
+  const std::string yaml =
+      "source:\n  type: rabbitmq\n  rabbitmq:\n    url: " + RabbitMq::shared().uri() +
+      "\n    queue: " + queue_ + "\n    receive_timeout: 200ms\n" + stages;
+  const auto summary = drain(app::parse_config(yaml));
+  EXPECT_EQ(summary.records_in_sink, events.distinct_records);
+  EXPECT_EQ(summary.duplicates, events.bodies.size() - events.distinct_records);
+  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+  EXPECT_EQ(sink->count_records(), events.distinct_records);
+  const std::string other =
+      test::run_command("sqlite3 " + db +
+                        " \"select count(*) from records where json_extract(document, "
+                        "'$.tenant') <> 'acme'\"");
+  EXPECT_EQ(other, "0\n") << "every record has the header, trimmed and lower-cased";
+  test::remove_sqlite(db);
 }

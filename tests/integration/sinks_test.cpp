@@ -82,14 +82,43 @@ TEST(PostgresSink, MultiRowInsertOnConflictDoNothing) {
                      {"quantity", pipeline::FieldType::integer}};
   auto sink = sinks::make_postgres_sink(options);
   check_idempotent_batches(*sink);
-  EXPECT_EQ(pg.query("SELECT count(*) FROM " + options.table +
-                     " WHERE \\\"skuId\\\" = 'A' AND quantity = 1"),
-            "1\n");
+  EXPECT_EQ(
+      pg.query("SELECT count(*) FROM " + options.table + " WHERE \"skuId\" = 'A' AND quantity = 1"),
+      "1\n");
   EXPECT_EQ(pg.query("SELECT document->>'skuId' FROM " + options.table + " WHERE quantity = 3"),
             "C\n");
   EXPECT_EQ(pg.query("SELECT indexdef LIKE '%UNIQUE%' FROM pg_indexes WHERE tablename = '" +
                      options.table + "'"),
             "t\n");
+}
+
+// Typed columns of the normalized types: a timestamp as text or as epoch milliseconds
+// (the server converts the count), an exact decimal, a uuid, a nested name.
+TEST(PostgresSink, TypedColumnsOfTimestampsDecimalsAndUuids) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "typed_" + std::to_string(getpid());
+  options.columns = {{"at", pipeline::FieldType::timestamp},
+                     {"atMs", pipeline::FieldType::timestamp, true},
+                     {"amount", pipeline::FieldType::decimal},
+                     {"id", pipeline::FieldType::uuid},
+                     {"customer.id", pipeline::FieldType::string}};
+  auto sink = sinks::make_postgres_sink(options);
+  sink->open();
+  pipeline::Record r;
+  r.hash = "V1:typed";
+  r.message_id = "m1";
+  r.document = nlohmann::ordered_json::parse(
+      R"({"at":"2024-02-29T12:00:00.123Z","atMs":1709208000123,)"
+      R"("amount":"12345678901234567.891","id":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",)"
+      R"("customer":{"id":"C-7"}})");
+  EXPECT_EQ(sink->write(std::vector<pipeline::Record>{r}).outcomes,
+            std::vector<sinks::WriteOutcome>{sinks::WriteOutcome::inserted});
+  EXPECT_EQ(pg.query("SELECT \"at\" = \"atMs\", \"atMs\" = '2024-02-29T12:00:00.123Z', "
+                     "amount = 12345678901234567.891, id::text, customer_id FROM " +
+                     options.table),
+            "t|t|t|0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d|C-7\n");
 }
 
 TEST(PostgresSink, LargeBatchesArePipelinedInOneRoundTrip) {
@@ -135,7 +164,8 @@ std::map<std::string, std::string> mongo_indexes(const std::string& database,
                                                  const std::string& collection) {
   std::map<std::string, std::string> found;
   mongoc_client_t* client = mongoc_client_new(test::MongoWire::shared().uri().c_str());
-  mongoc_collection_t* c = mongoc_client_get_collection(client, database.c_str(), collection.c_str());
+  mongoc_collection_t* c =
+      mongoc_client_get_collection(client, database.c_str(), collection.c_str());
   mongoc_cursor_t* cursor = mongoc_collection_find_indexes_with_opts(c, nullptr);
   const bson_t* index = nullptr;
   while (mongoc_cursor_next(cursor, &index)) {

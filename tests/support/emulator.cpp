@@ -175,8 +175,11 @@ std::string Postgres::dsn(const std::string& database) const {
 }
 
 std::string Postgres::query(const std::string& sql) const {
+  // Single-quoted for the shell: SQL's own quotes ("orderId", 'text') pass unchanged.
+  std::string quoted = "'";
+  for (const char c : sql) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return run_command("psql -X -A -t -q -h 127.0.0.1 -p " + std::to_string(port_) +
-                     " -U postgres -c \"" + sql + "\"");
+                     " -U postgres -c " + quoted + "'");
 }
 
 Postgres::~Postgres() {

@@ -177,28 +177,21 @@ TEST(XmlAnswers, ParsesS3ErrorsAndSnsResultsAndRefusesTheRest) {
 TEST(SnsEnvelope, MetaFieldsComeFromTheEnvelopeAndNeedIt) {
   pipeline::TransformSpec spec;
   spec.unwrap_sns = true;
-  spec.fields.push_back({"sku", "/sku", pipeline::FieldType::string, true, {}, {}, {}});
-  spec.fields.push_back({"topic",
-                         "",
-                         pipeline::FieldType::string,
-                         false,
-                         {},
-                         {},
-                         pipeline::MetaField::sns_topic_arn});
-  spec.fields.push_back({"subject",
-                         "",
-                         pipeline::FieldType::string,
-                         false,
-                         {},
-                         {},
-                         pipeline::MetaField::sns_subject});
+  spec.fields.push_back(pipeline::field("sku", "/sku", pipeline::FieldType::string, true));
+  spec.fields.push_back(pipeline::meta_field("topic", pipeline::FieldType::string,
+                                             pipeline::MetaField::sns_topic_arn));
+  spec.fields.push_back(pipeline::meta_field("subject", pipeline::FieldType::string,
+                                             pipeline::MetaField::sns_subject));
   spec.hash_versions["V1"] = {"sku"};
   spec.hash_version = "V1";
   pipeline::Transformer t(spec);
   const std::string body =
       R"({"Type":"Notification","MessageId":"m-1","TopicArn":"arn:aws:sns:us-east-1:1:t",)"
       R"("Message":"{\"sku\":\"S-1\"}","Timestamp":"2026-12-01T00:00:00.000Z"})";
-  pipeline::MessageView view{body, "id", 1, std::nullopt, {}, "q", std::nullopt, std::nullopt};
+  pipeline::MessageView view;
+  view.body = body;
+  view.message_id = "id";
+  view.source = "q";
   auto result = t.transform(view);
   ASSERT_TRUE(std::holds_alternative<pipeline::Record>(result));
   const auto& doc = std::get<pipeline::Record>(result).document;

@@ -407,3 +407,73 @@ TEST(Config, AnOldKeyBesideItsNewNameIsRefused) {
             std::string::npos)
       << e;
 }
+
+// Normalization keys: each mistake refused at load, with the key and the reason.
+TEST(Config, NormalizationMistakesAreRefusedWithTheKeyAndTheReason) {
+  const std::string sqs = "source:\n  sqs:\n    queue_url: http://127.0.0.1:1/000000000000/q\n";
+  auto fields = [&](const std::string& list, const std::string& identity = "[a]") {
+    return error_of(sqs + "normalize:\n  fields:\n" + list +
+                    "identity:\n  versions:\n    V1: " + identity + "\n");
+  };
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, type: money}\n"),
+                  {"normalize.fields[0].type", "'money'", "timestamp", "decimal", "uuid", "enum"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, pattern: \"([a-z\"}\n"),
+                  {"normalize.fields[a].pattern = ([a-z", "does not compile", "missing ]"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, type: enum, values: [X, Y], default: Z}\n"),
+                  {"normalize.fields[a].default", "\"Z\"", "expected one of X, Y"}));
+  EXPECT_TRUE(
+      has(fields("    - {name: a, from: /a, text: [trim, shout]}\n"),
+          {"normalize.fields[0].text[]", "'shout'", "one of trim, lower, upper, nfc, collapse"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, text: [lower, upper]}\n"),
+                  {"normalize.fields[0].text", "at most one of lower and upper"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, type: decimal, min: lots}\n"),
+                  {"normalize.fields[0].min", "'lots'", "a number"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, type: timestamp, format: dd/mm/yyyy}\n"),
+                  {"normalize.fields[0].format", "%-field"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, scale: 2}\n"),
+                  {"normalize.fields[a].scale", "decimal only"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a}\n    - {name: t, header: tenant}\n"),
+                  {"normalize.fields[1].header", "sqs source's messages have attributes",
+                   "write attribute: tenant"}));
+  EXPECT_TRUE(has(fields("    - {name: a, from: /a, attribute: t}\n"),
+                  {"normalize.fields[a]", "exactly one of from, const, meta, attribute, header"}));
+  // A version whose list lacks a field the identity names.
+  const std::string versions = sqs +
+                               "normalize:\n  when:\n    from: /v\n    cases:\n"
+                               "      \"1\": [{name: a, from: /a}, {name: b, from: /b}]\n"
+                               "      \"2\": [{name: a, from: /x/a}]\n"
+                               "identity:\n  versions:\n    V1: [a, b]\n";
+  EXPECT_TRUE(has(error_of(versions), {"identity.versions.V1 names field 'b'",
+                                       "normalize.when.cases.2 (with normalize.fields)"}));
+  EXPECT_TRUE(has(error_of(sqs + "normalize:\n  when:\n    from: /v\n    absent: \"3\"\n"
+                                 "    cases:\n      \"1\": [{name: a, from: /a}]\n"
+                                 "identity:\n  versions:\n    V1: [a]\n"),
+                  {"normalize.when.absent = 3", "expected one of normalize.when.cases (1)"}));
+  EXPECT_TRUE(has(error_of(sqs + "normalize:\n  when:\n    from: /v\n    kases: {}\n"
+                                 "identity:\n  versions:\n    V1: [a]\n"),
+                  {"unknown key normalize.when.kases", "did you mean normalize.when.cases"}));
+  // A column or log field must be in every version, with one type.
+  EXPECT_TRUE(has(
+      error_of(sqs + "normalize:\n  when:\n    from: /v\n    cases:\n"
+                     "      \"1\": [{name: a, from: /a}, {name: t, from: /t, type: timestamp}]\n"
+                     "      \"2\": [{name: a, from: /a}, {name: t, from: /t}]\n"
+                     "identity:\n  versions:\n    V1: [a]\n"
+                     "logging:\n  fields: [t]\n"),
+      {"logging.fields",
+       "'t' has type timestamp in one version and string in "
+       "normalize.when.cases.2"}));
+  // Typed columns whose names would collide in the table.
+  EXPECT_TRUE(has(error_of(sqs + "normalize:\n  fields:\n    - {name: a, from: /a}\n"
+                                 "    - {name: message.id, from: /m}\n"
+                                 "identity:\n  versions:\n    V1: [a]\n"
+                                 "sink:\n  postgres:\n    columns: [message.id]\n"),
+                  {"sink.postgres.columns", "'message.id' would be the column message_id",
+                   "the table has already"}));
+  EXPECT_TRUE(has(error_of(sqs + "normalize:\n  fields:\n    - {name: c.id, from: /a}\n"
+                                 "    - {name: c_id, from: /m}\n"
+                                 "identity:\n  versions:\n    V1: [c.id]\n"
+                                 "sink:\n  postgres:\n    columns: [c.id, c_id]\n"),
+                  {"'c_id' would be the column c_id, which 'c.id' is too"}));
+  // The example loads as it is.
+  EXPECT_NO_THROW(load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/orders-pipeline.yaml"));
+}

@@ -12,17 +12,17 @@ namespace {
 TransformSpec inventory_spec() {
   TransformSpec spec;
   spec.fields = {
-      {"skuId", "/skuId", FieldType::string, true, {}, {}, {}},
-      {"locationId", "/location/id", FieldType::string, true, {}, {}, {}},
-      {"eventType", "/eventType", FieldType::string, true, {}, {}, {}},
-      {"quantity", "/quantity", FieldType::integer, true, {}, {}, {}},
-      {"unitOfMeasure", "/uom", FieldType::string, false, nlohmann::json("EA"), {}, {}},
-      {"price", "/price", FieldType::number, false, {}, {}, {}},
-      {"active", "/active", FieldType::boolean, false, {}, {}, {}},
-      {"tags", "/tags", FieldType::json, false, {}, {}, {}},
-      {"pipeline", "", FieldType::string, false, {}, nlohmann::json("audit"), {}},
-      {"messageId", "", FieldType::string, false, {}, {}, MetaField::message_id},
-      {"receiveCount", "", FieldType::integer, false, {}, {}, MetaField::receive_count},
+      field("skuId", "/skuId", FieldType::string, true),
+      field("locationId", "/location/id", FieldType::string, true),
+      field("eventType", "/eventType", FieldType::string, true),
+      field("quantity", "/quantity", FieldType::integer, true),
+      with_default(field("unitOfMeasure", "/uom", FieldType::string, false), "EA"),
+      field("price", "/price", FieldType::number, false),
+      field("active", "/active", FieldType::boolean, false),
+      field("tags", "/tags", FieldType::json, false),
+      constant_field("pipeline", "audit"),
+      meta_field("messageId", FieldType::string, MetaField::message_id),
+      meta_field("receiveCount", FieldType::integer, MetaField::receive_count),
   };
   spec.hash_versions = {{"V1", {"skuId", "locationId", "eventType", "quantity"}},
                         {"V2", {"skuId", "locationId", "eventType", "quantity", "unitOfMeasure"}}};
@@ -246,7 +246,7 @@ TEST(Transform, SpecIsValidated) {
   spec.hash_version = "V9";
   EXPECT_THROW(Transformer{spec}, std::invalid_argument);
   spec = inventory_spec();
-  spec.fields[0].pointer = "skuId";
+  spec.fields[0].from = {"skuId"};
   EXPECT_THROW(Transformer{spec}, std::invalid_argument);
   spec = inventory_spec();
   spec.fields[1].name = "skuId";
