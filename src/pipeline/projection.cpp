@@ -3,6 +3,7 @@
 #include <re2/re2.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -215,9 +216,12 @@ const Json* find_field(const Json& document, std::string_view name) {
     const auto dot = name.find('.');
     const std::string_view part = name.substr(0, dot);
     if (!at->is_object()) return nullptr;
-    const auto it = at->find(std::string(part));
-    if (it == at->end()) return nullptr;
-    at = &*it;
+    // The object is a vector of pairs: scanned with the view, no key string made.
+    const auto& object = at->get_ref<const Json::object_t&>();
+    const auto it = std::find_if(object.begin(), object.end(),
+                                 [&](const auto& entry) { return entry.first == part; });
+    if (it == object.end()) return nullptr;
+    at = &it->second;
     if (dot == std::string_view::npos) return at;
     name.remove_prefix(dot + 1);
   }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <set>
 #include <stdexcept>
 
 #include "common/crypto.hpp"

@@ -16,6 +16,7 @@
 #include "app/publish.hpp"
 #include "sinks/sink.hpp"
 #include "support/pipeline.hpp"
+#include "support/process.hpp"
 
 using namespace sluice;
 
@@ -160,4 +161,14 @@ TEST_F(NormalizePipeline, OrderEventsIntoPostgresFillTypedColumns) {
                      "'2024-03-02T00:00:00Z'"),
             "0\n")
       << "every instant read in its own offset lands in the generated three days";
+}
+
+// --header has no SNS form here: refused with exit code 2, never dropped.
+TEST(NormalizePipelinePublish, HeaderWithATopicIsRefused) {
+  const std::string out = test::run_command(
+      std::string(SLUICE_BINARY) +
+      " publish --topic-arn arn:aws:sns:us-east-1:000000000000:t --header tenant=acme "
+      "--generate 1 --endpoint-url http://127.0.0.1:1 2>&1; echo exit=$?");
+  EXPECT_NE(out.find("--header: only with --queue-url"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit=2"), std::string::npos) << out;
 }

@@ -343,6 +343,11 @@ TEST(Sources, FallbackPointersHeadersAndNestedNames) {
   EXPECT_NE(missing.detail.find("missing required field tenant from header tenant"),
             std::string::npos)
       << missing.detail;
+  const std::map<std::string, std::string> broken = {{"tenant", "AC\xFF"}};
+  const auto bytes = std::get<Rejection>(run(R"({"customerId":"C-1"})", &broken));
+  EXPECT_EQ(bytes.reason, RejectReason::schema_drift);
+  EXPECT_EQ(bytes.detail, "field tenant from header tenant: not valid UTF-8")
+      << "an AMQP header's bytes need not be UTF-8";
   const auto neither = std::get<Rejection>(run(R"({"customer":{}})", &headers));
   EXPECT_NE(neither.detail.find("field customer.id at /customer/id or /customerId"),
             std::string::npos)
@@ -530,6 +535,12 @@ TEST(PayloadVersions, NumbersSelectByValueAndReasonsStayUtf8) {
                          R"("placedAt":"2024-02-29T12:00:00Z","customer":{"id":"C-7"},)"
                          R"("total":{"amount":"12.51","currency":"EUR"}})";
   EXPECT_TRUE(std::holds_alternative<Record>(t.transform(view(v2)))) << "2.0 is version 2";
+  std::string as_text = v2;
+  as_text.replace(as_text.find("2.0"), 3, R"("2.0")");
+  const auto text = t.transform(view(as_text));
+  ASSERT_TRUE(std::holds_alternative<Rejection>(text)) << "a string is compared as written";
+  EXPECT_EQ(std::get<Rejection>(text).detail,
+            R"(the version at /schemaVersion is "2.0": expected one of 1, 2)");
   std::string accents;
   for (int i = 0; i < 40; ++i) accents += "\xC3\xA9";
   const std::string body = R"({"schemaVersion":"x)" + accents + R"("})";
@@ -565,4 +576,21 @@ TEST(BadSpecs, MetaFieldsTakeNoChecksAndBoundsNeedNumbers) {
   auto status = field("v", "/v", FieldType::enumeration);
   status.values = {"\xFF"};
   EXPECT_NE(refused(status).find("not valid UTF-8"), std::string::npos) << refused(status);
+}
+
+TEST(Sources, TheSnsTimestampTakesTheTimestampType) {
+  TransformSpec spec;
+  spec.unwrap_sns = true;
+  auto published = meta_field("publishedAt", FieldType::timestamp, MetaField::sns_timestamp);
+  published.timestamp.precision = TimePrecision::seconds;
+  spec.fields = {field("sku", "/sku", FieldType::string, true), published};
+  spec.hash_versions = {{"V1", {"sku"}}};
+  spec.hash_version = "V1";
+  const Transformer t(spec);
+  const std::string body =
+      R"({"Type":"Notification","MessageId":"m-1","Message":"{\"sku\":\"S-1\"}",)"
+      R"("Timestamp":"2026-12-01T05:45:07.891+05:45"})";
+  const auto r = t.transform(view(body));
+  ASSERT_TRUE(std::holds_alternative<Record>(r)) << std::get<Rejection>(r).detail;
+  EXPECT_EQ(std::get<Record>(r).document["publishedAt"], "2026-12-01T00:00:07Z");
 }
