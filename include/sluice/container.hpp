@@ -82,6 +82,10 @@ struct ContainerOptions {
   std::chrono::milliseconds start_receive_min_interval{500};
   std::chrono::milliseconds stop_receive_min_interval{5000};
   std::chrono::milliseconds error_backoff_max{30000};  // failing receives back off up to this
+  // At most this many messages received a second (0: no limit): a token bucket of one
+  // receive's worth (the source's batch size), shared by the receive loops; a receive
+  // that returns fewer gives the rest back. Over any window T: rate x T + one receive.
+  double max_messages_per_second = 0;
 };
 
 // Throws std::invalid_argument naming the option, its value and what was expected.
@@ -121,6 +125,7 @@ struct ContainerStats {
   std::int64_t lease_remaining_min_ms = -1;  // least lease left at the latest heartbeat
   std::int64_t in_flight = 0;                // held now
   std::int64_t in_flight_peak = 0;
+  bool paused = false;          // pause() in force
   int concurrent_receives = 0;  // receive loops running now
   int concurrent_receives_peak = 0;
   double poll_latency_ms_avg = 0;
@@ -160,6 +165,13 @@ class Container {
 
   // Changeable while running.
   void set_concurrent_receives(int min, int max);
+  // Stops receiving (open long polls are cancelled; a push source's prefetched
+  // deliveries wait in it) while everything held goes on: handlers finish, settlements
+  // and acks flow, leases are extended. resume() receives again. Any thread; both are
+  // idempotent, and a container may start paused.
+  void pause();
+  void resume();
+  bool paused() const;
 
   void set_observer(std::shared_ptr<ContainerObserver> observer);  // before start()
   // Before start(); without one, such messages are rejected with "reason: detail".

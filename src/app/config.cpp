@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -45,9 +46,49 @@ nlohmann::json as_json_scalar(const YAML::Node& n, const std::string& key) {
   if (!n.IsScalar()) bad(key, n, "a scalar value");
   const std::string& s = n.Scalar();
   if (n.Tag() == "!") return s;  // quoted in YAML: a string
+  if (s == "~") return nullptr;
   auto parsed = nlohmann::json::parse(s, nullptr, false);
   if (!parsed.is_discarded() && !parsed.is_object() && !parsed.is_array()) return parsed;
   return s;
+}
+
+// A YAML tree as JSON: scalars typed as YAML reads them (quoted: a string).
+nlohmann::json as_json(const YAML::Node& n, const std::string& key) {
+  if (n.IsMap()) {
+    auto object = nlohmann::json::object();
+    for (const auto& entry : n) {
+      const std::string name = entry.first.Scalar();
+      object[name] = as_json(entry.second, key + "." + name);
+    }
+    return object;
+  }
+  if (n.IsSequence()) {
+    auto array = nlohmann::json::array();
+    for (std::size_t i = 0; i < n.size(); ++i)
+      array.push_back(as_json(n[i], key + "[" + std::to_string(i) + "]"));
+    return array;
+  }
+  if (n.IsNull()) return nullptr;
+  return as_json_scalar(n, key);
+}
+
+// filter: a list of patterns, each a mapping or a JSON text (pasted from a Lambda
+// FilterCriteria's Pattern).
+nlohmann::json as_filter(const YAML::Node& n, const std::string& key) {
+  if (!n.IsSequence()) bad(key, n, "a list of patterns, e.g. - body: {type: [OrderPlaced]}");
+  auto patterns = nlohmann::json::array();
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string item = key + "[" + std::to_string(i) + "]";
+    if (n[i].IsScalar()) {
+      auto parsed = nlohmann::json::parse(n[i].Scalar(), nullptr, false);
+      if (parsed.is_discarded() || !parsed.is_object())
+        bad(item, n[i], "a pattern: a mapping, or a JSON object as Lambda writes it");
+      patterns.push_back(std::move(parsed));
+    } else {
+      patterns.push_back(as_json(n[i], item));
+    }
+  }
+  return patterns;
 }
 
 // ------------------------------------------------------------------ the option table
@@ -71,12 +112,43 @@ std::string driver_list() {
 
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
+      {"name", "string", "default",
+       "The pipeline's name: in /pipelines/NAME and sluice ctl (letters, digits, . _ -).",
+       [](auto& c, auto& n, auto& k) {
+         c.name = as_string(n, k);
+         if (c.name.empty() || c.name.size() > 64 ||
+             c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789._-") != std::string::npos)
+           bad(k, n, "1 to 64 letters, digits, '.', '_' or '-'");
+       }},
+      {"filter", "list of patterns", "",
+       "Lambda's event-filtering patterns (docs/filtering.md), ORed: body fields under body, "
+       "SQS message attributes under attributes, RabbitMQ headers under headers; exact values, "
+       "prefix, suffix, equals-ignore-case, anything-but, numeric, exists, $or. A message no "
+       "pattern matches is acked without being written (sluice_filtered_total); a malformed one "
+       "is still rejected. Empty: every message is stored.",
+       [](auto& c, auto& n, auto& k) { c.transform.filter = as_filter(n, k); }},
       // --- source
       {"source.type", "enum: " + driver_list(), driver_names().front(),
        "Where messages come from; each source has its own keys under source.<type> (the "
        "sections below). The other source.* keys are the container's, for every source.",
        [](auto& c, auto& n, auto& k) { c.source_type = as_enum(n, k, driver_names()); },
        "SLUICE_SOURCE_TYPE"},
+      {"source.max_messages_per_second", "number", "0",
+       "At most this many messages received a second by this pipeline in this process (a "
+       "token bucket of one receive's worth: over any window T at most rate x T + one "
+       "receive); several instances each take this many. 0: no limit. Protects the database "
+       "from a backlog drained at full speed.",
+       [](auto& c, auto& n, auto& k) {
+         if (!n.IsScalar()) bad(k, n, "a number of messages a second, 0 for no limit");
+         double rate = 0;
+         const std::string& text = n.Scalar();
+         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), rate);
+         if (ec != std::errc() || end != text.data() + text.size() || !(rate >= 0) || rate > 1e6)
+           bad(k, n, "a number from 0 (no limit) to 1000000 messages a second");
+         c.container.max_messages_per_second = rate;
+       },
+       "SLUICE_MAX_MESSAGES_PER_SECOND"},
       {"source.wait_for_queue", "boolean", "false",
        "A queue that does not exist at start: wait for it to be created (logging) instead of "
        "exiting with code 2 (Spring's missingQueuesFatal, inverted).",
@@ -210,6 +282,27 @@ const std::vector<Option>& options() {
            c.transform.hash_versions[version] = as_string_list(entry.second, k + "." + version);
          }
        }},
+      {"identity.key", "content | deduplication_id | {attribute: NAME} | {header: NAME}", "content",
+       "What makes two messages one record. content: the identity.versions fields' values "
+       "(a producer's retry with the same values is stored once). {attribute: NAME} (SQS) or "
+       "{header: NAME} (RabbitMQ): the producer's own id, hashed with identity.version. "
+       "deduplication_id: an SQS FIFO queue's MessageDeduplicationId. A message without the "
+       "key is rejected (validation), never stored under its content instead.",
+       [](auto& c, auto& n, auto& k) {
+         using Key = pipeline::TransformSpec::Key;
+         if (n.IsMap() && n.size() == 1) {
+           const std::string kind = n.begin()->first.Scalar();
+           if (kind != "attribute" && kind != "header")
+             bad(k, n, "content, deduplication_id, {attribute: NAME} or {header: NAME}");
+           c.transform.key = Key::header;
+           c.transform.key_header_key = kind;
+           c.transform.key_header = as_string(n.begin()->second, k + "." + kind);
+           if (c.transform.key_header.empty()) bad(k + "." + kind, n.begin()->second, "a name");
+           return;
+         }
+         const std::string kind = as_enum(n, k, {"content", "deduplication_id"});
+         c.transform.key = kind == "content" ? Key::content : Key::deduplication_id;
+       }},
       {"identity.field", "string", "documentHash",
        "Document field (and unique index) holding the hash.",
        [](auto& c, auto& n, auto& k) {
@@ -326,6 +419,11 @@ const std::vector<Option>& options() {
          }
        },
        "SLUICE_METRICS_LISTEN"},
+      {"admin.enabled", "boolean", "false",
+       "Pause, resume and status on the metrics server: POST /pipelines/NAME/pause and "
+       "/resume, GET /pipelines (sluice ctl). With SLUICE_ADMIN_TOKEN set, every admin request "
+       "needs Authorization: Bearer TOKEN; a metrics.listen that is not loopback requires it.",
+       [](auto& c, auto& n, auto& k) { c.admin_enabled = as_bool(n, k); }},
       {"autoscale.period", "duration", "1m",
        "The in-flight scaling signal's averaging period (exported as sluice_autoscale_* and "
        "GET /autoscale).",
@@ -801,6 +899,20 @@ void finalize(Loading& loading) {
                            {"min_concurrent_receives", "source.concurrency (MIN)"},
                            {"max_concurrent_receives", "source.concurrency (MAX)"}});
   }
+  const std::string header_key(source.header_key());
+  const auto offered = source.meta_fields();
+  c.transform.filter_headers = header_key.empty() ? "" : header_key + "s";
+  using IdentityKey = pipeline::TransformSpec::Key;
+  if (c.transform.key == IdentityKey::header && c.transform.key_header_key != header_key)
+    throw ConfigError("identity.key." + c.transform.key_header_key + ": the " + c.source_type +
+                      " source's messages have " +
+                      (header_key.empty() ? std::string("no attributes or headers")
+                                          : header_key + "s: write {" + header_key + ": " +
+                                                c.transform.key_header + "}"));
+  if (c.transform.key == IdentityKey::deduplication_id &&
+      std::find(offered.begin(), offered.end(), "deduplication_id") == offered.end())
+    throw ConfigError("identity.key: deduplication_id: the " + c.source_type +
+                      " source's messages have none (an SQS FIFO queue's do)");
   try {
     pipeline::validate(c.transform);
   } catch (const std::invalid_argument& e) {
@@ -808,8 +920,6 @@ void finalize(Loading& loading) {
   }
   const auto lists = pipeline::field_lists(c.transform);
   // A message property the chosen source does not have would be null in every record.
-  const auto offered = source.meta_fields();
-  const std::string header_key(source.header_key());
   // Where the file writes a field: normalize.fields[2], normalize.when.cases.1[0].
   auto key_of = [&](const std::string& where, std::size_t i) {
     const std::size_t common = c.transform.fields.size();
@@ -887,6 +997,18 @@ void finalize(Loading& loading) {
         "sink.mongodb.uri: missing, expected a mongodb:// URI (sink.type is mongodb)");
   if (c.sink == SinkType::sqlite && c.writer.writers > 1)
     c.writer.writers = 1;  // one writer per file
+  if (c.admin_enabled) {
+    if (c.metrics_listen.empty())
+      throw ConfigError(
+          "admin.enabled: true, but metrics.listen is empty: the admin endpoints "
+          "are on the metrics server");
+    const char* token = std::getenv("SLUICE_ADMIN_TOKEN");
+    c.admin_token = token ? token : "";
+    if (!parse_listen_address(c.metrics_listen).first.is_loopback() && c.admin_token.empty())
+      throw ConfigError("admin.enabled: metrics.listen " + c.metrics_listen +
+                        " is not a loopback address: set SLUICE_ADMIN_TOKEN (the bearer token "
+                        "every admin request must carry)");
+  }
 }
 
 // The environment's value of a row, applied as if the file had it.

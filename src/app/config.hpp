@@ -25,6 +25,7 @@ using config::ConfigError;  // names the key, the value and what was expected
 enum class SinkType { sqlite, postgres, mongodb };
 
 struct PipelineConfig {
+  std::string name = "default";  // in /pipelines/NAME, sluice ctl and logs
   // source: the chosen driver (source.type) with its own section (source.<type>.*),
   // and the container core that drains it (the other source.* keys)
   std::string source_type;  // source.type
@@ -46,6 +47,8 @@ struct PipelineConfig {
   int autoscale_capacity = 0;      // 0: container.max_in_flight
   long autoscale_running = 1;
   std::string metrics_listen = "127.0.0.1:9464";
+  bool admin_enabled = false;  // pause/resume/status on the metrics server
+  std::string admin_token;     // SLUICE_ADMIN_TOKEN: never from the file, never printed
   std::string log_level = "info";
   std::vector<std::string> log_fields;  // business fields carried in log lines
   // Said once at start: keys of earlier releases read under their new names.

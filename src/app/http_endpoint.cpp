@@ -24,20 +24,33 @@ struct MetricsServer::Impl {
   std::function<std::string()> metrics;
   std::function<bool()> ready;
   std::map<std::string, MetricsServer::Route> routes;
+  MetricsServer::Handler handler;
   std::thread thread;
 
   asio::awaitable<void> session(asio::ip::tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     for (;;) {
-      http::request<http::empty_body> req;
+      http::request<http::string_body> req;
       stream.expires_after(std::chrono::seconds(30));
       auto [ec, n] =
           co_await http::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
       if (ec) co_return;
       http::response<http::string_body> res{http::status::ok, req.version()};
       const std::string_view target = req.target();
-      if (target == "/metrics") {
+      MetricsServer::Exchange exchange;
+      if (handler) {
+        exchange.method = std::string(req.method_string());
+        exchange.target = std::string(target);
+        exchange.authorization = std::string(req[http::field::authorization]);
+      }
+      if (handler && handler(exchange)) {
+        res.result(static_cast<http::status>(exchange.status));
+        res.set(http::field::content_type, exchange.content_type);
+        if (!exchange.www_authenticate.empty())
+          res.set(http::field::www_authenticate, exchange.www_authenticate);
+        res.body() = std::move(exchange.body);
+      } else if (target == "/metrics") {
         res.set(http::field::content_type, "text/plain; version=0.0.4");
         res.body() = metrics();
       } else if (auto route = routes.find(std::string(target)); route != routes.end()) {
@@ -93,8 +106,9 @@ std::pair<asio::ip::address, unsigned short> parse_listen_address(const std::str
 
 MetricsServer::MetricsServer(const std::string& listen, std::function<std::string()> metrics,
                              std::function<bool()> ready, std::map<std::string, Route> routes,
-                             const std::string& setting)
+                             const std::string& setting, Handler handler)
     : impl_(std::make_shared<Impl>()) {
+  impl_->handler = std::move(handler);
   const auto [address, port] = parse_listen_address(listen);
   impl_->metrics = std::move(metrics);
   impl_->ready = std::move(ready);

@@ -12,6 +12,7 @@
 #include "app/allocator.hpp"
 #include "app/autoscale.hpp"
 #include "app/config.hpp"
+#include "app/ctl.hpp"
 #include "app/health.hpp"
 #include "app/plan.hpp"
 #include "app/publish.hpp"
@@ -222,6 +223,25 @@ int main(int argc, char** argv) {
   health->add_option("--url", health_url, "/healthz or /readyz of a running sluice")
       ->capture_default_str();
 
+  // ctl
+  sluice::app::CtlOptions ctl_options;
+  auto* ctl = app.add_subcommand(
+      "ctl",
+      "Pause, resume or show the pipelines of a running sluice (admin.enabled; the token "
+      "from SLUICE_ADMIN_TOKEN)");
+  ctl->require_subcommand(1);
+  for (const auto& [action, help] : std::vector<std::pair<std::string, std::string>>{
+           {"pause", "Stop receiving; what is held is finished, its leases kept"},
+           {"resume", "Receive again"},
+           {"status", "The state and figures of one pipeline, or of every one"}}) {
+    auto* sub = ctl->add_subcommand(action, help);
+    sub->add_option("--url", ctl_options.url, "the running sluice's metrics.listen, as a URL")
+        ->capture_default_str();
+    sub->add_option("pipeline", ctl_options.pipeline, "the pipeline's name (its `name:` key)")
+        ->required(action != "status");
+    sub->callback([&ctl_options, action = action] { ctl_options.action = action; });
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -259,6 +279,8 @@ int main(int argc, char** argv) {
       code = run_verb("queue stats", sources, &sluice::driver::SourceVerbs::queue_stats);
     } else if (*create) {
       code = run_verb("queue create", sources, &sluice::driver::SourceVerbs::queue_create);
+    } else if (*ctl) {
+      code = sluice::app::run_ctl(ctl_options);
     } else if (*health) {
       code = sluice::app::probe(health_url);
     } else if (*plan) {

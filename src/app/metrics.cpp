@@ -58,6 +58,19 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                               .Help("Whole-batch write failures (database down, timeout)")
                               .Register(r)
                               .Add({});
+  filtered_ = &BuildCounter()
+                   .Name("sluice_filtered_total")
+                   .Help("Messages no filter pattern matched: acked, not written")
+                   .Register(r)
+                   .Add({});
+  paused_ = &BuildGauge()
+                 .Name("sluice_paused")
+                 .Help(
+                     "1 while receiving is paused: by hand (manual; sluice ctl) or while the "
+                     "sink is unavailable (what is held is kept, leases extended)")
+                 .Register(r);
+  paused_->Add({{"reason", "manual"}});
+  paused_->Add({{"reason", "sink_unavailable"}});
   rejected_ = &BuildCounter()
                    .Name("sluice_messages_rejected_total")
                    .Help("Messages rejected, by reason")
@@ -160,6 +173,10 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                    .Help("The running configuration's sizes (what sluice plan compares with)")
                    .Register(r);
   autoscale_ = std::make_unique<AutoscaleGauges>(r);
+}
+
+void PipelineMetrics::set_paused(const std::string& reason, bool paused) {
+  paused_->Add({{"reason", reason}}).Set(paused ? 1 : 0);
 }
 
 void PipelineMetrics::set_setting(const std::string& name, double value) {

@@ -61,6 +61,9 @@ class PipelineMetrics : public ContainerObserver {
 
   void record_outcome(sinks::WriteOutcome outcome);
   void record_rejected(const std::string& reason);
+  void record_filtered() { filtered_->Increment(); }
+  // sluice_paused{reason="manual" | "sink_unavailable"}: 1 while in force.
+  void set_paused(const std::string& reason, bool paused);
   void record_batch(std::size_t size, std::chrono::nanoseconds latency);
   void record_sink_failure();
   // The container's own figures: in flight, acks pending and abandoned, heartbeat.
@@ -77,6 +80,7 @@ class PipelineMetrics : public ContainerObserver {
   std::uint64_t received() const { return static_cast<std::uint64_t>(received_->Value()); }
   std::uint64_t written() const { return static_cast<std::uint64_t>(written_->Value()); }
   std::uint64_t duplicates() const { return static_cast<std::uint64_t>(duplicates_->Value()); }
+  std::uint64_t filtered() const { return static_cast<std::uint64_t>(filtered_->Value()); }
   std::uint64_t rejected(const std::string& reason) const;
   // A source's figure ("large_payloads_fetched", ...) as last reported; 0 when none.
   std::uint64_t source_total(const std::string& name) const;
@@ -102,6 +106,8 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Counter* duplicates_;
   prometheus::Counter* write_failed_;
   prometheus::Counter* sink_batch_failures_;
+  prometheus::Counter* filtered_;
+  prometheus::Family<prometheus::Gauge>* paused_;
   std::atomic<bool> receiving_{true};
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* settled_;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "app/admin.hpp"
 #include "app/allocator.hpp"
 #include "app/autoscale_sampler.hpp"
 #include "app/drain_detector.hpp"
@@ -85,6 +86,59 @@ class UnresolvedRecords {
   std::atomic<bool> any_{false};
 };
 
+// The admin endpoints' view of this pipeline (the metrics server's thread calls it
+// while the main thread may let the container go: attach(nullptr) waits for a call).
+class RunControl : public PipelineControl {
+ public:
+  RunControl(std::string name, PipelineMetrics& metrics, sinks::BatchWriter& writer)
+      : name_(std::move(name)), metrics_(metrics), writer_(writer) {}
+  void attach(Container* container) {
+    std::lock_guard lock(mutex_);
+    container_ = container;
+  }
+  const std::string& name() const override { return name_; }
+  void pause() override {
+    std::lock_guard lock(mutex_);
+    if (container_) container_->pause();
+    metrics_.set_paused("manual", true);
+  }
+  void resume() override {
+    std::lock_guard lock(mutex_);
+    if (container_) container_->resume();
+    metrics_.set_paused("manual", false);
+  }
+  std::string state() const {
+    std::lock_guard lock(mutex_);
+    return state_locked();
+  }
+  nlohmann::json status() const override {
+    std::lock_guard lock(mutex_);
+    nlohmann::json s{{"pipeline", name_}, {"state", state_locked()}};
+    if (container_) {
+      const auto stats = container_->stats();
+      s["in_flight"] = stats.in_flight;
+      s["receivers"] = stats.concurrent_receives;
+    }
+    s["received"] = metrics_.received();
+    s["written"] = metrics_.written();
+    s["duplicates"] = metrics_.duplicates();
+    s["filtered"] = metrics_.filtered();
+    return s;
+  }
+
+ private:
+  std::string state_locked() const {  // mutex_ held
+    if (container_ && container_->paused()) return "paused";
+    if (!writer_.healthy()) return "sink_unavailable";
+    return "running";
+  }
+  std::string name_;
+  PipelineMetrics& metrics_;
+  sinks::BatchWriter& writer_;
+  mutable std::mutex mutex_;
+  Container* container_ SLUICE_GUARDED_BY(mutex_) = nullptr;
+};
+
 }  // namespace
 
 int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary) {
@@ -100,6 +154,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   metrics->set_setting("worker_threads", config.container.worker_threads);
   metrics->set_setting("sink_writers", config.writer.writers);
   metrics->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
+  metrics->set_setting("max_messages_per_second", config.container.max_messages_per_second);
   for (const auto& [name, value] : source.plan_settings(*config.source))
     metrics->set_setting(name, value);
   AutoscaleSampler autoscale(config, metrics->autoscale());
@@ -135,7 +190,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                      : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
 
   const auto& log_fields = config.log_fields;
-  auto handle_one = [&](Message& message) -> sinks::BatchWriter::Item {
+  auto handle_one = [&](Message& message) -> std::optional<sinks::BatchWriter::Item> {
     const auto meta = source.read_meta(message);
     pipeline::MessageView view;
     view.body = message.body();
@@ -146,25 +201,33 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     view.source = message.source();
     view.group_id = meta.group_id;
     view.sequence_number = meta.sequence_number;
+    view.deduplication_id = meta.deduplication_id;
     view.header = &message_header;
     view.header_context = &message;
     auto result = transformer.transform(view);
+    if (std::holds_alternative<pipeline::Filtered>(result)) {
+      metrics->record_filtered();
+      spdlog::debug("event=filtered message_id={}", message.id());
+      message.ack();
+      return std::nullopt;
+    }
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!log_fields.empty()) {
         record->log_context = log_context(*record, log_fields);
         spdlog::debug("event=normalized message_id={} {} hash={}", message.id(),
                       record->log_context, record->hash);
       }
-      return {std::move(*record), message};
+      return sinks::BatchWriter::Item{std::move(*record), message};
     }
     const auto& rejection = std::get<pipeline::Rejection>(result);
     const std::string reason = pipeline::to_string(rejection.reason);
     metrics->record_rejected(reason);
     spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason,
                  message.id(), message.receive_count(), rejection.detail);
-    return {sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
-                             message.source()},
-            message};
+    return sinks::BatchWriter::Item{
+        sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
+                         message.source()},
+        message};
   };
 
   // On a FIFO queue the container hands out a group's next message only once the
@@ -177,7 +240,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
                                               std::vector<sinks::BatchWriter::Item> items;
                                               items.reserve(batch.size());
                                               for (auto& message : batch)
-                                                items.push_back(handle_one(message));
+                                                if (auto item = handle_one(message))
+                                                  items.push_back(std::move(*item));
                                               writer.submit_all(std::move(items));
                                             }));
   } catch (const std::exception& e) {
@@ -186,6 +250,8 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     return 2;
   }
   container->set_observer(metrics);
+  RunControl control(config.name, *metrics, writer);
+  control.attach(container.get());
   // A message whose S3 payload is missing (or can never fit): rejected like a
   // malformed one, its row in the rejects table first.
   container->set_unusable_handler(
@@ -226,7 +292,17 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
           config.metrics_listen, [&] { return metrics->serialize(); },
           [&] { return ready.load() && writer.healthy() && metrics->receiving(); },
           std::map<std::string, MetricsServer::Route>{
-              {"/autoscale", {"application/json", [&] { return autoscale.document(); }}}});
+              {"/autoscale", {"application/json", [&] { return autoscale.document(); }}}},
+          "metrics.listen (SLUICE_METRICS_LISTEN)",
+          [&](MetricsServer::Exchange& x) {
+            // /readyz says why while paused (503 either way).
+            if (x.target == "/readyz" && ready.load() && control.state() != "running") {
+              x.status = 503;
+              x.body = control.state() + "\n";
+              return true;
+            }
+            return config.admin_enabled && answer_admin(x, {&control}, config.admin_token);
+          });
       spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen,
                    server->port());
     } catch (const std::exception& e) {
@@ -246,9 +322,13 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     return 2;
   }
   ready = true;
-  spdlog::info("event=pipeline_started queue={} sink={} identity={} allocator=\"{}\"",
-               source.queue_name(*config.source), summary.sink, config.transform.hash_version,
-               allocator_in_use());
+  spdlog::info(
+      "event=pipeline_started pipeline={} queue={} sink={} identity={} filter_patterns={} "
+      "max_messages_per_second={} admin={} allocator=\"{}\"",
+      config.name, source.queue_name(*config.source), summary.sink, config.transform.hash_version,
+      config.transform.filter.size(), config.container.max_messages_per_second,
+      config.admin_enabled, allocator_in_use());
+  bool sink_unavailable = false;
   DrainDetector drain(options.drained_for);
   auto work_ended = Clock::time_point{};
   std::int64_t counts_seen_ns = 0;
@@ -257,6 +337,17 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   while (!stop_signal.wait_for(std::chrono::milliseconds(50))) {
     const auto stats = container->stats();
     metrics->update(stats);
+    // The sink down: the pipeline holds what it has (no permits free, so no receives)
+    // and keeps their leases; said on entry and exit.
+    if (const bool down = !writer.healthy(); down != sink_unavailable) {
+      sink_unavailable = down;
+      metrics->set_paused("sink_unavailable", down);
+      if (down)
+        spdlog::warn("event=auto_pause pipeline={} reason=sink_unavailable held={}", config.name,
+                     stats.in_flight);
+      else
+        spdlog::info("event=auto_resume pipeline={} reason=sink_available", config.name);
+    }
     const std::int64_t read_at = counts.read_at_ns.load();
     if (read_at == counts_seen_ns) continue;  // no new reading of the queue
     counts_seen_ns = read_at;
@@ -292,6 +383,7 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
   // (a RabbitMQ connection that stopped answering costs up to 2 s) while the writers
   // finish, then the writers.
   stop_stats();
+  control.attach(nullptr);
   container->stop(
       std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  deadline - kFinalFlushMin - Clock::now())));

@@ -16,6 +16,7 @@ void fill_from_metrics(RunSummary& summary, const PipelineMetrics& metrics,
   summary.received = metrics.received();
   summary.written = metrics.written();
   summary.duplicates = metrics.duplicates();
+  summary.filtered = metrics.filtered();
   summary.failed = metrics.failed_writes();
   summary.rejected_malformed = metrics.rejected("malformed");
   summary.rejected_validation = metrics.rejected("validation");
@@ -72,8 +73,11 @@ void print_summary(const RunSummary& s) {
             << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
             << "  duplicates          " << s.duplicates
-            << "  (same business record, already stored)\n"
-            << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
+            << "  (same business record, already stored)\n";
+  if (s.filtered > 0)
+    std::cout << "  filtered            " << s.filtered
+              << "  (matched no filter pattern: acked, not written)\n";
+  std::cout << "  rejected            " << rejected << "  (malformed " << s.rejected_malformed
             << ", validation " << s.rejected_validation << ", schema drift "
             << s.rejected_schema_drift << ", refused by the sink " << s.rejected_sink_refused
             << by_source << ")\n";

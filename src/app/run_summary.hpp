@@ -21,6 +21,7 @@ class PipelineMetrics;
 
 struct RunSummary {
   std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
+  std::uint64_t filtered = 0;  // matched no filter pattern: acked, not written
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,
                 rejected_sink_refused = 0;
   // Messages the source could not make usable, by reason (payload_missing, ...).

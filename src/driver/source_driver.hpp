@@ -110,6 +110,7 @@ struct MessageMeta {
   std::optional<std::chrono::system_clock::time_point> sent_time;
   std::optional<std::string_view> group_id;         // an ordered group
   std::optional<std::string_view> sequence_number;  // its place in the group
+  std::optional<std::string_view> deduplication_id;  // the producer's (identity.key)
 };
 
 class SourceDriver {

@@ -130,6 +130,7 @@ struct MessageProperties {
   std::string_view source;
   std::optional<std::string_view> group_id;
   std::optional<std::string_view> sequence_number;
+  std::optional<std::string_view> deduplication_id;  // SQS FIFO's MessageDeduplicationId
   // A header (SQS message attribute, AMQP header) by name; null: the source has none.
   std::optional<std::string_view> (*header)(const void* context, std::string_view name) = nullptr;
   const void* header_context = nullptr;

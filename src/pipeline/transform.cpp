@@ -134,6 +134,9 @@ Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
   if (!spec_.hash_versions.count(spec_.hash_version))
     throw std::invalid_argument("identity.version = " + spec_.hash_version +
                                 ": expected one of identity.versions");
+  if (spec_.key == TransformSpec::Key::header && spec_.key_header.empty())
+    throw std::invalid_argument("identity.key: expected the " + spec_.key_header_key + "'s name");
+  if (!spec_.filter.empty()) filter_ = Filter(spec_.filter, spec_.filter_headers);
   if (spec_.versions) {
     const auto& when = *spec_.versions;
     if (when.from.empty())
@@ -211,7 +214,7 @@ Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
 
 Transformer::~Transformer() = default;
 
-std::variant<Record, Rejection> Transformer::transform(const MessageView& message) const {
+Outcome Transformer::transform(const MessageView& message) const {
   if (message.body.size() > spec_.max_body_bytes)
     return Rejection{RejectReason::malformed, "body of " + std::to_string(message.body.size()) +
                                                   " bytes exceeds max_body_bytes " +
@@ -250,6 +253,7 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
     return Rejection{RejectReason::malformed, "body has the key \"" + *key +
                                                   "\" twice in one object (which value is meant?)"};
   if (!root.is_object()) return Rejection{RejectReason::schema_drift, "body is not a JSON object"};
+  if (!filter_.empty() && !filter_.matches(root, message)) return Filtered{};
 
   // The payload's version, when the field lists depend on it.
   const Version* version = &versions_.front();
@@ -281,13 +285,30 @@ std::variant<Record, Rejection> Transformer::transform(const MessageView& messag
   if (auto rejection = version->projection.project(root, envelope, body_text, message, values))
     return std::move(*rejection);
 
-  // The identity: the JSON array of the hash fields' values, in the version's order.
+  // The identity: the JSON array of the hash fields' values, in the version's order,
+  // or of the producer's key.
   thread_local std::string canonical;
   thread_local CanonicalWriter writer(nlohmann::detail::output_adapter<char>(canonical), ' ');
   canonical.assign(1, '[');
-  for (std::size_t k = 0; k < version->hash_indexes.size(); ++k) {
-    if (k > 0) canonical += ',';
-    append_canonical(writer, canonical, values[version->hash_indexes[k]]);
+  if (spec_.key == TransformSpec::Key::content) {
+    for (std::size_t k = 0; k < version->hash_indexes.size(); ++k) {
+      if (k > 0) canonical += ',';
+      append_canonical(writer, canonical, values[version->hash_indexes[k]]);
+    }
+  } else {
+    std::optional<std::string_view> key;
+    if (spec_.key == TransformSpec::Key::deduplication_id)
+      key = message.deduplication_id;
+    else if (message.header)
+      key = message.header(message.header_context, spec_.key_header);
+    if (!key || key->empty())
+      return Rejection{RejectReason::validation,
+                       spec_.key == TransformSpec::Key::deduplication_id
+                           ? std::string("identity.key: the message has no deduplication id (a "
+                                         "FIFO queue's MessageDeduplicationId)")
+                           : "identity.key: the " + spec_.key_header_key + " " + spec_.key_header +
+                                 " is " + (key ? "empty" : "absent")};
+    append_canonical(writer, canonical, Json(std::string(*key)));
   }
   canonical += ']';
   Record record;

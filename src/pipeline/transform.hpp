@@ -2,7 +2,8 @@
 // The pipeline's pure stages: decode (JSON, optional SNS envelope, size and depth
 // limits), normalize (a projection from JSON pointers, message properties and headers
 // to a stable document; projection.hpp), validate (required fields, types, checks) and
-// identity (a versioned SHA-256 content hash).
+// identity (a versioned SHA-256 content hash, or of a key the producer gives). A filter
+// (filter.hpp) may skip a decoded message before it is normalized.
 // No I/O here: every function is deterministic and safe to call from many threads.
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "pipeline/filter.hpp"
 #include "pipeline/projection.hpp"
 
 namespace sluice::pipeline {
@@ -27,6 +29,14 @@ struct TransformSpec {
   std::map<std::string, std::vector<std::string>> hash_versions;
   std::string hash_version;  // the one in force
   std::string hash_field = "documentHash";
+  // identity.key: what a record's identity is made of.
+  enum class Key { content, header, deduplication_id };
+  Key key = Key::content;
+  std::string key_header;      // Key::header: the attribute's or header's name
+  std::string key_header_key;  // "attribute" or "header": for reasons
+  // filter: Lambda's patterns (filter.hpp), ORed; empty: every message passes.
+  nlohmann::json filter = nlohmann::json::array();
+  std::string filter_headers;  // the key patterns name headers with ("attributes")
 };
 
 // Every field list a message can be projected with, and where the configuration says
@@ -44,6 +54,11 @@ struct Record {
   std::string log_context;  // "skuId=SKU-1 locationId=L-7": carried to the writer's log lines
 };
 
+// A message no filter pattern matches: acked, not written.
+struct Filtered {};
+
+using Outcome = std::variant<Record, Rejection, Filtered>;
+
 // A message as the transform reads it: its body and its properties.
 struct MessageView : MessageProperties {
   std::string_view body;
@@ -53,7 +68,7 @@ class Transformer {
  public:
   explicit Transformer(TransformSpec spec);
   ~Transformer();
-  std::variant<Record, Rejection> transform(const MessageView& message) const;
+  Outcome transform(const MessageView& message) const;
   const TransformSpec& spec() const { return spec_; }
 
  private:
@@ -65,6 +80,7 @@ class Transformer {
   std::vector<std::vector<std::string>> discriminator_;  // normalize.when.from, split
   std::string discriminator_text_;                       // "/schemaVersion" for reasons
   std::string known_cases_;                              // "1, 2" for reasons
+  Filter filter_;
 };
 
 // "V1:" + hex(SHA-256(canonical JSON array of the values)).

@@ -280,6 +280,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     s.lease_remaining_min_ms = c.lease_remaining_min_ms.load();
     s.in_flight = c.in_flight.load();
     s.in_flight_peak = c.in_flight_peak.load();
+    s.paused = core.paused.load();
     s.concurrent_receives = intake.active();
     s.concurrent_receives_peak = intake.peak();
     s.poll_latency_ms_avg = c.poll_latency.average_ms();
@@ -371,6 +372,20 @@ ContainerOptions Container::options() const {
 }
 const std::string& Container::name() const {
   return impl_->core.options.name;
+}
+
+void Container::pause() {
+  impl_->core.paused = true;
+  auto impl = impl_;
+  asio::post(impl->core.io, [impl] { impl->intake.pause(); });
+}
+void Container::resume() {
+  impl_->core.paused = false;
+  auto impl = impl_;
+  asio::post(impl->core.io, [impl] { impl->intake.resume(); });
+}
+bool Container::paused() const {
+  return impl_->core.paused.load();
 }
 
 void Container::set_concurrent_receives(int min, int max) {

@@ -79,6 +79,9 @@ struct Core {
   std::atomic<bool> intake_closed{false};  // no more receives
   std::atomic<bool> draining{false};       // units not started are released, not handled
   std::atomic<bool> stopping{false};       // the stop waits: the last one out tells it
+  // Container::pause(): the receive loops end and none starts until resume() (set by
+  // the caller's thread, acted on by the I/O thread).
+  std::atomic<bool> paused{false};
 
   CoreCounters counters;
 };

@@ -68,7 +68,8 @@ asio::awaitable<void> Intake::open_and_run(std::function<void()> compose) {
   compose();
   configure_scaling();
   open_ = true;
-  for (int i = 0; i < scaler_.config().min_receives; ++i) spawn_receiver();
+  if (!core_.paused)
+    for (int i = 0; i < scaler_.config().min_receives; ++i) spawn_receiver();
   spdlog::info(
       "container={} event=started source={} ordered_groups={} max_in_flight={} receives={}-{} "
       "workers={}",
@@ -90,6 +91,27 @@ void Intake::configure_scaling() {
     auto_concurrency_.emplace(c);
     scaler_.reconfigure(1, c.max);
   }
+  if (const double rate = core_.options.max_messages_per_second; rate > 0)
+    bucket_.emplace(rate, std::min(rate, static_cast<double>(std::max(1, capabilities.max_batch))),
+                    CoreClock::now());
+}
+
+void Intake::pause() {
+  if (!core_.paused) return;  // resumed since
+  if (auto_concurrency_) auto_concurrency_->interrupted(CoreClock::now());
+  for (const int id : cancellable_)
+    if (const auto it = signals_.find(id); it != signals_.end())
+      it->second->emit(asio::cancellation_type::terminal);
+  spdlog::info("container={} event=paused receivers_cancelled={}", core_.options.name,
+               cancellable_.size());
+}
+
+void Intake::resume() {
+  if (core_.paused || !open_ || core_.intake_closed) return;
+  const int wanted =
+      auto_concurrency_ ? std::max(1, last_auto_level_) : scaler_.config().min_receives;
+  while (active_ < wanted) spawn_receiver();
+  spdlog::info("container={} event=resumed receivers={}", core_.options.name, active_.load());
 }
 
 void Intake::set_range(int min, int max) {
@@ -117,29 +139,30 @@ void Intake::spawn_receiver() {
   const int now_active = ++active_;
   raise_peak(peak_, now_active);
   if (core_.observer) core_.observer->on_concurrency(now_active);
-  asio::co_spawn(core_.io, receive_loop(id),
-                 asio::bind_cancellation_slot(
-                     signal->slot(), [this, id, alive = core_.owner.lock()](std::exception_ptr e) {
-                       if (e) {
-                         try {
-                           std::rethrow_exception(e);
-                         } catch (const boost::system::system_error& x) {
-                           if (x.code() != asio::error::operation_aborted)
-                             spdlog::error("container={} event=receiver_crashed error=\"{}\"",
-                                           core_.options.name, x.what());
-                         } catch (const std::exception& x) {
-                           spdlog::error("container={} event=receiver_crashed error=\"{}\"",
-                                         core_.options.name, x.what());
-                         }
-                       }
-                       signals_.erase(id);
-                       receiver_gone();
-                       const int left = active_.load();
-                       if (core_.observer) core_.observer->on_concurrency(left);
-                       // Never fall below the minimum while running (e.g. after a crash).
-                       if (!core_.intake_closed && left < scaler_.config().min_receives)
-                         spawn_receiver();
-                     }));
+  asio::co_spawn(
+      core_.io, receive_loop(id),
+      asio::bind_cancellation_slot(
+          signal->slot(), [this, id, alive = core_.owner.lock()](std::exception_ptr e) {
+            if (e) {
+              try {
+                std::rethrow_exception(e);
+              } catch (const boost::system::system_error& x) {
+                if (x.code() != asio::error::operation_aborted)
+                  spdlog::error("container={} event=receiver_crashed error=\"{}\"",
+                                core_.options.name, x.what());
+              } catch (const std::exception& x) {
+                spdlog::error("container={} event=receiver_crashed error=\"{}\"",
+                              core_.options.name, x.what());
+              }
+            }
+            signals_.erase(id);
+            receiver_gone();
+            const int left = active_.load();
+            if (core_.observer) core_.observer->on_concurrency(left);
+            // Never fall below the minimum while running (e.g. after a crash).
+            if (!core_.intake_closed && !core_.paused && left < scaler_.config().min_receives)
+              spawn_receiver();
+          }));
 }
 
 asio::awaitable<bool> Intake::back_off(asio::steady_timer& timer,
@@ -158,17 +181,39 @@ asio::awaitable<void> Intake::receive_loop(int id) {
   auto& permits = settlement_.permits();
   const auto& name = core_.options.name;
   const int max_batch = core_.capabilities.max_batch;
-  while (!core_.intake_closed) {
+  struct Uncancellable {  // whatever way the loop ends
+    std::set<int>& loops;
+    int id;
+    ~Uncancellable() { loops.erase(id); }
+  } uncancellable{cancellable_, id};
+  while (!core_.intake_closed && !core_.paused) {
     int taken = 0;
+    cancellable_.insert(id);
     const auto waiting_since = CoreClock::now();
     try {
       taken = co_await permits.acquire_up_to(max_batch);
     } catch (const boost::system::system_error&) {
-      co_return;  // cancelled: stopping
+      co_return;  // cancelled: stopping or pausing
     }
-    if (taken == 0 || core_.intake_closed) {
+    if (taken == 0 || core_.intake_closed || core_.paused) {
       permits.release(taken);
       co_return;
+    }
+    const auto permits_waited = CoreClock::now() - waiting_since;
+    if (bucket_) {  // max_messages_per_second
+      int allowed = 0;
+      CoreClock::duration wait{};
+      while ((allowed = bucket_->take(taken, CoreClock::now(), wait)) == 0) {
+        timer.expires_after(wait);
+        auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (ec || core_.intake_closed || core_.paused) break;
+      }
+      if (allowed == 0) {
+        permits.release(taken);
+        co_return;
+      }
+      permits.release(taken - allowed);
+      taken = allowed;
     }
     std::vector<StatePtr> states;
     const auto started = CoreClock::now();
@@ -207,17 +252,20 @@ asio::awaitable<void> Intake::receive_loop(int id) {
       if (!co_await back_off(timer, error_backoff)) co_return;
       continue;
     }
+    cancellable_.erase(id);  // what it received is handed over whatever comes
     const auto latency = CoreClock::now() - started;
     counters.poll_latency.add(latency);
     if (core_.observer) core_.observer->on_receive(states.size(), latency);
     const std::size_t count = states.size();
     if (count == 0) counters.empty_receives.fetch_add(1, std::memory_order_relaxed);
+    if (bucket_ && static_cast<int>(count) < taken)
+      bucket_->give_back(taken - static_cast<int>(count));
     settlement_.hold(states, taken);
     if (!states.empty() && !co_await workers_.take(core_.dispatch->admit(std::move(states)).ready))
       co_return;  // cancelled: what is left is held and unstarted, the stop releases it
     if (auto_concurrency_) {
       const int wanted = auto_concurrency_->after_poll(count, taken, max_batch, latency,
-                                                       CoreClock::now(), started - waiting_since);
+                                                       CoreClock::now(), permits_waited);
       if (core_.intake_closed) continue;
       if (wanted != last_auto_level_)
         spdlog::info("container={} event=receivers_auto receivers={} phase={} window_rate={:.0f}",

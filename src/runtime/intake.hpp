@@ -15,11 +15,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "runtime/async_wait.hpp"
 #include "runtime/auto_concurrency.hpp"
 #include "runtime/core.hpp"
 #include "runtime/receive_scaler.hpp"
+#include "runtime/token_bucket.hpp"
 
 namespace sluice::runtime {
 
@@ -39,6 +41,12 @@ class Intake {
   int peak() const { return static_cast<int>(peak_.load()); }
   int min_receives() const { return scaler_.config().min_receives; }
   int max_receives() const { return scaler_.config().max_receives; }
+
+  // Container::pause() (core.paused is set already): cancels the receive loops that
+  // wait for permits, for the rate limit or on a receive; the others end at their
+  // next turn. resume() starts them again. On the I/O thread.
+  void pause();
+  void resume();
 
   // Stopping, on the I/O thread (core.intake_closed is set already): cancels the
   // opening and every receive (an open long poll ends at once) ...
@@ -65,6 +73,10 @@ class Intake {
   bool open_ = false;
   static constexpr int kOpening = -1;  // the opening's signal
   std::map<int, std::shared_ptr<boost::asio::cancellation_signal>> signals_;
+  // The loops a pause may cancel: waiting for permits or tokens, or receiving (not
+  // handing over what they received).
+  std::set<int> cancellable_;
+  std::optional<TokenBucket> bucket_;  // max_messages_per_second
   int next_id_ = 0;
   // The receive loops running (and the opening, while it runs); the stop waits for 0.
   std::atomic<int> active_{0};

@@ -360,13 +360,14 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
   }
   std::string_view header_key() const override { return "attribute"; }
   std::vector<std::string> meta_fields() const override {
-    return {"sent_time", "group_id", "sequence_number"};
+    return {"sent_time", "group_id", "sequence_number", "deduplication_id"};
   }
   driver::MessageMeta read_meta(const sluice::Message& m) const override {
     driver::MessageMeta meta;
     meta.sent_time = driver::epoch_ms_attribute(m, "SentTimestamp");
     meta.group_id = m.attribute("MessageGroupId");
     meta.sequence_number = m.attribute("SequenceNumber");
+    meta.deduplication_id = m.attribute("MessageDeduplicationId");
     return meta;
   }
 

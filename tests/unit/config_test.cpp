@@ -477,3 +477,59 @@ TEST(Config, NormalizationMistakesAreRefusedWithTheKeyAndTheReason) {
   // The example loads as it is.
   EXPECT_NO_THROW(load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/orders-pipeline.yaml"));
 }
+
+// filter, identity.key, max_messages_per_second, admin and name: each mistake names
+// its key (and the environment variable it came from), the value and what was expected.
+TEST(Config, OperationsMistakesAreRefusedWithTheKeyAndTheReason) {
+  EXPECT_TRUE(has(error_of(with("filter:\n  - body: {price: [{numeric: [\">\", ten]}]}\n")),
+                  {"filter[0].body.price[0].numeric[1]", "expected a number", "\"ten\""}));
+  EXPECT_TRUE(has(error_of(with("filter:\n  - headers: {tenant: [acme]}\n")),
+                  {"filter[0].headers", "expected body and/or attributes"}));
+  EXPECT_TRUE(has(error_of(with("filter:\n  body: {a: [x]}\n")), {"filter", "a list of patterns"}));
+  EXPECT_TRUE(has(error_of(with("filter:\n  - '{\"body\": '\n")),
+                  {"filter[0]", "a JSON object as Lambda writes it"}));
+  EXPECT_TRUE(has(error_of(with("  key: {header: producer-id}\n")),
+                  {"identity.key.header", "sqs source's messages have attributes",
+                   "{attribute: producer-id}"}));
+  EXPECT_TRUE(has(error_of(with("  key: hash\n")), {"identity.key", "'hash'", "content"}));
+  EXPECT_TRUE(has(error_of(with("  key: {attribute: \"\"}\n")), {"identity.key.attribute"}));
+  EXPECT_TRUE(has(error_of("source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n"
+                           "normalize:\n  fields:\n    - {name: a, from: /a}\n"
+                           "identity:\n  key: deduplication_id\n  versions:\n    V1: [a]\n"),
+                  {"identity.key: deduplication_id", "rabbitmq source's messages have none"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  max_messages_per_second: -5\n")),
+                  {"source.max_messages_per_second", "-5", "0 (no limit) to 1000000"}));
+  setenv("SLUICE_MAX_MESSAGES_PER_SECOND", "fast", 1);
+  EXPECT_TRUE(has(error_of(kMinimal),
+                  {"source.max_messages_per_second", "SLUICE_MAX_MESSAGES_PER_SECOND", "fast"}));
+  unsetenv("SLUICE_MAX_MESSAGES_PER_SECOND");
+  EXPECT_TRUE(
+      has(error_of(with("name: \"my pipeline\"\n")), {"name", "'my pipeline'", "letters, digits"}));
+  unsetenv("SLUICE_ADMIN_TOKEN");
+  EXPECT_TRUE(
+      has(error_of(with("metrics:\n  listen: 0.0.0.0:9464\nadmin:\n  enabled: true\n")),
+          {"admin.enabled", "0.0.0.0:9464", "not a loopback address", "SLUICE_ADMIN_TOKEN"}));
+  EXPECT_TRUE(has(error_of(with("metrics:\n  listen: \"\"\nadmin:\n  enabled: true\n")),
+                  {"admin.enabled", "metrics.listen is empty"}));
+  // With a token the same listener is accepted, and the token is never printed.
+  setenv("SLUICE_ADMIN_TOKEN", "tok-123-secret", 1);
+  const auto open =
+      parse_config(with("metrics:\n  listen: 0.0.0.0:9464\nadmin:\n  enabled: true\n"));
+  EXPECT_EQ(open.admin_token, "tok-123-secret");
+  EXPECT_EQ(describe(open).find("tok-123-secret"), std::string::npos);
+  unsetenv("SLUICE_ADMIN_TOKEN");
+  // What the options set, when right.
+  const auto c =
+      parse_config(with("  key: {attribute: producer-id}\nname: orders\nsource:\n"
+                        "  max_messages_per_second: 2.5\nfilter:\n"
+                        "  - '{\"body\": {\"skuId\": [{\"prefix\": \"S\"}]}}'\n"
+                        "  - body: {quantity: [0, null, ~, \"7\"]}\n"));
+  EXPECT_EQ(c.name, "orders");
+  EXPECT_EQ(c.container.max_messages_per_second, 2.5);
+  EXPECT_EQ(c.transform.key, sluice::pipeline::TransformSpec::Key::header);
+  EXPECT_EQ(c.transform.key_header, "producer-id");
+  ASSERT_EQ(c.transform.filter.size(), 2u);
+  EXPECT_EQ(c.transform.filter[1]["body"]["quantity"],
+            nlohmann::json::parse(R"([0, null, null, "7"])"))
+      << "YAML's plain scalars are typed, quoted ones are strings";
+}

@@ -32,7 +32,7 @@ struct OneField {
     spec.hash_version = "V1";
     transformer.emplace(std::move(spec));
   }
-  std::variant<Record, Rejection> run(const std::string& value_json) const {
+  Outcome run(const std::string& value_json) const {
     const std::string body = R"({"v":)" + value_json + "}";
     return transformer->transform(view(body));
   }

@@ -1,0 +1,34 @@
+#pragma once
+// The admin endpoints on the metrics server (admin.enabled): pause, resume and the
+// state of the process's pipelines.
+//   GET  /pipelines              every pipeline's state, as JSON
+//   GET  /pipelines/NAME         one pipeline's
+//   POST /pipelines/NAME/pause   stop receiving; what it holds is finished (leases kept)
+//   POST /pipelines/NAME/resume  receive again
+// With a token (SLUICE_ADMIN_TOKEN; required when the listener is not loopback) every
+// admin request needs `Authorization: Bearer TOKEN`: without it 401, nothing changes.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/http_endpoint.hpp"
+
+namespace sluice::app {
+
+// What the endpoints can do to one pipeline; any thread.
+class PipelineControl {
+ public:
+  virtual ~PipelineControl() = default;
+  virtual const std::string& name() const = 0;
+  virtual void pause() = 0;
+  virtual void resume() = 0;
+  // {"pipeline": NAME, "state": "running" | "paused" | "sink_unavailable", ...}
+  virtual nlohmann::json status() const = 0;
+};
+
+// Answers `exchange` when its target is an admin path (true), else leaves it (false).
+bool answer_admin(MetricsServer::Exchange& exchange, const std::vector<PipelineControl*>& pipelines,
+                  const std::string& token);
+
+}  // namespace sluice::app

@@ -1,0 +1,94 @@
+#include "app/ctl.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/redact.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/aws/http.hpp"
+
+namespace sluice::app {
+namespace asio = boost::asio;
+
+namespace {
+
+void print_state(const nlohmann::json& p) {
+  std::cout << p.value("pipeline", "?") << "  " << p.value("state", "?");
+  for (const char* figure : {"in_flight", "received", "written", "filtered"})
+    if (p.contains(figure)) std::cout << "  " << figure << "=" << p[figure].dump();
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int run_ctl(const CtlOptions& o) {
+  if (o.action != "status" && o.pipeline.empty()) {
+    std::cerr << "sluice ctl " << o.action << ": expected the pipeline's name (sluice ctl status "
+              << "lists them)\n";
+    return 2;
+  }
+  std::string base = o.url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  aws::HttpRequest request;
+  request.method = o.action == "status" ? "GET" : "POST";
+  const std::string path = "/pipelines" + (o.pipeline.empty() ? "" : "/" + o.pipeline) +
+                           (o.action == "status" ? "" : "/" + o.action);
+  try {
+    request.url = aws::Url::parse(base + path);
+  } catch (const aws::AwsError&) {
+    std::cerr << "sluice ctl: --url: got '" << common::redact_password(o.url)
+              << "', expected http://host:port (a sluice metrics.listen with admin.enabled)\n";
+    return 2;
+  }
+  if (const char* token = std::getenv("SLUICE_ADMIN_TOKEN"); token && *token)
+    request.set_header("Authorization", std::string("Bearer ") + token);
+  request.timeout = std::chrono::seconds(10);
+  asio::io_context io;
+  aws::HttpClientOptions options;
+  options.use_env_proxy = false;
+  aws::HttpClient client(io.get_executor(), options);
+  auto answer = asio::co_spawn(io, client.send(request), asio::use_future);
+  io.run();
+  aws::HttpResponse response;
+  try {
+    response = answer.get();
+  } catch (const std::exception& e) {
+    std::cerr << "sluice ctl: " << common::redact_password(base) << ": "
+              << common::redact_secret(e.what(), base) << "\n";
+    return 1;
+  }
+  const auto body = nlohmann::json::parse(response.body, nullptr, false);
+  const std::string error =
+      body.is_object() && body.contains("error") ? body["error"].get<std::string>() : "";
+  switch (response.status) {
+    case 200:
+      if (body.contains("pipelines") && body["pipelines"].is_array()) {
+        for (const auto& p : body["pipelines"]) print_state(p);
+      } else {
+        print_state(body);
+      }
+      return 0;
+    case 401:
+      std::cerr << "sluice ctl: " << base << " refused the token: set SLUICE_ADMIN_TOKEN to the "
+                << "one the pipeline was started with\n";
+      return 1;
+    case 404:
+      if (body.is_object() && body.contains("pipelines")) {
+        std::cerr << "sluice ctl: " << error << " (pipelines: " << body["pipelines"].dump()
+                  << ")\n";
+        return 2;
+      }
+      std::cerr << "sluice ctl: " << base << " has no admin endpoints (is admin.enabled true?)\n";
+      return 1;
+    default:
+      std::cerr << "sluice ctl: " << base << path << " answered " << response.status
+                << (error.empty() ? "" : ": " + error) << "\n";
+      return 1;
+  }
+}
+
+}  // namespace sluice::app
