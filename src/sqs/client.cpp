@@ -259,6 +259,19 @@ asio::awaitable<void> SqsClient::purge_queue(std::string queue_url) {
   co_await impl->invoke("PurgeQueue", std::move(body));
 }
 
+asio::awaitable<std::string> SqsClient::start_message_move_task(std::string source_arn,
+                                                                std::string destination_arn,
+                                                                int max_per_second) {
+  auto impl = impl_;
+  json request = json::object();
+  request["SourceArn"] = source_arn;
+  if (!destination_arn.empty()) request["DestinationArn"] = destination_arn;
+  if (max_per_second > 0) request["MaxNumberOfMessagesPerSecond"] = max_per_second;
+  const std::string answer = co_await impl->invoke("StartMessageMoveTask", request.dump());
+  const auto doc = json::parse(answer, nullptr, false);
+  co_return doc.is_object() ? doc.value("TaskHandle", std::string()) : std::string();
+}
+
 asio::awaitable<std::vector<std::string>> SqsClient::list_queues(std::string name_prefix) {
   auto impl = impl_;
   std::vector<std::string> urls;

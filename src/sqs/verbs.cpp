@@ -21,6 +21,7 @@
 #include "sluice/sns/client.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
+#include "sqs/dead_letter_verbs.hpp"
 #include "sqs/round_trip.hpp"
 #include "sqs/verbs.hpp"
 
@@ -560,7 +561,9 @@ driver::SourceVerbs add_sqs_verbs(const driver::VerbCommands& commands) {
             "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesVisible",
             "ApproximateAgeOfOldestMessage"});
       }};
-  verbs.run_own = [flags]() -> std::optional<int> {
+  auto dead_letters = add_dead_letter_verbs(*commands.app);
+  verbs.run_own = [flags, dead_letters]() -> std::optional<int> {
+    if (auto code = dead_letters()) return code;
     if (*flags->round_trip_command) return run_round_trip(flags->round_trip);
     if (*flags->topic_create) return run_topic_create(flags->topic);
     if (*flags->bucket_create)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -313,4 +314,68 @@ TEST_F(OperationsPipeline, RateLimitIsNeverExceededByMoreThanOneReceive) {
     }
   const double span = static_cast<double>(times.back() - times.front()) / 1000.0;
   EXPECT_GE(span, (300 - burst) / rate - 0.05) << "300 messages at 100/s take about 3 s";
+}
+
+// sluice dlq: 1,000 dead letters with their reasons; peek consumes none; a redrive
+// picked by reason at a capped rate moves exactly those; a redrive killed with SIGKILL
+// half-way, then run again, loses none; the pipeline then stores every record once
+// (what the killed run sent twice is a duplicate, absorbed by the hash).
+TEST_F(OperationsPipeline, RedriveMovesDeadLettersBackAndAKilledRedriveLosesNone) {
+  const std::string source = make_queue("ops-src"), dlq = make_queue("ops-dlq");
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> letters;
+  for (int i = 0; i < 1000; ++i)
+    letters.push_back({R"({"id":"d-)" + std::to_string(i) + R"(","type":"t"})",
+                       {{"sluice-reject-reason", i % 10 < 7 ? "validation" : "schema_drift"},
+                        {"sluice-source-queue", source}}});
+  for (std::size_t i = 0; i < letters.size(); i += 100)
+    send(dlq,
+         {letters.begin() + static_cast<long>(i), letters.begin() + static_cast<long>(i) + 100});
+  const std::string sqs =
+      " --endpoint-url " + test::Emulator::shared().endpoint() + " --region us-east-1 --queue-url ";
+  const std::string bin = SLUICE_BINARY;
+
+  const auto peeked =
+      test::run_with_status(bin + " dlq peek --max 5 --json" + sqs + dlq + " 2>/dev/null");
+  ASSERT_EQ(peeked.first, 0) << peeked.second;
+  std::size_t lines = 0;
+  for (std::size_t at = 0; (at = peeked.second.find('\n', at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 5u) << peeked.second;
+  const auto first = nlohmann::json::parse(peeked.second.substr(0, peeked.second.find('\n')));
+  EXPECT_TRUE(first["reason"] == "validation" || first["reason"] == "schema_drift") << first;
+  EXPECT_EQ(first["source_queue"], source);
+  EXPECT_EQ(queue_total(dlq), 1000) << "peek consumes nothing";
+
+  const auto started = std::chrono::steady_clock::now();
+  const auto picked =
+      test::run_with_status(bin + " dlq redrive --to " + source +
+                            " --filter-reason validation --rate 400" + sqs + dlq + " 2>&1");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_EQ(picked.first, 0) << picked.second;
+  EXPECT_NE(picked.second.find("700 moved, 0 failed"), std::string::npos) << picked.second;
+  EXPECT_GE(seconds, (700 - 10) / 400.0) << "700 at 400 a second cannot take less";
+  EXPECT_EQ(queue_total(dlq), 300);
+  EXPECT_EQ(queue_total(source), 700);
+
+  // The rest at 100 a second, killed after about a second, then run again.
+  const pid_t killed =
+      spawn_sluice({"dlq", "redrive", "--to", source, "--rate", "100", "--visibility-timeout", "2",
+                    "--endpoint-url", test::Emulator::shared().endpoint(), "--region", "us-east-1",
+                    "--queue-url", dlq});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  ::kill(killed, SIGKILL);
+  EXPECT_EQ(wait_exit(killed), -SIGKILL);
+  const int left = queue_total(dlq);
+  EXPECT_GT(left, 0) << "killed half-way";
+  EXPECT_LT(left, 300) << "it had started";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // what it held comes back
+  const auto rest =
+      test::run_with_status(bin + " dlq redrive --to " + source + sqs + dlq + " 2>&1");
+  ASSERT_EQ(rest.first, 0) << rest.second;
+  EXPECT_EQ(queue_total(dlq), 0);
+
+  const auto summary = run_until_drained(config(source, ""));
+  EXPECT_EQ(summary.records_in_sink, 1000u);
+  EXPECT_EQ(summary.written, 1000u);
+  EXPECT_EQ(summary.duplicates, summary.received - 1000);
 }

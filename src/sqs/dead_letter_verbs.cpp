@@ -1,0 +1,347 @@
+#include "sqs/dead_letter_verbs.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime/token_bucket.hpp"
+#include "sluice/aws/error.hpp"
+#include "sluice/sqs/client.hpp"
+
+namespace sluice::sqs {
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The attributes the SQS source puts on a dead letter (sqs_source.cpp).
+constexpr const char* kReason = "sluice-reject-reason";
+constexpr const char* kSourceQueue = "sluice-source-queue";
+constexpr const char* kMessageId = "sluice-message-id";
+
+struct DlqFlags {
+  std::string queue_url, endpoint_url, region;
+  std::size_t max = 0;  // peek: 10; redrive: 0 = all
+  bool json = false;
+  std::string to;
+  double rate = 0;
+  std::string filter_reason;
+  int visibility_timeout = 30;
+  std::string method = "auto";
+  CLI::App *stats = nullptr, *peek = nullptr, *redrive = nullptr;
+};
+
+std::string attribute(const Message& m, const char* name) {
+  const auto it = m.message_attributes.find(name);
+  return it == m.message_attributes.end() ? "" : it->second.string_value;
+}
+
+SqsClientOptions client_options(const DlqFlags& f) {
+  SqsClientOptions o;
+  o.endpoint_url = f.endpoint_url;
+  o.region = f.region;
+  return o;
+}
+
+// Runs `body` on an I/O context; AWS errors become exit codes (2: the user's to fix).
+int run(const char* verb, const std::function<asio::awaitable<int>(SqsClient&)>& body,
+        const DlqFlags& f) {
+  asio::io_context io;
+  try {
+    SqsClient client(io.get_executor(), client_options(f));
+    auto result = asio::co_spawn(io, body(client), asio::use_future);
+    io.run();
+    return result.get();
+  } catch (const aws::AwsError& e) {
+    std::cerr << "sluice dlq " << verb << ": " << e.what() << "\n";
+    const bool users = e.kind() == aws::ErrorKind::configuration ||
+                       e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue");
+    return users ? 2 : 1;
+  }
+}
+
+// Up to `max` distinct messages, left where they are (visibility 0). SQS samples its
+// servers: a few rounds that bring nothing new end the look.
+asio::awaitable<std::vector<Message>> look(SqsClient& client, const std::string& url,
+                                           std::size_t max) {
+  std::vector<Message> found;
+  std::set<std::string> seen;
+  int idle_rounds = 0;
+  while (found.size() < max && idle_rounds < 3) {
+    ReceiveMessageRequest request;
+    request.queue_url = url;
+    request.max_messages = static_cast<int>(std::min<std::size_t>(10, max - found.size()));
+    request.wait_time_seconds = 1;
+    request.visibility_timeout = 0;
+    bool fresh = false;
+    for (auto& m : co_await client.receive_message(request))
+      if (seen.insert(m.message_id).second && found.size() < max) {
+        found.push_back(std::move(m));
+        fresh = true;
+      }
+    idle_rounds = fresh ? 0 : idle_rounds + 1;
+  }
+  co_return found;
+}
+
+asio::awaitable<int> stats(SqsClient& client, const DlqFlags& f) {
+  const auto a = co_await client.get_queue_attributes(f.queue_url);
+  auto of = [&](const char* name) {
+    const auto it = a.find(name);
+    return it == a.end() ? std::string("?") : it->second;
+  };
+  std::cout << "dead letters   " << of("ApproximateNumberOfMessages") << " visible, "
+            << of("ApproximateNumberOfMessagesNotVisible") << " in flight, "
+            << of("ApproximateNumberOfMessagesDelayed") << " delayed\n";
+  const auto sample = co_await look(client, f.queue_url, 100);
+  std::map<std::string, std::size_t> reasons, sources;
+  for (const auto& m : sample) {
+    const auto reason = attribute(m, kReason);
+    ++reasons[reason.empty() ? "(none: moved by the queue's redrive policy)" : reason];
+    const auto source = attribute(m, kSourceQueue);
+    if (!source.empty()) ++sources[source];
+  }
+  std::cout << "reasons        (a sample of " << sample.size() << ")\n";
+  for (const auto& [reason, n] : reasons) std::cout << "  " << reason << "  " << n << "\n";
+  for (const auto& [source, n] : sources) std::cout << "from           " << source << "\n";
+  co_return 0;
+}
+
+asio::awaitable<int> peek(SqsClient& client, const DlqFlags& f) {
+  const auto found = co_await look(client, f.queue_url, f.max == 0 ? 10 : f.max);
+  for (const auto& m : found) {
+    const auto sent = m.sent_time();
+    const long long sent_ms =
+        sent ? std::chrono::duration_cast<std::chrono::milliseconds>(sent->time_since_epoch())
+                   .count()
+             : 0;
+    if (f.json) {
+      nlohmann::json line{{"message_id", m.message_id},
+                          {"reason", attribute(m, kReason)},
+                          {"source_queue", attribute(m, kSourceQueue)},
+                          {"original_message_id", attribute(m, kMessageId)},
+                          {"receive_count", m.receive_count()},
+                          {"sent_timestamp_ms", sent_ms},
+                          {"body", m.body}};
+      std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      continue;
+    }
+    const auto reason = attribute(m, kReason);
+    std::cout << m.message_id << "  reason=" << (reason.empty() ? "-" : reason)
+              << "  receives=" << m.receive_count() << "  from=" << attribute(m, kSourceQueue)
+              << "\n  " << (m.body.size() > 200 ? m.body.substr(0, 200) + "..." : m.body) << "\n";
+  }
+  std::cerr << "sluice dlq peek: " << found.size() << " shown, none consumed\n";
+  co_return 0;
+}
+
+// Codes with which a service says it has no such operation.
+bool unsupported(const aws::AwsError& e) {
+  for (const char* code : {"UnsupportedOperation", "UnknownOperation", "InvalidAction",
+                           "NotImplemented", "UnknownOperationException"})
+    if (e.code().find(code) != std::string::npos) return true;
+  return e.http_status() == 404 || e.http_status() == 501;
+}
+
+asio::awaitable<int> move_task(SqsClient& client, const DlqFlags& f) {
+  // Named, not braced in the co_await: GCC 12 mis-compiles such temporaries.
+  const std::vector<std::string> arn{"QueueArn"};
+  const auto from = co_await client.get_queue_attributes(f.queue_url, arn);
+  const auto to = co_await client.get_queue_attributes(f.to, arn);
+  const auto handle = co_await client.start_message_move_task(
+      from.at("QueueArn"), to.at("QueueArn"), static_cast<int>(f.rate));
+  std::cerr << "sluice dlq redrive: StartMessageMoveTask " << handle
+            << " started; the service moves the messages (sluice dlq stats shows what is "
+               "left)\n";
+  co_return 0;
+}
+
+asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  std::optional<runtime::TokenBucket> bucket;
+  if (f.rate > 0) bucket.emplace(f.rate, std::min(f.rate, 10.0), Clock::now());
+  const bool fifo = f.to.ends_with(".fifo");
+  const bool tty = isatty(STDERR_FILENO);
+  const auto started = Clock::now();
+  std::size_t moved = 0, failed = 0, errors_shown = 0;
+  std::map<std::string, std::string> skipped;  // message id -> latest receipt
+  auto progress = [&](bool last) {
+    const double s = std::chrono::duration<double>(Clock::now() - started).count();
+    std::cerr << (tty ? "\r" : "") << "sluice dlq redrive: " << moved << " moved, " << failed
+              << " failed, " << skipped.size() << " skipped, "
+              << static_cast<long>(static_cast<double>(moved) / std::max(s, 1e-3)) << " msg/s"
+              << (last || !tty ? "\n" : "") << std::flush;
+  };
+  auto last_progress = Clock::now();
+  std::size_t last_moved = 0;
+  int empty_rounds = 0;
+  while ((f.max == 0 || moved < f.max) && empty_rounds < 2) {
+    int wanted = 10;
+    if (f.max > 0) wanted = static_cast<int>(std::min<std::size_t>(10, f.max - moved));
+    if (bucket) {
+      Clock::duration wait{};
+      int taken = 0;
+      while ((taken = bucket->take(wanted, Clock::now(), wait)) == 0) {
+        timer.expires_after(wait);
+        co_await timer.async_wait(asio::use_awaitable);
+      }
+      wanted = taken;
+    }
+    ReceiveMessageRequest request;
+    request.queue_url = f.queue_url;
+    request.max_messages = wanted;
+    request.wait_time_seconds = 1;
+    request.visibility_timeout = f.visibility_timeout;
+    auto received = co_await client.receive_message(request);
+    empty_rounds = received.empty() ? empty_rounds + 1 : 0;
+    std::vector<SendMessageEntry> entries;
+    std::vector<std::string> receipts;
+    for (auto& m : received) {
+      if (!f.filter_reason.empty() && attribute(m, kReason) != f.filter_reason) {
+        skipped[m.message_id] = m.receipt_handle;  // released at the end
+        continue;
+      }
+      SendMessageEntry e;
+      e.id = std::to_string(entries.size());
+      e.body = std::move(m.body);
+      e.message_attributes = std::move(m.message_attributes);
+      for (const char* ours : {kReason, kSourceQueue, kMessageId}) e.message_attributes.erase(ours);
+      if (fifo) {
+        e.message_group_id = m.group_id().value_or("redrive");
+        e.message_deduplication_id = m.message_id;  // a second redrive of it is deduplicated
+      }
+      entries.push_back(std::move(e));
+      receipts.push_back(std::move(m.receipt_handle));
+    }
+    if (bucket && static_cast<int>(entries.size()) < wanted)
+      bucket->give_back(wanted - static_cast<int>(entries.size()));
+    if (!entries.empty()) {
+      const auto sent = co_await client.send_message_batch(f.to, std::move(entries));
+      // Deleted only once the destination has it.
+      std::vector<DeleteMessageEntry> deletes;
+      for (const auto& ok : sent.successful)
+        deletes.push_back({ok.id, receipts.at(std::stoul(ok.id))});
+      std::vector<ChangeVisibilityEntry> back;
+      for (const auto& bad : sent.failed) {
+        back.push_back({bad.id, receipts.at(std::stoul(bad.id)), 0});
+        if (errors_shown++ < 5)
+          std::cerr << "sluice dlq redrive: not sent (left in the dead-letter queue): " << bad.code
+                    << " " << bad.message << "\n";
+      }
+      if (!deletes.empty()) {
+        const auto deleted = co_await client.delete_message_batch(f.queue_url, deletes);
+        moved += deleted.successful.size();
+        // Sent but not deleted: it comes back and is sent again (the hash absorbs it).
+        failed += deleted.failed.size();
+      }
+      if (!back.empty()) {
+        failed += back.size();
+        co_await client.change_message_visibility_batch(f.queue_url, back);
+      }
+    }
+    if (moved != last_moved && Clock::now() - last_progress > std::chrono::milliseconds(500)) {
+      progress(false);
+      last_progress = Clock::now();
+      last_moved = moved;
+    }
+  }
+  // The ones picked out stay, visible again at once.
+  std::vector<ChangeVisibilityEntry> release;
+  for (const auto& [id, receipt] : skipped) {
+    release.push_back({std::to_string(release.size()), receipt, 0});
+    if (release.size() == 10) {
+      co_await client.change_message_visibility_batch(f.queue_url, release);
+      release.clear();
+    }
+  }
+  if (!release.empty()) co_await client.change_message_visibility_batch(f.queue_url, release);
+  progress(true);
+  co_return failed == 0 ? 0 : 1;
+}
+
+asio::awaitable<int> redrive(SqsClient& client, const DlqFlags& f) {
+  const bool picks = !f.filter_reason.empty() || f.max > 0;
+  if (f.method == "move-task" || (f.method == "auto" && !picks && f.rate <= 500)) {
+    try {
+      co_return co_await move_task(client, f);
+    } catch (const aws::AwsError& e) {
+      if (f.method == "move-task" || !unsupported(e)) throw;
+      std::cerr << "sluice dlq redrive: the service has no StartMessageMoveTask (" << e.code()
+                << "): moving by receive, send, then delete\n";
+    }
+  }
+  co_return co_await copy(client, f);
+}
+
+}  // namespace
+
+std::function<std::optional<int>()> add_dead_letter_verbs(CLI::App& app) {
+  auto f = std::make_shared<DlqFlags>();
+  auto* dlq = app.add_subcommand("dlq", "SQS dead-letter queues: stats, peek, redrive");
+  dlq->require_subcommand(1);
+  auto common = [&](CLI::App* verb) {
+    verb->add_option("--queue-url", f->queue_url, "the dead-letter queue")->required();
+    verb->add_option("--endpoint-url", f->endpoint_url, "SQS endpoint");
+    verb->add_option("--region", f->region, "AWS region");
+  };
+  f->stats = dlq->add_subcommand("stats", "Counts, and the reject reasons of a sample");
+  common(f->stats);
+  f->peek = dlq->add_subcommand(
+      "peek",
+      "Show dead letters with their reasons without consuming them (visibility 0; each look "
+      "adds one to their ApproximateReceiveCount, as any receive does)");
+  common(f->peek);
+  f->peek->add_option("--max", f->max, "how many (default 10)")->check(CLI::Range(1, 1000));
+  f->peek->add_flag("--json", f->json, "one JSON object per line");
+  f->redrive = dlq->add_subcommand(
+      "redrive", "Move dead letters back: never deleted before the destination has them");
+  common(f->redrive);
+  f->redrive->add_option("--to", f->to, "the queue to move them to (the source queue)")->required();
+  f->redrive->add_option("--rate", f->rate, "at most this many a second (0: no cap)")
+      ->check(CLI::Range(0.0, 100000.0));
+  f->redrive->add_option("--max", f->max, "at most this many (0: all)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{100'000'000}));
+  f->redrive->add_option("--filter-reason", f->filter_reason,
+                         "only those rejected for this reason (sluice-reject-reason)");
+  f->redrive
+      ->add_option("--visibility-timeout", f->visibility_timeout,
+                   "seconds a message is hidden while it is moved (a killed redrive's "
+                   "messages come back after it)")
+      ->check(CLI::Range(1, 43200))
+      ->capture_default_str();
+  f->redrive
+      ->add_option("--method", f->method,
+                   "auto: StartMessageMoveTask when nothing is picked out and the service has "
+                   "it, else copy; move-task; copy (receive, send, delete)")
+      ->check(CLI::IsMember({"auto", "move-task", "copy"}))
+      ->capture_default_str();
+  return [f]() -> std::optional<int> {
+    if (*f->stats)
+      return run(
+          "stats", [f](SqsClient& c) { return stats(c, *f); }, *f);
+    if (*f->peek)
+      return run(
+          "peek", [f](SqsClient& c) { return peek(c, *f); }, *f);
+    if (*f->redrive) {
+      if (f->to == f->queue_url) {
+        std::cerr << "sluice dlq redrive: --to is the dead-letter queue itself\n";
+        return 2;
+      }
+      return run(
+          "redrive", [f](SqsClient& c) { return redrive(c, *f); }, *f);
+    }
+    return std::nullopt;
+  };
+}
+
+}  // namespace sluice::sqs
