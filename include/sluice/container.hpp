@@ -165,10 +165,12 @@ class Container {
 
   // Changeable while running.
   void set_concurrent_receives(int min, int max);
-  // Stops receiving (open long polls are cancelled; a push source's prefetched
-  // deliveries wait in it) while everything held goes on: handlers finish, settlements
-  // and acks flow, leases are extended. resume() receives again. Any thread; both are
-  // idempotent, and a container may start paused.
+  // Stops receiving while everything held goes on: handlers finish, settlements and
+  // acks flow, leases are extended. A receive already open (an SQS long poll) is let
+  // return (cancelling it would leave the service holding what it took for a
+  // visibility timeout), and what it brings is handled: stats().concurrent_receives
+  // falls to 0 once the pause is complete. A push source's prefetched deliveries wait
+  // in it, unacknowledged. resume() receives again. Any thread; both idempotent.
   void pause();
   void resume();
   bool paused() const;

@@ -3,6 +3,8 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+
 namespace sluice::app {
 
 namespace {
@@ -13,14 +15,29 @@ void answer(MetricsServer::Exchange& x, int status, nlohmann::json body) {
   x.body = body.dump() + "\n";
 }
 
-// Compared in constant time: the answer's timing says nothing about the token.
-bool token_matches(const std::string& authorization, const std::string& token) {
-  const std::string expected = "Bearer " + token;
-  return authorization.size() == expected.size() &&
-         CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
+// Compared in constant time: the answer's timing says nothing about the token. The
+// scheme's name is case-insensitive (RFC 9110 11.1).
+bool token_matches(std::string_view authorization, const std::string& token) {
+  constexpr std::string_view scheme = "bearer ";
+  if (authorization.size() < scheme.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
+  const auto given = authorization.substr(scheme.size());
+  return given.size() == token.size() &&
+         CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
 }
 
 }  // namespace
+
+std::string admin_token_problem(std::string_view token) {
+  for (const char c : token)
+    if (c <= ' ' || c == 0x7f)
+      return c == '\n' || c == '\r' ? "it holds a line break (a secret read from a file? strip "
+                                      "the trailing newline)"
+                                    : "it holds a space or a control character (a bearer token "
+                                      "is visible ASCII)";
+  return {};
+}
 
 bool answer_admin(MetricsServer::Exchange& x, const std::vector<PipelineControl*>& pipelines,
                   const std::string& token) {

@@ -27,6 +27,10 @@ class PipelineControl {
   virtual nlohmann::json status() const = 0;
 };
 
+// Why a token cannot be a bearer token (RFC 6750: visible ASCII, no spaces; a secret
+// read from a file often ends in a newline), or empty when it can. Never quotes it.
+std::string admin_token_problem(std::string_view token);
+
 // Answers `exchange` when its target is an admin path (true), else leaves it (false).
 bool answer_admin(MetricsServer::Exchange& exchange, const std::vector<PipelineControl*>& pipelines,
                   const std::string& token);

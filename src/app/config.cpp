@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "app/admin.hpp"
 #include "app/http_endpoint.hpp"
 #include "common/redact.hpp"
 
@@ -57,7 +58,9 @@ nlohmann::json as_json(const YAML::Node& n, const std::string& key) {
   if (n.IsMap()) {
     auto object = nlohmann::json::object();
     for (const auto& entry : n) {
+      if (!entry.first.IsScalar()) bad(key, entry.first, "field names that are text");
       const std::string name = entry.first.Scalar();
+      if (object.contains(name)) bad(key + "." + name, entry.second, "each key once");
       object[name] = as_json(entry.second, key + "." + name);
     }
     return object;
@@ -97,6 +100,11 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Option = config::Option<PipelineConfig>;
 
+// The keys of the process, not of one pipeline (one metrics server, one log level).
+bool is_process_key(const std::string& key) {
+  return key.starts_with("metrics.") || key.starts_with("admin.") || key == "logging.level";
+}
+
 // The names of the registered drivers, for source.type.
 std::vector<std::string> driver_names() {
   std::vector<std::string> names;
@@ -112,6 +120,15 @@ std::string driver_list() {
 
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
+      {"pipelines", "mapping", "",
+       "Several pipelines in one process: each pipeline's name -> its keys (source, decode, "
+       "normalize, identity, filter, sink, dead_letter, logging.fields). The other top-level "
+       "keys are every pipeline's defaults (its own mappings merge over them); metrics, admin "
+       "and logging.level are the process's (one metrics server, a pipeline label on every "
+       "series). Each pipeline has its own container, permits and writers; no two write one "
+       "SQLite file. Environment variables of a pipeline's keys are refused (they would set "
+       "every pipeline's).",
+       nullptr},
       {"name", "string", "default",
        "The pipeline's name: in /pipelines/NAME and sluice ctl (letters, digits, . _ -).",
        [](auto& c, auto& n, auto& k) {
@@ -144,8 +161,9 @@ const std::vector<Option>& options() {
          double rate = 0;
          const std::string& text = n.Scalar();
          const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), rate);
-         if (ec != std::errc() || end != text.data() + text.size() || !(rate >= 0) || rate > 1e6)
-           bad(k, n, "a number from 0 (no limit) to 1000000 messages a second");
+         if (ec != std::errc() || end != text.data() + text.size() || !(rate >= 0) || rate > 1e6 ||
+             (rate > 0 && rate < 0.001))
+           bad(k, n, "0 (no limit), or from 0.001 to 1000000 messages a second");
          c.container.max_messages_per_second = rate;
        },
        "SLUICE_MAX_MESSAGES_PER_SECOND"},
@@ -293,13 +311,15 @@ const std::vector<Option>& options() {
          if (n.IsMap() && n.size() == 1) {
            const std::string kind = n.begin()->first.Scalar();
            if (kind != "attribute" && kind != "header")
-             bad(k, n, "content, deduplication_id, {attribute: NAME} or {header: NAME}");
+             bad(k, n, "{attribute: NAME} or {header: NAME}");
            c.transform.key = Key::header;
            c.transform.key_header_key = kind;
            c.transform.key_header = as_string(n.begin()->second, k + "." + kind);
            if (c.transform.key_header.empty()) bad(k + "." + kind, n.begin()->second, "a name");
            return;
          }
+         if (!n.IsScalar())
+           bad(k, n, "content, deduplication_id, {attribute: NAME} or {header: NAME}");
          const std::string kind = as_enum(n, k, {"content", "deduplication_id"});
          c.transform.key = kind == "content" ? Key::content : Key::deduplication_id;
        }},
@@ -838,7 +858,11 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
         old != loading.renamed_from.end() && loading.given_as_new.count(key))
       throw ConfigError(key + ": given twice, also as " + old->second +
                         " (its name in earlier releases): keep " + key + " only");
-    if (key == "normalize.fields") {
+    if (key == "pipelines") {
+      throw ConfigError(
+          "pipelines: several pipelines are read by `sluice run` and `sluice "
+          "config check` (load_pipelines), not as one pipeline");
+    } else if (key == "normalize.fields") {
       config.transform.fields = parse_fields(entry.second, key);
     } else if (key == "normalize.when") {
       config.transform.versions = parse_versions(entry.second, key);
@@ -1004,6 +1028,8 @@ void finalize(Loading& loading) {
           "are on the metrics server");
     const char* token = std::getenv("SLUICE_ADMIN_TOKEN");
     c.admin_token = token ? token : "";
+    if (const auto problem = admin_token_problem(c.admin_token); !problem.empty())
+      throw ConfigError("SLUICE_ADMIN_TOKEN (admin.enabled): " + problem);
     if (!parse_listen_address(c.metrics_listen).first.is_loopback() && c.admin_token.empty())
       throw ConfigError("admin.enabled: metrics.listen " + c.metrics_listen +
                         " is not a loopback address: set SLUICE_ADMIN_TOKEN (the bearer token "
@@ -1028,7 +1054,12 @@ void apply_environment(const config::Option<Target>& o, const std::string& full_
 
 }  // namespace
 
-PipelineConfig parse_config(const std::string& yaml_text, const std::string& origin) {
+namespace {
+
+// One pipeline from its YAML tree. `environment`: apply the variables of every key
+// (one pipeline), or only of the process's own keys (several: a SLUICE_QUEUE_URL
+// would set every pipeline's queue).
+PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, bool environment) {
   Loading loading;
   auto& config = loading.config;
   for (const auto& o : options())
@@ -1042,12 +1073,6 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
     loading.sections.emplace(std::string(d->name()), std::move(settings));
   }
   config.max_body_bytes_set = false;  // only the file or the environment set it
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(origin + ": not valid YAML: " + e.what());
-  }
   if (!root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping at the top level");
     try {
@@ -1058,11 +1083,13 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
   }
   // The environment: the pipeline's keys (source.type among them), then those of the
   // chosen source only (a variable meant for another source is not this one's).
-  for (const auto& o : options()) apply_environment(o, o.key, config);
+  for (const auto& o : options())
+    if (environment || is_process_key(o.key)) apply_environment(o, o.key, config);
   const auto* chosen = driver::find_driver(config.source_type);
-  for (const auto& o : chosen->options())
-    apply_environment(o, section_of(*chosen) + "." + o.key,
-                      *loading.sections.at(config.source_type));
+  if (environment)
+    for (const auto& o : chosen->options())
+      apply_environment(o, section_of(*chosen) + "." + o.key,
+                        *loading.sections.at(config.source_type));
   try {
     finalize(loading);
   } catch (const ConfigError& e) {
@@ -1071,7 +1098,95 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
   return std::move(loading.config);
 }
 
-PipelineConfig load_config(const std::string& path) {
+YAML::Node load_yaml(const std::string& yaml_text, const std::string& origin) {
+  try {
+    return YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ": not valid YAML: " + e.what());
+  }
+}
+
+// `over` laid on `base`: mappings merge key by key, anything else is replaced.
+YAML::Node merged(const YAML::Node& base, const YAML::Node& over) {
+  if (!base.IsMap() || !over.IsMap()) return YAML::Clone(over);
+  YAML::Node out = YAML::Clone(base);
+  for (const auto& entry : over) {
+    const std::string key = entry.first.Scalar();
+    const YAML::Node mine = out[key];
+    out[key] = mine.IsDefined() && mine.IsMap() && entry.second.IsMap() ? merged(mine, entry.second)
+                                                                        : YAML::Clone(entry.second);
+  }
+  return out;
+}
+
+}  // namespace
+
+PipelineConfig parse_config(const std::string& yaml_text, const std::string& origin) {
+  return parse_node(load_yaml(yaml_text, origin), origin, true);
+}
+
+std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
+                                            const std::string& origin) {
+  const YAML::Node root = load_yaml(yaml_text, origin);
+  if (!root.IsMap() || !root["pipelines"]) return {parse_node(root, origin, true)};
+  const YAML::Node list = root["pipelines"];
+  if (!list.IsMap() || list.size() == 0)
+    throw ConfigError(origin +
+                      ": pipelines: expected a mapping of each pipeline's name to its "
+                      "keys (source, normalize, identity, filter, sink, ...)");
+  // A variable of a pipeline's key would set every pipeline's: refused, not guessed.
+  for (const auto& o : options())
+    if (!o.env.empty() && !is_process_key(o.key))
+      if (const char* v = std::getenv(o.env.c_str()); v && *v)
+        throw ConfigError(origin + ": " + o.env +
+                          " is set, but the file has several pipelines: "
+                          "set " +
+                          o.key + " in each pipeline instead");
+  for (const auto* d : driver::registered_drivers())
+    for (const auto& o : d->options())
+      if (!o.env.empty())
+        if (const char* v = std::getenv(o.env.c_str()); v && *v)
+          throw ConfigError(origin + ": " + o.env +
+                            " is set, but the file has several "
+                            "pipelines: set " +
+                            section_of(*d) + "." + o.key + " in each pipeline instead");
+  YAML::Node shared = YAML::Clone(root);
+  shared.remove("pipelines");
+  std::vector<PipelineConfig> configs;
+  std::map<std::string, std::string> sqlite_files;  // path -> pipeline
+  for (const auto& entry : list) {
+    const std::string name = entry.first.Scalar();
+    const std::string where = origin + ": pipelines." + name;
+    if (!entry.second.IsMap())
+      throw ConfigError(where + ": expected a mapping of the pipeline's keys");
+    for (const char* own : {"metrics", "admin", "name", "pipelines"})
+      if (entry.second[own])
+        throw ConfigError(where + "." + own + ": " +
+                          (std::string(own) == "name"
+                               ? "a pipeline's name is its key under pipelines"
+                               : std::string("the process has one: set ") + own +
+                                     " at the top level, beside pipelines"));
+    if (entry.second["logging"] && entry.second["logging"]["level"])
+      throw ConfigError(where +
+                        ".logging.level: the process has one: set logging.level at the top "
+                        "level, beside pipelines");
+    YAML::Node node = merged(shared, entry.second);
+    node["name"] = name;
+    configs.push_back(parse_node(node, where, false));
+    const auto& c = configs.back();
+    if (c.sink == SinkType::sqlite) {
+      const auto [other, fresh] = sqlite_files.emplace(c.sqlite.path, name);
+      if (!fresh)
+        throw ConfigError(where + ".sink.sqlite.path: " + c.sqlite.path + " is pipeline " +
+                          other->second +
+                          "'s too: give each pipeline its own SQLite file (one writer each)");
+    }
+  }
+  return configs;
+}
+
+namespace {
+std::string read_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError(path + ": is a directory, expected a YAML configuration file");
@@ -1080,7 +1195,16 @@ PipelineConfig load_config(const std::string& path) {
     throw ConfigError(path + ": cannot read the configuration file (" + std::strerror(errno) + ")");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return text.str();
+}
+}  // namespace
+
+PipelineConfig load_config(const std::string& path) {
+  return parse_config(read_config_file(path), path);
+}
+
+std::vector<PipelineConfig> load_pipelines(const std::string& path) {
+  return parse_pipelines(read_config_file(path), path);
 }
 
 namespace {
@@ -1174,9 +1298,22 @@ std::string describe(const PipelineConfig& c) {
               ? std::string("postgres (dsn redacted)")
               : std::string("mongodb (uri redacted) ") + c.mongodb.database)
       << ", batch " << c.writer.batch_size << ", writers " << c.writer.writers << "\n";
+  using Key = pipeline::TransformSpec::Key;
   out << "identity: " << c.transform.hash_version << " over";
-  for (const auto& f : c.transform.hash_versions.at(c.transform.hash_version)) out << " " << f;
+  if (c.transform.key == Key::content)
+    for (const auto& f : c.transform.hash_versions.at(c.transform.hash_version)) out << " " << f;
+  else if (c.transform.key == Key::deduplication_id)
+    out << " the deduplication id";
+  else
+    out << " the " << c.transform.key_header_key << " " << c.transform.key_header;
   out << "\n";
+  if (!c.transform.filter.empty())
+    out << "filter: " << c.transform.filter.size() << " pattern(s), ORed\n";
+  if (c.container.max_messages_per_second > 0)
+    out << "rate: at most " << c.container.max_messages_per_second << " messages a second\n";
+  if (c.admin_enabled)
+    out << "admin: /pipelines/" << c.name << " on " << c.metrics_listen
+        << (c.admin_token.empty() ? " (no token)" : " (token from SLUICE_ADMIN_TOKEN)") << "\n";
   return out.str();
 }
 

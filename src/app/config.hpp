@@ -72,6 +72,15 @@ std::chrono::milliseconds duration_flag(const std::string& flag, const std::stri
 // Loads and validates; environment overrides applied (see the table).
 PipelineConfig load_config(const std::string& path);
 PipelineConfig parse_config(const std::string& yaml_text, const std::string& origin = "<config>");
+// A file with `pipelines:` (each pipeline's name -> its keys) runs several pipelines in
+// one process. The other top-level keys are every pipeline's defaults (a pipeline's own
+// mappings merge over them, key by key); metrics.*, admin.* and logging.level are the
+// process's and refused inside a pipeline; no two pipelines write one SQLite file; a
+// variable of a pipeline's key (SLUICE_QUEUE_URL, ...) is refused. A file without
+// `pipelines:` is one pipeline, as parse_config reads it.
+std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
+                                            const std::string& origin = "<config>");
+std::vector<PipelineConfig> load_pipelines(const std::string& path);
 
 // docs/configuration.md, generated from the option table.
 std::string configuration_markdown();

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/admin.hpp"
 #include "common/redact.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
@@ -16,10 +17,17 @@ namespace asio = boost::asio;
 
 namespace {
 
+// A member as text, whatever the answer holds (a server that is not sluice's).
+std::string text_of(const nlohmann::json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return "?";
+  const auto& v = object[key];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 void print_state(const nlohmann::json& p) {
-  std::cout << p.value("pipeline", "?") << "  " << p.value("state", "?");
+  std::cout << text_of(p, "pipeline") << "  " << text_of(p, "state");
   for (const char* figure : {"in_flight", "received", "written", "filtered"})
-    if (p.contains(figure)) std::cout << "  " << figure << "=" << p[figure].dump();
+    if (p.is_object() && p.contains(figure)) std::cout << "  " << figure << "=" << p[figure].dump();
   std::cout << "\n";
 }
 
@@ -33,6 +41,7 @@ int run_ctl(const CtlOptions& o) {
   }
   std::string base = o.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
+  const std::string shown = common::redact_password(base);  // what messages print
   aws::HttpRequest request;
   request.method = o.action == "status" ? "GET" : "POST";
   const std::string path = "/pipelines" + (o.pipeline.empty() ? "" : "/" + o.pipeline) +
@@ -44,8 +53,13 @@ int run_ctl(const CtlOptions& o) {
               << "', expected http://host:port (a sluice metrics.listen with admin.enabled)\n";
     return 2;
   }
-  if (const char* token = std::getenv("SLUICE_ADMIN_TOKEN"); token && *token)
+  if (const char* token = std::getenv("SLUICE_ADMIN_TOKEN"); token && *token) {
+    if (const auto problem = admin_token_problem(token); !problem.empty()) {
+      std::cerr << "sluice ctl: SLUICE_ADMIN_TOKEN: " << problem << "\n";
+      return 2;
+    }
     request.set_header("Authorization", std::string("Bearer ") + token);
+  }
   request.timeout = std::chrono::seconds(10);
   asio::io_context io;
   aws::HttpClientOptions options;
@@ -57,15 +71,19 @@ int run_ctl(const CtlOptions& o) {
   try {
     response = answer.get();
   } catch (const std::exception& e) {
-    std::cerr << "sluice ctl: " << common::redact_password(base) << ": "
-              << common::redact_secret(e.what(), base) << "\n";
+    std::cerr << "sluice ctl: " << shown << ": " << common::redact_secret(e.what(), base) << "\n";
     return 1;
   }
   const auto body = nlohmann::json::parse(response.body, nullptr, false);
-  const std::string error =
-      body.is_object() && body.contains("error") ? body["error"].get<std::string>() : "";
+  const bool is_object = body.is_object();
+  const std::string error = is_object && body.contains("error") ? text_of(body, "error") : "";
   switch (response.status) {
     case 200:
+      if (!is_object) {
+        std::cerr << "sluice ctl: " << shown << path << " answered 200 with something that is "
+                  << "not a sluice status (is --url a sluice metrics.listen?)\n";
+        return 1;
+      }
       if (body.contains("pipelines") && body["pipelines"].is_array()) {
         for (const auto& p : body["pipelines"]) print_state(p);
       } else {
@@ -73,19 +91,22 @@ int run_ctl(const CtlOptions& o) {
       }
       return 0;
     case 401:
-      std::cerr << "sluice ctl: " << base << " refused the token: set SLUICE_ADMIN_TOKEN to the "
-                << "one the pipeline was started with\n";
+      std::cerr << "sluice ctl: " << shown << " refused the token: "
+                << (std::getenv("SLUICE_ADMIN_TOKEN") && *std::getenv("SLUICE_ADMIN_TOKEN")
+                        ? "SLUICE_ADMIN_TOKEN is not the one the pipeline was started with"
+                        : "it needs one: set SLUICE_ADMIN_TOKEN")
+                << "\n";
       return 1;
     case 404:
-      if (body.is_object() && body.contains("pipelines")) {
+      if (is_object && body.contains("pipelines")) {
         std::cerr << "sluice ctl: " << error << " (pipelines: " << body["pipelines"].dump()
                   << ")\n";
         return 2;
       }
-      std::cerr << "sluice ctl: " << base << " has no admin endpoints (is admin.enabled true?)\n";
+      std::cerr << "sluice ctl: " << shown << " has no admin endpoints (is admin.enabled true?)\n";
       return 1;
     default:
-      std::cerr << "sluice ctl: " << base << path << " answered " << response.status
+      std::cerr << "sluice ctl: " << shown << path << " answered " << response.status
                 << (error.empty() ? "" : ": " + error) << "\n";
       return 1;
   }

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -259,13 +260,16 @@ int main(int argc, char** argv) {
   int code = EXIT_FAILURE;
   try {
     if (*run) {
-      const auto cfg = sluice::app::load_config(config_path);
-      if (log_level == "info") spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-      for (const auto& warning : cfg.warnings)
-        spdlog::warn("event=config_key_renamed detail=\"{}\"", warning);
-      sluice::app::RunSummary summary;
-      code = sluice::app::run_pipeline(cfg, run_options, summary);
-      if (summary.count_abandoned) {
+      const auto configs = sluice::app::load_pipelines(config_path);
+      if (log_level == "info")
+        spdlog::set_level(spdlog::level::from_str(configs.front().log_level));
+      for (const auto& cfg : configs)
+        for (const auto& warning : cfg.warnings)
+          spdlog::warn("event=config_key_renamed pipeline={} detail=\"{}\"", cfg.name, warning);
+      std::vector<sluice::app::RunSummary> summaries;
+      code = sluice::app::run_pipelines(configs, run_options, summaries);
+      if (std::any_of(summaries.begin(), summaries.end(),
+                      [](const auto& s) { return s.count_abandoned; })) {
         // A thread of the closing count is still in the database's client library:
         // exiting normally would destroy that library's statics under it.
         spdlog::shutdown();
@@ -291,9 +295,13 @@ int main(int argc, char** argv) {
       std::cout << sluice::app::configuration_markdown();
       code = 0;
     } else if (*check) {
-      const auto cfg = sluice::app::load_config(check_path);
-      for (const auto& warning : cfg.warnings) std::cerr << "sluice: warning: " << warning << "\n";
-      std::cout << sluice::app::describe(cfg);
+      const auto configs = sluice::app::load_pipelines(check_path);
+      for (const auto& cfg : configs) {
+        for (const auto& warning : cfg.warnings)
+          std::cerr << "sluice: warning: " << warning << "\n";
+        if (configs.size() > 1) std::cout << "pipeline " << cfg.name << ":\n";
+        std::cout << sluice::app::describe(cfg);
+      }
       code = 0;
     } else {
       for (const auto& source : sources)  // a verb of a source's own

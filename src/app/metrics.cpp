@@ -2,7 +2,9 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace sluice::app {
 using prometheus::BuildCounter;
@@ -381,10 +383,38 @@ void PipelineMetrics::set_backlog(double visible, double not_visible) {
 std::uint64_t PipelineMetrics::rejected(const std::string& reason) const {
   return static_cast<std::uint64_t>(rejected_->Add({{"reason", reason}}).Value());
 }
-std::string PipelineMetrics::serialize() const {
+std::vector<prometheus::MetricFamily> PipelineMetrics::collect() const {
   for (const auto& q : quantiles_)
     q.gauge->Set(histogram_quantile(q.histogram->Collect().histogram, q.q));
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  auto families = registry_->Collect();
+  for (auto& family : families)
+    for (auto& metric : family.metric) {
+      metric.label.push_back({"pipeline", pipeline_});
+      std::sort(metric.label.begin(), metric.label.end(),
+                [](const auto& a, const auto& b) { return a.name < b.name; });
+    }
+  return families;
+}
+
+std::string PipelineMetrics::serialize() const {
+  return prometheus::TextSerializer().Serialize(collect());
+}
+
+std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines) {
+  std::vector<prometheus::MetricFamily> merged;
+  std::map<std::string, std::size_t> index;
+  for (const auto* p : pipelines)
+    for (auto& family : p->collect()) {
+      const auto [it, fresh] = index.emplace(family.name, merged.size());
+      if (fresh) {
+        merged.push_back(std::move(family));
+      } else {
+        auto& into = merged[it->second].metric;
+        into.insert(into.end(), std::make_move_iterator(family.metric.begin()),
+                    std::make_move_iterator(family.metric.end()));
+      }
+    }
+  return prometheus::TextSerializer().Serialize(merged);
 }
 
 }  // namespace sluice::app

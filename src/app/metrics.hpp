@@ -40,6 +40,11 @@ class AutoscaleGauges {
 // PromQL's histogram_quantile does.
 double histogram_quantile(const prometheus::ClientMetric::Histogram& histogram, double q);
 
+class PipelineMetrics;
+// The exposition of several pipelines' metrics: one family per name, its series from
+// each pipeline (told apart by their pipeline label).
+std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines);
+
 class PipelineMetrics : public ContainerObserver {
  public:
   // `figures`: what the source reports (its driver's table), each made a metric.
@@ -74,7 +79,10 @@ class PipelineMetrics : public ContainerObserver {
   void set_setting(const std::string& name, double value);
   AutoscaleGauges& autoscale() { return *autoscale_; }
 
+  // Every family of the registry, each series labelled pipeline="NAME" (set_pipeline).
+  std::vector<prometheus::MetricFamily> collect() const;
   std::string serialize() const;
+  void set_pipeline(std::string name) { pipeline_ = std::move(name); }
 
   // Totals for summaries.
   std::uint64_t received() const { return static_cast<std::uint64_t>(received_->Value()); }
@@ -97,6 +105,7 @@ class PipelineMetrics : public ContainerObserver {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  std::string pipeline_ = "default";
   std::atomic<std::int64_t> first_receive_ns_{0};
   std::atomic<std::int64_t> last_settle_ns_{0};
   prometheus::Counter* received_;

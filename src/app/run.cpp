@@ -128,7 +128,9 @@ class RunControl : public PipelineControl {
 
  private:
   std::string state_locked() const {  // mutex_ held
-    if (container_ && container_->paused()) return "paused";
+    // Pausing: a receive opened before the pause has not returned yet.
+    if (container_ && container_->paused())
+      return container_->stats().concurrent_receives > 0 ? "pausing" : "paused";
     if (!writer_.healthy()) return "sink_unavailable";
     return "running";
   }
@@ -139,59 +141,225 @@ class RunControl : public PipelineControl {
   Container* container_ SLUICE_GUARDED_BY(mutex_) = nullptr;
 };
 
-}  // namespace
-
-int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary) {
-  const auto started = Clock::now();
-  const double cpu_started = cpu_now();
-  const driver::SourceDriver& source = *config.source_driver;
-  auto metrics = std::make_shared<PipelineMetrics>(source.figures());
-  const pipeline::Transformer transformer(config.transform);
-  // The sizes sluice plan compares its recommendations with.
-  metrics->set_setting("max_in_flight", config.container.max_in_flight);
-  metrics->set_setting("min_concurrent_receives", config.container.min_concurrent_receives);
-  metrics->set_setting("max_concurrent_receives", config.container.max_concurrent_receives);
-  metrics->set_setting("worker_threads", config.container.worker_threads);
-  metrics->set_setting("sink_writers", config.writer.writers);
-  metrics->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
-  metrics->set_setting("max_messages_per_second", config.container.max_messages_per_second);
-  for (const auto& [name, value] : source.plan_settings(*config.source))
-    metrics->set_setting(name, value);
-  AutoscaleSampler autoscale(config, metrics->autoscale());
-
-  sinks::WriterEvents events;
-  events.batch_written = [&](std::size_t n, std::chrono::nanoseconds latency) {
-    metrics->record_batch(n, latency);
-  };
-  UnresolvedRecords unresolved;
-  events.outcome = [&](sinks::WriteOutcome o, const Message& message) {
-    metrics->record_outcome(o);
-    unresolved.record(o, message.id());
-  };
-  events.batch_failed = [&](const std::string&) { metrics->record_sink_failure(); };
-  // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
-  // does not answer) stops it too, with exit code 0.
-  const StopSignal stop_signal;
-  sinks::BatchWriter writer(sink_factory(config), config.writer, events);
-  try {
-    writer.start();
-  } catch (const std::exception& e) {
-    spdlog::error("event=sink_unavailable error=\"{}\"", e.what());
-    std::cerr << "sluice: cannot open the sink: " << e.what() << "\n";
-    return 3;
+// One pipeline of the process: its writers, its container, its queue's probe and its
+// metrics. The process (run_pipelines) opens, samples and stops every one.
+class PipelineRun {
+ public:
+  PipelineRun(const PipelineConfig& config, std::chrono::milliseconds drained_for)
+      : config_(config),
+        source_(*config.source_driver),
+        metrics_(std::make_shared<PipelineMetrics>(source_.figures())),
+        transformer_(config.transform),
+        autoscale_(config, metrics_->autoscale()),
+        control_(config.name, *metrics_, writer()),
+        drain_(drained_for) {
+    metrics_->set_pipeline(config.name);
+    // The sizes sluice plan compares its recommendations with.
+    metrics_->set_setting("max_in_flight", config.container.max_in_flight);
+    metrics_->set_setting("min_concurrent_receives", config.container.min_concurrent_receives);
+    metrics_->set_setting("max_concurrent_receives", config.container.max_concurrent_receives);
+    metrics_->set_setting("worker_threads", config.container.worker_threads);
+    metrics_->set_setting("sink_writers", config.writer.writers);
+    metrics_->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));
+    metrics_->set_setting("max_messages_per_second", config.container.max_messages_per_second);
+    for (const auto& [name, value] : source_.plan_settings(*config.source))
+      metrics_->set_setting(name, value);
+    summary_.name = config.name;
+    summary_.sink = config.sink == SinkType::sqlite ? "sqlite " + config.sqlite.path
+                    : config.sink == SinkType::postgres
+                        ? "postgres table " + config.postgres.table
+                        : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
   }
-  if (stop_signal.requested()) {  // stopped while the sink was opening
-    writer.stop();
+  ~PipelineRun() { control_.attach(nullptr); }
+
+  const PipelineConfig& config() const { return config_; }
+  PipelineMetrics& metrics() { return *metrics_; }
+  RunControl& control() { return control_; }
+  AutoscaleSampler& autoscale() { return autoscale_; }
+  bool ready() const { return ready_.load() && writer_->healthy() && metrics_->receiving(); }
+
+  // The sink, the container and the queue's check at start: 0, or the exit code
+  // (0 too when a signal came while starting: `stopped` says so).
+  int open(const StopSignal& stop_signal, bool& stopped) {
+    try {
+      writer_->start();
+    } catch (const std::exception& e) {
+      spdlog::error("event=sink_unavailable pipeline={} error=\"{}\"", config_.name, e.what());
+      std::cerr << "sluice: " << prefix() << "cannot open the sink: " << e.what() << "\n";
+      return 3;
+    }
+    writer_open_ = true;
+    if (stop_signal.requested()) {  // stopped while the sink was opening
+      stopped = true;
+      return 0;
+    }
+    // On a FIFO queue the container hands out a group's next message only once the
+    // previous one is settled, and the writers settle a message only once its row is
+    // committed: each group's rows reach the database in queue order.
+    try {
+      container_ = std::make_unique<Container>(config_.container, source_.factory(*config_.source),
+                                               BatchHandler([this](std::span<Message> batch) {
+                                                 std::vector<sinks::BatchWriter::Item> items;
+                                                 items.reserve(batch.size());
+                                                 for (auto& message : batch)
+                                                   if (auto item = handle_one(message))
+                                                     items.push_back(std::move(*item));
+                                                 writer_->submit_all(std::move(items));
+                                               }));
+    } catch (const std::exception& e) {
+      std::cerr << "sluice: " << prefix() << e.what() << "\n";
+      return 2;
+    }
+    container_->set_observer(metrics_);
+    control_.attach(container_.get());
+    // A message whose S3 payload is missing (or can never fit): rejected like a
+    // malformed one, its row in the rejects table first.
+    container_->set_unusable_handler(
+        [this](Message& message, const std::string& reason, const std::string& detail) {
+          metrics_->record_rejected(reason);
+          writer_->submit_reject(sinks::RejectRow{std::string(message.id()), reason, detail,
+                                                  message.body(), message.source()},
+                                 message);
+        });
+    // The queue: checked at start, its counts read on a thread of their own (the
+    // backlog gauge and the drained check).
+    try {
+      watch_ = source_.probe(*config_.source);
+    } catch (const ConfigError& e) {
+      std::cerr << "sluice: " << prefix() << e.what() << "\n";
+      return 2;
+    }
+    if (const int code =
+            watch_->check_at_start(config_.wait_for_queue, [&] { return stop_signal.requested(); });
+        code != 0) {
+      if (code == 2) return 2;
+      stopped = true;
+      return 0;
+    }
+    watch_->start(counts_);
+    watching_ = true;
     return 0;
   }
-  summary.sink = config.sink == SinkType::sqlite ? "sqlite " + config.sqlite.path
-                 : config.sink == SinkType::postgres
-                     ? "postgres table " + config.postgres.table
-                     : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
 
-  const auto& log_fields = config.log_fields;
-  auto handle_one = [&](Message& message) -> std::optional<sinks::BatchWriter::Item> {
-    const auto meta = source.read_meta(message);
+  int start() {
+    try {
+      container_->start();
+    } catch (const std::exception& e) {  // the source could not be made: no region, bad endpoint
+      std::cerr << "sluice: " << prefix() << "source: " << e.what() << "\n";
+      return 2;
+    }
+    ready_ = true;
+    spdlog::info(
+        "event=pipeline_started pipeline={} queue={} sink={} identity={} filter_patterns={} "
+        "max_messages_per_second={} admin={} allocator=\"{}\"",
+        config_.name, source_.queue_name(*config_.source), summary_.sink,
+        config_.transform.hash_version, config_.transform.filter.size(),
+        config_.container.max_messages_per_second, config_.admin_enabled, allocator_in_use());
+    return 0;
+  }
+
+  // The container's figures and the queue's latest counts, every 50 ms: the metrics,
+  // the autoscale signal and the drain check. True once drained (--until-drained).
+  bool sample(const RunOptions& options) {
+    if (drained_) return true;
+    const auto stats = container_->stats();
+    metrics_->update(stats);
+    // The sink down: the pipeline holds what it has (no permits free, so no receives)
+    // and keeps their leases; said on entry and exit.
+    if (const bool down = !writer_->healthy(); down != sink_unavailable_) {
+      sink_unavailable_ = down;
+      metrics_->set_paused("sink_unavailable", down);
+      if (down)
+        spdlog::warn("event=auto_pause pipeline={} reason=sink_unavailable held={}", config_.name,
+                     stats.in_flight);
+      else
+        spdlog::info("event=auto_resume pipeline={} reason=sink_available", config_.name);
+    }
+    const std::int64_t read_at = counts_.read_at_ns.load();
+    if (read_at == counts_seen_ns_) return false;  // no new reading of the queue
+    counts_seen_ns_ = read_at;
+    const long visible = counts_.ready.load(), queue_in_flight = counts_.in_flight.load();
+    // A queue that does not report its unacknowledged count (RabbitMQ over AMQP): this
+    // instance's own (held, plus waiting in the source) stands in for it.
+    const double in_flight =
+        queue_in_flight >= 0
+            ? static_cast<double>(queue_in_flight)
+            : static_cast<double>(stats.in_flight + metrics_->source_unacknowledged());
+    metrics_->set_backlog(static_cast<double>(visible), in_flight);
+    autoscale_.sample(static_cast<double>(visible), in_flight, Clock::now());
+    if (options.until_drained && !stats.paused &&
+        drain_.observe({visible, queue_in_flight, stats.in_flight, stats.pending_acks,
+                        metrics_->source_unacknowledged(), writer_->queued()},
+                       Clock::now())) {
+      spdlog::info("event=drained pipeline={}", config_.name);
+      work_ended_ = drain_.idle_since();  // the idle wait is not work
+      drained_ = true;
+    }
+    return drained_;
+  }
+
+  // Stop order: intake, running stages and pending writes (the container waits for
+  // every started message to be settled by the writer), deletes flushed (the final
+  // flush gets at least kFinalFlushMin, within the steps' share), the source destroyed
+  // (a RabbitMQ connection that stopped answering costs up to 2 s) while the writers
+  // finish, then the writers.
+  void stop_container(Clock::time_point deadline) {
+    ready_ = false;
+    if (watching_) watch_->stop();
+    watching_ = false;
+    control_.attach(nullptr);
+    if (container_)
+      container_->stop(std::max(std::chrono::milliseconds(0),
+                                std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - kFinalFlushMin - Clock::now())));
+    container_.reset();
+  }
+  // False when a writer is still stuck in a database call at `give_up`.
+  bool stop_writers(Clock::time_point deadline, Clock::time_point give_up) {
+    if (!writer_open_) return true;
+    writer_open_ = false;
+    return writer_->stop(deadline, give_up);
+  }
+
+  RunSummary& summarize(bool writers_stopped, Clock::time_point interrupt_deadline,
+                        Clock::time_point started) {
+    fill_from_metrics(summary_, *metrics_, source_);
+    summary_.unresolved = unresolved_.count();
+    // The count is a courtesy: at most 2 s and never past the interrupt deadline.
+    if (writers_stopped) {
+      PipelineConfig quick = config_;
+      quick.postgres.query_timeout = std::chrono::seconds(1);
+      quick.postgres.connect_timeout = std::chrono::seconds(1);
+      const auto budget =
+          std::min<Clock::duration>(std::chrono::seconds(2), interrupt_deadline - Clock::now());
+      if (auto records =
+              count_records_within(sink_factory(quick), budget, summary_.count_abandoned))
+        summary_.records_in_sink = *records;
+    }
+    const auto ended = work_ended_ == Clock::time_point{} ? Clock::now() : work_ended_;
+    summary_.seconds = std::chrono::duration<double>(ended - started).count();
+    return summary_;
+  }
+
+ private:
+  std::string prefix() const { return "pipeline " + config_.name + ": "; }
+
+  sinks::BatchWriter& writer() {
+    sinks::WriterEvents events;
+    events.batch_written = [this](std::size_t n, std::chrono::nanoseconds latency) {
+      metrics_->record_batch(n, latency);
+    };
+    events.outcome = [this](sinks::WriteOutcome o, const Message& message) {
+      metrics_->record_outcome(o);
+      unresolved_.record(o, message.id());
+    };
+    events.batch_failed = [this](const std::string&) { metrics_->record_sink_failure(); };
+    writer_ = std::make_unique<sinks::BatchWriter>(sink_factory(config_), config_.writer, events);
+    return *writer_;
+  }
+
+  std::optional<sinks::BatchWriter::Item> handle_one(Message& message) {
+    const auto meta = source_.read_meta(message);
     pipeline::MessageView view;
     view.body = message.body();
     view.message_id = message.id();
@@ -204,16 +372,16 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     view.deduplication_id = meta.deduplication_id;
     view.header = &message_header;
     view.header_context = &message;
-    auto result = transformer.transform(view);
+    auto result = transformer_.transform(view);
     if (std::holds_alternative<pipeline::Filtered>(result)) {
-      metrics->record_filtered();
-      spdlog::debug("event=filtered message_id={}", message.id());
+      metrics_->record_filtered();
+      spdlog::debug("event=filtered pipeline={} message_id={}", config_.name, message.id());
       message.ack();
       return std::nullopt;
     }
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
-      if (!log_fields.empty()) {
-        record->log_context = log_context(*record, log_fields);
+      if (!config_.log_fields.empty()) {
+        record->log_context = log_context(*record, config_.log_fields);
         spdlog::debug("event=normalized message_id={} {} hash={}", message.id(),
                       record->log_context, record->hash);
       }
@@ -221,205 +389,184 @@ int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSum
     }
     const auto& rejection = std::get<pipeline::Rejection>(result);
     const std::string reason = pipeline::to_string(rejection.reason);
-    metrics->record_rejected(reason);
-    spdlog::warn("event=rejected reason={} message_id={} receive_count={} detail=\"{}\"", reason,
-                 message.id(), message.receive_count(), rejection.detail);
+    metrics_->record_rejected(reason);
+    spdlog::warn(
+        "event=rejected pipeline={} reason={} message_id={} receive_count={} detail=\"{}\"",
+        config_.name, reason, message.id(), message.receive_count(), rejection.detail);
     return sinks::BatchWriter::Item{
         sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
                          message.source()},
         message};
+  }
+
+  const PipelineConfig& config_;
+  const driver::SourceDriver& source_;
+  std::shared_ptr<PipelineMetrics> metrics_;
+  const pipeline::Transformer transformer_;
+  AutoscaleSampler autoscale_;
+  UnresolvedRecords unresolved_;
+  std::unique_ptr<sinks::BatchWriter> writer_;  // made by writer(), for control_
+  RunControl control_;
+  bool writer_open_ = false;
+  std::unique_ptr<Container> container_;
+  std::unique_ptr<driver::QueueProbe> watch_;
+  bool watching_ = false;
+  driver::QueueCounts counts_;
+  std::int64_t counts_seen_ns_ = 0;
+  std::atomic<bool> ready_{false};
+  bool sink_unavailable_ = false;
+  DrainDetector drain_;
+  bool drained_ = false;
+  Clock::time_point work_ended_{};
+  RunSummary summary_;
+};
+
+}  // namespace
+
+int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& options,
+                  std::vector<RunSummary>& summaries) {
+  const auto started = Clock::now();
+  const double cpu_started = cpu_now();
+  // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
+  // does not answer) stops it too, with exit code 0.
+  const StopSignal stop_signal;
+  std::vector<std::unique_ptr<PipelineRun>> runs;
+  for (const auto& config : configs) {
+    runs.push_back(std::make_unique<PipelineRun>(config, options.drained_for));
+  }
+  const auto& first = configs.front();  // the process's keys (metrics, admin) are everyone's
+  // Stops what was opened, in the same order as a full stop.
+  auto abandon = [&](int code) {
+    const auto deadline = Clock::now() + first.container.shutdown_deadline;
+    for (auto& run : runs) run->stop_container(deadline);
+    for (auto& run : runs) run->stop_writers(deadline, deadline + std::chrono::seconds(5));
+    return code;
   };
-
-  // On a FIFO queue the container hands out a group's next message only once the
-  // previous one is settled, and the writers settle a message only once its row is
-  // committed: each group's rows reach the database in queue order.
-  std::unique_ptr<Container> container;
-  try {
-    container = std::make_unique<Container>(config.container, source.factory(*config.source),
-                                            BatchHandler([&](std::span<Message> batch) {
-                                              std::vector<sinks::BatchWriter::Item> items;
-                                              items.reserve(batch.size());
-                                              for (auto& message : batch)
-                                                if (auto item = handle_one(message))
-                                                  items.push_back(std::move(*item));
-                                              writer.submit_all(std::move(items));
-                                            }));
-  } catch (const std::exception& e) {
-    std::cerr << "sluice: " << e.what() << "\n";
-    writer.stop();
-    return 2;
+  for (auto& run : runs) {
+    bool stopped = false;
+    if (const int code = run->open(stop_signal, stopped); code != 0) return abandon(code);
+    if (stopped) {
+      spdlog::info("event=signal_during_start signal={}", stop_signal.number());
+      return abandon(0);
+    }
   }
-  container->set_observer(metrics);
-  RunControl control(config.name, *metrics, writer);
-  control.attach(container.get());
-  // A message whose S3 payload is missing (or can never fit): rejected like a
-  // malformed one, its row in the rejects table first.
-  container->set_unusable_handler(
-      [&](Message& message, const std::string& reason, const std::string& detail) {
-        metrics->record_rejected(reason);
-        writer.submit_reject(sinks::RejectRow{std::string(message.id()), reason, detail,
-                                              message.body(), message.source()},
-                             message);
-      });
 
-  // The queue: checked at start, its counts read on a thread of their own (the
-  // backlog gauge and the drained check).
-  std::unique_ptr<driver::QueueProbe> watch;
-  try {
-    watch = source.probe(*config.source);
-  } catch (const ConfigError& e) {
-    std::cerr << "sluice: " << e.what() << "\n";
-    writer.stop();
-    return 2;
+  std::vector<PipelineControl*> controls;
+  std::vector<const PipelineMetrics*> all_metrics;
+  for (auto& run : runs) {
+    controls.push_back(&run->control());
+    all_metrics.push_back(&run->metrics());
   }
-  if (const int code =
-          watch->check_at_start(config.wait_for_queue, [&] { return stop_signal.requested(); });
-      code != 0) {
-    writer.stop();
-    if (code == 2) return 2;
-    spdlog::info("event=signal_during_start signal={}", stop_signal.number());
-    return 0;
-  }
-  driver::QueueCounts counts;
-  watch->start(counts);
-  auto stop_stats = [&] { watch->stop(); };
-
   std::unique_ptr<MetricsServer> server;
-  std::atomic<bool> ready{false};
-  if (!config.metrics_listen.empty()) {
+  if (!first.metrics_listen.empty()) {
     try {
       server = std::make_unique<MetricsServer>(
-          config.metrics_listen, [&] { return metrics->serialize(); },
-          [&] { return ready.load() && writer.healthy() && metrics->receiving(); },
+          first.metrics_listen, [&] { return serialize_all(all_metrics); },
+          [&] {
+            return std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->ready(); });
+          },
           std::map<std::string, MetricsServer::Route>{
-              {"/autoscale", {"application/json", [&] { return autoscale.document(); }}}},
+              {"/autoscale",
+               {"application/json",
+                [&] {
+                  if (runs.size() == 1) return runs.front()->autoscale().document();
+                  nlohmann::json all = nlohmann::json::object();
+                  for (auto& run : runs)
+                    all[run->config().name] =
+                        nlohmann::json::parse(run->autoscale().document(), nullptr, false);
+                  return all.dump();
+                }}}},
           "metrics.listen (SLUICE_METRICS_LISTEN)",
           [&](MetricsServer::Exchange& x) {
-            // /readyz says why while paused (503 either way).
-            if (x.target == "/readyz" && ready.load() && control.state() != "running") {
-              x.status = 503;
-              x.body = control.state() + "\n";
-              return true;
+            // /readyz says why while a pipeline is paused (503 either way).
+            if (x.target == "/readyz") {
+              std::string why;
+              for (auto& run : runs)
+                if (const auto state = run->control().state(); state != "running")
+                  why += (runs.size() > 1 ? run->config().name + " " : "") + state + "\n";
+              if (!why.empty()) {
+                x.status = 503;
+                x.body = why;
+                return true;
+              }
+              return false;
             }
-            return config.admin_enabled && answer_admin(x, {&control}, config.admin_token);
+            return first.admin_enabled && answer_admin(x, controls, first.admin_token);
           });
-      spdlog::info("event=metrics_listening address={} port={}", config.metrics_listen,
+      spdlog::info("event=metrics_listening address={} port={}", first.metrics_listen,
                    server->port());
     } catch (const std::exception& e) {
       std::cerr << "sluice: " << e.what() << "\n";
-      stop_stats();
-      writer.stop();
-      return 2;
+      return abandon(2);
     }
   }
 
-  try {
-    container->start();
-  } catch (const std::exception& e) {  // the source could not be made: no region, bad endpoint
-    std::cerr << "sluice: source: " << e.what() << "\n";
-    stop_stats();
-    writer.stop();
-    return 2;
-  }
-  ready = true;
-  spdlog::info(
-      "event=pipeline_started pipeline={} queue={} sink={} identity={} filter_patterns={} "
-      "max_messages_per_second={} admin={} allocator=\"{}\"",
-      config.name, source.queue_name(*config.source), summary.sink, config.transform.hash_version,
-      config.transform.filter.size(), config.container.max_messages_per_second,
-      config.admin_enabled, allocator_in_use());
-  bool sink_unavailable = false;
-  DrainDetector drain(options.drained_for);
-  auto work_ended = Clock::time_point{};
-  std::int64_t counts_seen_ns = 0;
-  // Samples the container and the queue's counts for the metrics, the autoscale
-  // signal and the drain check, every 50 ms; a signal ends the wait at once.
+  for (auto& run : runs)
+    if (const int code = run->start(); code != 0) return abandon(code);
+
+  // Samples every pipeline every 50 ms; a signal ends the wait at once.
   while (!stop_signal.wait_for(std::chrono::milliseconds(50))) {
-    const auto stats = container->stats();
-    metrics->update(stats);
-    // The sink down: the pipeline holds what it has (no permits free, so no receives)
-    // and keeps their leases; said on entry and exit.
-    if (const bool down = !writer.healthy(); down != sink_unavailable) {
-      sink_unavailable = down;
-      metrics->set_paused("sink_unavailable", down);
-      if (down)
-        spdlog::warn("event=auto_pause pipeline={} reason=sink_unavailable held={}", config.name,
-                     stats.in_flight);
-      else
-        spdlog::info("event=auto_resume pipeline={} reason=sink_available", config.name);
-    }
-    const std::int64_t read_at = counts.read_at_ns.load();
-    if (read_at == counts_seen_ns) continue;  // no new reading of the queue
-    counts_seen_ns = read_at;
-    const long visible = counts.ready.load(), queue_in_flight = counts.in_flight.load();
-    // A queue that does not report its unacknowledged count (RabbitMQ over AMQP): this
-    // instance's own (held, plus waiting in the source) stands in for it.
-    const double in_flight =
-        queue_in_flight >= 0
-            ? static_cast<double>(queue_in_flight)
-            : static_cast<double>(stats.in_flight + metrics->source_unacknowledged());
-    metrics->set_backlog(static_cast<double>(visible), in_flight);
-    autoscale.sample(static_cast<double>(visible), in_flight, Clock::now());
-    if (options.until_drained &&
-        drain.observe({visible, queue_in_flight, stats.in_flight, stats.pending_acks,
-                       metrics->source_unacknowledged(), writer.queued()},
-                      Clock::now())) {
-      spdlog::info("event=drained");
-      work_ended = drain.idle_since();  // the idle wait is not work
-      break;
-    }
+    bool all_drained = true;
+    for (auto& run : runs) all_drained = run->sample(options) && all_drained;
+    if (options.until_drained && all_drained) break;
   }
-  ready = false;
   if (stop_signal.requested()) spdlog::info("event=signal signal={}", stop_signal.number());
-  // From here the whole stop, exit included, holds shutdown_deadline whatever the queue
-  // and the database do: each step gets what is left of the steps' share, and a
-  // watchdog ends the process at the deadline if a call still hangs (what was not acked
-  // is delivered again later).
-  ShutdownSupervisor supervisor(config.container.shutdown_deadline);
+  // From here the whole stop, exit included, holds shutdown_deadline (the longest of the
+  // pipelines') whatever the queues and the databases do: each step gets what is left
+  // of the steps' share, and a watchdog ends the process at the deadline if a call
+  // still hangs (what was not acked is delivered again later). The pipelines stop side
+  // by side: one that hangs does not take the others' time.
+  auto shutdown_deadline = first.container.shutdown_deadline;
+  for (const auto& c : configs)
+    shutdown_deadline = std::max(shutdown_deadline, c.container.shutdown_deadline);
+  ShutdownSupervisor supervisor(shutdown_deadline);
   const auto deadline = supervisor.steps_deadline();
-  // Stop order: intake, running stages and pending writes (the container waits for
-  // every started message to be settled by the writer), deletes flushed (the final
-  // flush gets at least kFinalFlushMin, within the steps' share), the source destroyed
-  // (a RabbitMQ connection that stopped answering costs up to 2 s) while the writers
-  // finish, then the writers.
-  stop_stats();
-  control.attach(nullptr);
-  container->stop(
-      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 deadline - kFinalFlushMin - Clock::now())));
-  container.reset();
-  const bool writers_stopped = writer.stop(deadline, supervisor.interrupt_deadline());
-
-  fill_from_metrics(summary, *metrics, source);
-  summary.unresolved = unresolved.count();
-  // The count is a courtesy: at most 2 s and never past the interrupt deadline.
-  if (writers_stopped) {
-    PipelineConfig quick = config;
-    quick.postgres.query_timeout = std::chrono::seconds(1);
-    quick.postgres.connect_timeout = std::chrono::seconds(1);
-    const auto budget = std::min<Clock::duration>(std::chrono::seconds(2),
-                                                  supervisor.interrupt_deadline() - Clock::now());
-    if (auto records = count_records_within(sink_factory(quick), budget, summary.count_abandoned))
-      summary.records_in_sink = *records;
+  std::vector<char> writers_stopped(runs.size(), 0);
+  {
+    std::vector<std::thread> stopping;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      stopping.emplace_back([&, i] {
+        runs[i]->stop_container(deadline);
+        writers_stopped[i] = runs[i]->stop_writers(deadline, supervisor.interrupt_deadline());
+      });
+    for (auto& t : stopping) t.join();
   }
-  if (work_ended == Clock::time_point{}) work_ended = Clock::now();
-  summary.seconds = std::chrono::duration<double>(work_ended - started).count();
-  summary.cpu_seconds = cpu_now() - cpu_started;
+  bool all_stopped = true;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    summaries.push_back(
+        runs[i]->summarize(writers_stopped[i] != 0, supervisor.interrupt_deadline(), started));
+    all_stopped = all_stopped && writers_stopped[i];
+  }
+  const double cpu = cpu_now() - cpu_started;
+  for (auto& s : summaries) {
+    s.cpu_seconds = cpu;  // the process's: pipelines share its threads' time
+    if (runs.size() == 1) s.name.clear();
+  }
   supervisor.disarm();
-  if (!options.quiet) print_summary(summary);
-  if (!writers_stopped)  // a writer thread is stuck in a database call: cannot join it
+  if (!options.quiet)
+    for (const auto& s : summaries) print_summary(s);
+  if (!all_stopped)  // a writer thread is stuck in a database call: cannot join it
     exit_now(5,
              "event=stop_deadline writers_abandoned=true (their records are not acked: they "
              "are delivered again)");
   // Drained, but some records were never written (their last write failed and the queue
   // no longer offers them, e.g. its redrive policy moved them): say so, for scripts.
-  if (options.until_drained && !stop_signal.requested() && summary.unresolved > 0) {
-    std::cerr << "sluice: drained, but " << summary.unresolved
+  std::uint64_t unresolved = 0;
+  for (const auto& s : summaries) unresolved += s.unresolved;
+  if (options.until_drained && !stop_signal.requested() && unresolved > 0) {
+    std::cerr << "sluice: drained, but " << unresolved
               << " messages were never written (their last write failed; see the log lines "
                  "event=record_write_failed / sink_write_failed)\n";
     return 4;
   }
   return 0;
+}
+
+int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary) {
+  std::vector<RunSummary> summaries;
+  const int code = run_pipelines({config}, options, summaries);
+  if (!summaries.empty()) summary = summaries.front();
+  return code;
 }
 
 }  // namespace sluice::app

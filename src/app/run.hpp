@@ -1,5 +1,6 @@
 #pragma once
 #include <chrono>
+#include <vector>
 
 #include "app/config.hpp"
 #include "app/run_summary.hpp"
@@ -15,5 +16,11 @@ struct RunOptions {
 // Runs the pipeline until SIGTERM/SIGINT (or drained), then stops gracefully.
 // Returns the process exit code; fills `summary`.
 int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary);
+// Several pipelines in one process (`pipelines:`), each with its own container,
+// writers and permits, on one metrics server (a `pipeline` label on every series), one
+// signal and one shutdown deadline; --until-drained waits for all of them. The metrics
+// server and admin settings are the first pipeline's (the loader gives all the same).
+int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& options,
+                  std::vector<RunSummary>& summaries);
 
 }  // namespace sluice::app

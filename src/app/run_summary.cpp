@@ -69,7 +69,8 @@ void print_summary(const RunSummary& s) {
     rejected += n;
     by_source += ", " + reason + " " + std::to_string(n);
   }
-  std::cout << "\n== sluice run summary ==\n"
+  std::cout << "\n== sluice run summary" << (s.name.empty() ? "" : ": pipeline " + s.name)
+            << " ==\n"
             << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
             << "  duplicates          " << s.duplicates

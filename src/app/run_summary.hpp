@@ -20,6 +20,7 @@ namespace sluice::app {
 class PipelineMetrics;
 
 struct RunSummary {
+  std::string name;  // the pipeline's, when the process runs several
   std::uint64_t received = 0, written = 0, duplicates = 0, failed = 0;
   std::uint64_t filtered = 0;  // matched no filter pattern: acked, not written
   std::uint64_t rejected_malformed = 0, rejected_validation = 0, rejected_schema_drift = 0,

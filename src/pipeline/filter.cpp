@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "pipeline/canonical_text.hpp"
 
@@ -200,6 +201,13 @@ Matcher numeric(const Json& value, const std::string& where) {
       fail(where + "[" + std::to_string(i + 1) + "]", "expected a number, got " + shown(limit));
     m.bounds.emplace_back(bound, limit.get<double>());
   }
+  if (m.bounds.size() == 2) {  // a lower and an upper bound, in either order
+    auto lower = m.bounds[0], upper = m.bounds[1];
+    if (lower.first == Bound::lt || lower.first == Bound::le) std::swap(lower, upper);
+    if (lower.second > upper.second ||
+        (lower.second == upper.second && (lower.first == Bound::gt || upper.first == Bound::lt)))
+      fail(where, "an empty range: no number is " + shown(value));
+  }
   return m;
 }
 
@@ -236,9 +244,13 @@ Matcher anything_but(const Json& value, const std::string& where) {
   return m;
 }
 
-Matcher matcher(const Json& value, const std::string& where) {
+Matcher matcher(const Json& value, const std::string& where, bool header) {
   if (!value.is_object()) {
     if (value.is_array()) fail(where, "expected a value or an operator, not a list in a list");
+    if (header && (value.is_boolean() || value.is_null()))
+      fail(where, "a header's value is text, never " + shown(value) + ": write \"" +
+                      (value.is_null() ? std::string("null") : value.dump()) +
+                      "\" (quoted), or {exists: " + (value.is_null() ? "false" : "true") + "}");
     return exact(value, where);
   }
   if (value.size() != 1)
@@ -266,6 +278,13 @@ Matcher matcher(const Json& value, const std::string& where) {
   fail(at, std::string("unknown operator: expected ") + kOperators);
 }
 
+bool is_operator(const std::string& key) {
+  for (const char* op : {"prefix", "suffix", "equals-ignore-case", "anything-but", "numeric",
+                         "exists", "wildcard", "cidr"})
+    if (key == op) return true;
+  return false;
+}
+
 Group group(const Json& object, const std::string& where, bool flat,
             const std::vector<std::string>& prefix) {
   if (!object.is_object() || object.empty())
@@ -282,13 +301,18 @@ Group group(const Json& object, const std::string& where, bool flat,
       for (std::size_t i = 0; i < value.size(); ++i)
         alternatives.push_back(group(value[i], at + "[" + std::to_string(i) + "]", flat, prefix));
       g.ors.push_back(std::move(alternatives));
+    } else if (value.is_array() && !prefix.empty() && is_operator(key)) {
+      // `price: {numeric: [">", 0]}`: the list's brackets forgotten, read as a field
+      // price.numeric that no event has.
+      fail(at, "'" + key + "' is an operator, so it goes inside a list: " + prefix.back() + ": [{" +
+                   key + ": ...}]");
     } else if (value.is_array()) {
       if (value.empty()) fail(at, "expected at least one value or operator");
       FieldTest test;
       test.path = prefix;
       test.path.push_back(key);
       for (std::size_t i = 0; i < value.size(); ++i)
-        test.any_of.push_back(matcher(value[i], at + "[" + std::to_string(i) + "]"));
+        test.any_of.push_back(matcher(value[i], at + "[" + std::to_string(i) + "]", flat));
       g.all.push_back(std::move(test));
     } else if (value.is_object()) {
       if (flat) fail(at, "headers have no fields inside: expected a list of values or operators");

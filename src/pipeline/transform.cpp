@@ -308,9 +308,18 @@ Outcome Transformer::transform(const MessageView& message) const {
                                          "FIFO queue's MessageDeduplicationId)")
                            : "identity.key: the " + spec_.key_header_key + " " + spec_.key_header +
                                  " is " + (key ? "empty" : "absent")};
+    // {"attribute:producer-id":"p-1"}: an object, where a content identity is an
+    // array, so that a key can never hash like some content.
+    canonical.assign(1, '{');
+    append_canonical(writer, canonical,
+                     Json(spec_.key == TransformSpec::Key::deduplication_id
+                              ? std::string("deduplication_id")
+                              : spec_.key_header_key + ":" + spec_.key_header));
+    canonical += ':';
     append_canonical(writer, canonical, Json(std::string(*key)));
+    canonical += '}';
   }
-  canonical += ']';
+  if (spec_.key == TransformSpec::Key::content) canonical += ']';
   Record record;
   record.message_id = std::string(message.message_id);
   record.hash = hash_text(spec_.hash_version, canonical);

@@ -43,9 +43,10 @@ void validate(const ContainerOptions& o) {
                "at least failure_backoff_base (" + str(o.failure_backoff_base) + ")");
   if (o.shutdown_deadline < std::chrono::milliseconds(0))
     bad_option("shutdown_deadline", str(o.shutdown_deadline), "0 or more");
-  if (!(o.max_messages_per_second >= 0) || o.max_messages_per_second > 1e6)
+  if (!(o.max_messages_per_second >= 0) || o.max_messages_per_second > 1e6 ||
+      (o.max_messages_per_second > 0 && o.max_messages_per_second < 0.001))
     bad_option("max_messages_per_second", std::to_string(o.max_messages_per_second),
-               "0 (no limit) to 1000000");
+               "0 (no limit), or from 0.001 to 1000000");
   if (o.consecutive_full_trigger < 1)
     bad_option("consecutive_full_trigger", std::to_string(o.consecutive_full_trigger),
                "at least 1");

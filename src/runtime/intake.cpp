@@ -218,14 +218,20 @@ asio::awaitable<void> Intake::receive_loop(int id) {
     std::vector<StatePtr> states;
     const auto started = CoreClock::now();
     bool receive_failed = false;
+    // A receive is never cancelled by a pause: an SQS long poll dropped by the client
+    // stays open at the service, which hides what it takes for a visibility timeout.
+    // The pause takes effect when it returns, and what it brings is handled.
+    cancellable_.erase(id);
     try {
       states = co_await core_.source->receive(taken);
       error_backoff = std::chrono::milliseconds(200);
     } catch (const boost::system::system_error&) {
       permits.release(taken);  // Asio's own cancellation of this loop: stopping
+      if (bucket_) bucket_->returned(taken, 0);
       co_return;
     } catch (const SourceError& e) {
       permits.release(taken);
+      if (bucket_) bucket_->returned(taken, 0);
       if (e.kind() == SourceErrorKind::cancelled || core_.intake_closed) co_return;
       receive_failed = true;
       counters.receive_errors.fetch_add(1, std::memory_order_relaxed);
@@ -238,6 +244,7 @@ asio::awaitable<void> Intake::receive_loop(int id) {
       // A source that throws something else: its permits come back all the same, and
       // the loop backs off as for any failed receive.
       permits.release(taken);
+      if (bucket_) bucket_->returned(taken, 0);
       if (core_.intake_closed) co_return;
       receive_failed = true;
       counters.receive_errors.fetch_add(1, std::memory_order_relaxed);
@@ -249,17 +256,16 @@ asio::awaitable<void> Intake::receive_loop(int id) {
     if (receive_failed) {
       if (auto_concurrency_) auto_concurrency_->interrupted(CoreClock::now());
       // Queue missing, credentials failing, endpoint down: back off, keep trying.
+      cancellable_.insert(id);
       if (!co_await back_off(timer, error_backoff)) co_return;
       continue;
     }
-    cancellable_.erase(id);  // what it received is handed over whatever comes
     const auto latency = CoreClock::now() - started;
     counters.poll_latency.add(latency);
     if (core_.observer) core_.observer->on_receive(states.size(), latency);
     const std::size_t count = states.size();
     if (count == 0) counters.empty_receives.fetch_add(1, std::memory_order_relaxed);
-    if (bucket_ && static_cast<int>(count) < taken)
-      bucket_->give_back(taken - static_cast<int>(count));
+    if (bucket_) bucket_->returned(taken, static_cast<int>(count));
     settlement_.hold(states, taken);
     if (!states.empty() && !co_await workers_.take(core_.dispatch->admit(std::move(states)).ready))
       co_return;  // cancelled: what is left is held and unstarted, the stop releases it

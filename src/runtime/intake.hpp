@@ -43,8 +43,9 @@ class Intake {
   int max_receives() const { return scaler_.config().max_receives; }
 
   // Container::pause() (core.paused is set already): cancels the receive loops that
-  // wait for permits, for the rate limit or on a receive; the others end at their
-  // next turn. resume() starts them again. On the I/O thread.
+  // wait for permits, for the rate limit or a backoff; a loop on a receive ends when
+  // the receive returns (at most the source's poll wait), after handing over what it
+  // brought. resume() starts them again. On the I/O thread.
   void pause();
   void resume();
 
@@ -73,8 +74,8 @@ class Intake {
   bool open_ = false;
   static constexpr int kOpening = -1;  // the opening's signal
   std::map<int, std::shared_ptr<boost::asio::cancellation_signal>> signals_;
-  // The loops a pause may cancel: waiting for permits or tokens, or receiving (not
-  // handing over what they received).
+  // The loops a pause may cancel: those waiting for permits, tokens or a backoff
+  // (holding no message).
   std::set<int> cancellable_;
   std::optional<TokenBucket> bucket_;  // max_messages_per_second
   int next_id_ = 0;

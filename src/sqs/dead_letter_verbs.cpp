@@ -223,8 +223,7 @@ asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
       entries.push_back(std::move(e));
       receipts.push_back(std::move(m.receipt_handle));
     }
-    if (bucket && static_cast<int>(entries.size()) < wanted)
-      bucket->give_back(wanted - static_cast<int>(entries.size()));
+    if (bucket) bucket->returned(wanted, static_cast<int>(entries.size()));
     if (!entries.empty()) {
       const auto sent = co_await client.send_message_batch(f.to, std::move(entries));
       // Deleted only once the destination has it.

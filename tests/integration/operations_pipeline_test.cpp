@@ -15,8 +15,11 @@
 #include <thread>
 
 #include "app/config.hpp"
+#include "app/publish.hpp"
+#include "app/run.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
+#include "support/rabbitmq.hpp"
 
 using namespace sluice;
 
@@ -243,9 +246,12 @@ TEST_F(OperationsPipeline, PauseStopsReceivingAndResumeGoesOn) {
 
   const auto paused = ctl("pause --url " + admin + " orders", token);
   ASSERT_EQ(paused.first, 0) << paused.second;
-  EXPECT_NE(paused.second.find("orders  paused"), std::string::npos) << paused.second;
-  // What it held is finished (written and acked), then nothing moves.
-  for (int i = 0; i < 100 && figure(status, "in_flight") != 0; ++i) {
+  EXPECT_NE(paused.second.find("orders  paus"), std::string::npos) << paused.second;
+  // The open long polls return (pausing), what they and the others held is finished
+  // (written and acked), then nothing moves.
+  for (int i = 0; i < 100 && (figure(status, "in_flight") != 0 ||
+                              status.find("orders  paused") == std::string::npos);
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     status = ctl("status --url " + admin + " orders", token).second;
   }
@@ -378,4 +384,152 @@ TEST_F(OperationsPipeline, RedriveMovesDeadLettersBackAndAKilledRedriveLosesNone
   EXPECT_EQ(summary.records_in_sink, 1000u);
   EXPECT_EQ(summary.written, 1000u);
   EXPECT_EQ(summary.duplicates, summary.received - 1000);
+}
+
+// Three pipelines in one process, one file: an SQS standard queue and an SQS FIFO queue
+// into SQLite files of their own, a RabbitMQ queue into PostgreSQL; the normalize and
+// identity keys written once, beside `pipelines:`. Each ends with exactly its distinct
+// records; one metrics server labels each series with its pipeline; --until-drained
+// waited for all three.
+TEST_F(OperationsPipeline, ThreePipelinesInOneProcessEachEndExact) {
+  auto& pg = test::Postgres::shared();
+  auto& rabbit = test::RabbitMq::shared();
+  const std::string standard = make_queue("ops-multi");
+  const auto standard_events = publish(standard, 1500, 0.2, 0.0, 31);
+  const auto fifo_events = app::generate_events(600, 0.2, 0.0, 32);
+  const auto rabbit_events = app::generate_events(1200, 0.2, 0.0, 33);
+  const std::string fifo_name = test::unique_queue_name("ops-multi") + ".fifo";
+  test::run(io_, client_->create_queue(fifo_name, {{"FifoQueue", "true"}}));
+  const std::string fifo = test::Emulator::shared().queue_url(fifo_name);
+  {
+    std::vector<sqs::SendMessageEntry> entries;
+    for (std::size_t i = 0; i < fifo_events.bodies.size(); ++i) {
+      sqs::SendMessageEntry e;
+      e.body = fifo_events.bodies[i];
+      e.message_group_id = "g" + std::to_string(i % 20);
+      e.message_deduplication_id = "m" + std::to_string(i);
+      entries.push_back(std::move(e));
+    }
+    sqs::Publisher publisher(client_, fifo);
+    for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries))))
+      EXPECT_TRUE(o.ok) << o.error_message;
+  }
+  const std::string queue = "ops-multi-" + std::to_string(getpid());
+  const std::string bin = SLUICE_BINARY;
+  test::run_command(bin + " queue create --amqp-url '" + rabbit.uri() + "' --name " + queue);
+  const std::string lines = ::testing::TempDir() + "/ops-multi-rabbit.jsonl";
+  {
+    std::ofstream out(lines);
+    for (const auto& body : rabbit_events.bodies) out << body << "\n";
+  }
+  test::run_command(bin + " publish --amqp-url '" + rabbit.uri() + "' --routing-key " + queue +
+                    " --file " + lines + " 2>&1");
+  const std::string table = "ops_multi_" + std::to_string(getpid());
+  const std::string db_a = ::testing::TempDir() + "/ops-multi-a.db",
+                    db_b = ::testing::TempDir() + "/ops-multi-b.db";
+  test::remove_sqlite(db_a);
+  test::remove_sqlite(db_b);
+  const std::string sqs = "        endpoint_url: " + test::Emulator::shared().endpoint() +
+                          "\n        region: us-east-1\n        poll_wait: 1s\n";
+  const std::string yaml =
+      "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
+      "normalize:\n  fields:\n"
+      "    - {name: skuId, from: /skuId, type: string, required: true}\n"
+      "    - {name: locationId, from: /locationId, type: string, required: true}\n"
+      "    - {name: eventType, from: /eventType, type: string, required: true}\n"
+      "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
+      "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
+      "sink:\n  type: sqlite\n"
+      "pipelines:\n"
+      "  standard:\n    source:\n      sqs:\n        queue_url: " +
+      standard + "\n" + sqs + "    sink:\n      sqlite:\n        path: " + db_a +
+      "\n"
+      "  fifo:\n    source:\n      sqs:\n        queue_url: " +
+      fifo + "\n" + sqs + "    sink:\n      sqlite:\n        path: " + db_b +
+      "\n"
+      "  orders:\n    source:\n      type: rabbitmq\n      rabbitmq:\n        url: " +
+      rabbit.uri() + "\n        queue: " + queue +
+      "\n"
+      "    sink:\n      type: postgres\n      table: " +
+      table + "\n      postgres:\n        dsn: " + pg.dsn() + "\n";
+  const auto configs = app::parse_pipelines(yaml);
+  ASSERT_EQ(configs.size(), 3u);
+  app::RunOptions options;
+  options.until_drained = true;
+  options.drained_for = std::chrono::milliseconds(1500);
+  options.quiet = true;
+  std::vector<app::RunSummary> summaries;
+  ASSERT_EQ(app::run_pipelines(configs, options, summaries), 0);
+  ASSERT_EQ(summaries.size(), 3u);
+  std::map<std::string, app::RunSummary> by_name;
+  for (const auto& s : summaries) by_name[s.name] = s;
+  EXPECT_EQ(by_name["standard"].records_in_sink, standard_events.distinct_records);
+  EXPECT_EQ(by_name["standard"].received, standard_events.bodies.size());
+  EXPECT_EQ(by_name["fifo"].records_in_sink, fifo_events.distinct_records);
+  EXPECT_EQ(by_name["orders"].records_in_sink, rabbit_events.distinct_records);
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + table),
+            std::to_string(rabbit_events.distinct_records) + "\n");
+  EXPECT_EQ(queue_total(standard), 0);
+  EXPECT_EQ(queue_total(fifo), 0);
+  EXPECT_EQ(rabbit.queue(queue).ready, 0);
+  test::remove_sqlite(db_a);
+  test::remove_sqlite(db_b);
+}
+
+// The loader's rules for several pipelines: the process's keys at the top only, a
+// pipeline's variables refused, one SQLite file each; config check shows every one.
+TEST(OperationsPipelineConfig, SeveralPipelinesMistakesAreRefused) {
+  const std::string base =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const auto error = [](const std::string& yaml) {
+    try {
+      app::parse_pipelines(yaml, "f.yaml");
+    } catch (const app::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string one =
+      "  a:\n    source:\n      sqs:\n        queue_url: http://127.0.0.1:1/0/a\n";
+  const std::string two =
+      "  b:\n    source:\n      sqs:\n        queue_url: http://127.0.0.1:1/0/b\n";
+  EXPECT_EQ(error(base + "pipelines:\n" + one + two),
+            "f.yaml: pipelines.b.sink.sqlite.path: sluice.db is pipeline a's too: give each "
+            "pipeline its own SQLite file (one writer each)");
+  EXPECT_EQ(error(base + "pipelines:\n" + one + "    metrics:\n      listen: 127.0.0.1:0\n"),
+            "f.yaml: pipelines.a.metrics: the process has one: set metrics at the top level, "
+            "beside pipelines");
+  EXPECT_EQ(error(base + "pipelines:\n" + one + "    name: x\n"),
+            "f.yaml: pipelines.a.name: a pipeline's name is its key under pipelines");
+  EXPECT_EQ(error(base + "pipelines: []\n"),
+            "f.yaml: pipelines: expected a mapping of each pipeline's name to its keys (source, "
+            "normalize, identity, filter, sink, ...)");
+  EXPECT_TRUE(error(base + "pipelines:\n  \"bad name\":\n    source:\n      sqs:\n        "
+                           "queue_url: http://127.0.0.1:1/0/a\n")
+                  .starts_with("f.yaml: pipelines.bad name: name: got 'bad name'"));
+  setenv("SLUICE_QUEUE_URL", "http://127.0.0.1:1/0/q", 1);
+  EXPECT_EQ(error(base + "pipelines:\n" + one),
+            "f.yaml: SLUICE_QUEUE_URL is set, but the file has several pipelines: set "
+            "source.sqs.queue_url in each pipeline instead");
+  unsetenv("SLUICE_QUEUE_URL");
+  // A pipeline's own mapping merges over the shared one, key by key.
+  const auto configs = app::parse_pipelines(
+      base + "sink:\n  batch_size: 50\n  sqlite:\n    path: shared.db\npipelines:\n" + one +
+      "    sink:\n      sqlite:\n        path: a.db\n" + two);
+  ASSERT_EQ(configs.size(), 2u);
+  EXPECT_EQ(configs[0].name, "a");
+  EXPECT_EQ(configs[0].sqlite.path, "a.db");
+  EXPECT_EQ(configs[0].writer.batch_size, 50u);
+  EXPECT_EQ(configs[1].sqlite.path, "shared.db");
+  // sluice config check shows each.
+  const std::string path = ::testing::TempDir() + "/ops-two-pipelines.yaml";
+  std::ofstream(path) << base + "sink:\n  sqlite:\n    path: shared.db\npipelines:\n" + one +
+                             "    sink:\n      sqlite:\n        path: a.db\n" + two;
+  const auto check = test::run_with_status(std::string(SLUICE_BINARY) + " config check --config " +
+                                           path + " 2>&1");
+  EXPECT_EQ(check.first, 0) << check.second;
+  EXPECT_NE(check.second.find("pipeline a:\nsource: sqs http://127.0.0.1:1/0/a"), std::string::npos)
+      << check.second;
+  EXPECT_NE(check.second.find("pipeline b:\nsource: sqs http://127.0.0.1:1/0/b"), std::string::npos)
+      << check.second;
 }

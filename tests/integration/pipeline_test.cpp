@@ -274,10 +274,12 @@ TEST(MetricsServer, ServesMetricsHealthAndReadiness) {
   };
   const auto m = get("/metrics");
   EXPECT_EQ(m.status, 200);
-  EXPECT_NE(m.body.find("sluice_messages_rejected_total{reason=\"malformed\"} 1"),
-            std::string::npos)
+  // Every series carries its pipeline's name (one process may run several).
+  EXPECT_NE(
+      m.body.find("sluice_messages_rejected_total{pipeline=\"default\",reason=\"malformed\"} 1"),
+      std::string::npos)
       << m.body;
-  EXPECT_NE(m.body.find("sluice_records_written_total 1"), std::string::npos);
+  EXPECT_NE(m.body.find("sluice_records_written_total{pipeline=\"default\"} 1"), std::string::npos);
   EXPECT_NE(m.body.find("sluice_sink_write_latency_seconds"), std::string::npos);
   EXPECT_EQ(get("/healthz").status, 200);
   EXPECT_EQ(get("/readyz").status, 503);
@@ -395,14 +397,17 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   std::filesystem::remove(fragment);
 
   // The latency quantiles and the autoscale signal of the pipeline's own queue.
-  EXPECT_NE(metrics.find("sluice_latency_quantile_seconds{quantile=\"0.99\",stage=\"sink_batch\"}"),
+  EXPECT_NE(metrics.find("sluice_latency_quantile_seconds{pipeline=\"default\",quantile=\"0.99\","
+                         "stage=\"sink_batch\"}"),
             std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("sluice_setting{name=\"max_in_flight\"} 20"), std::string::npos);
+  EXPECT_NE(metrics.find("sluice_setting{name=\"max_in_flight\",pipeline=\"default\"} 20"),
+            std::string::npos);
   // The SQS calls that make the bill: receives and deletes made while it worked.
   const auto value_of = [&](const std::string& name) {
-    const auto at = metrics.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size() + 2));
+    const std::string series = "\n" + name + "{pipeline=\"default\"} ";
+    const auto at = metrics.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + series.size()));
   };
   const double receives = value_of("sluice_sqs_receive_requests_total");
   const double deletes = value_of("sluice_sqs_delete_requests_total");
@@ -411,7 +416,8 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   // Batches of 10 both ways under a backlog: a delete per message would be ~10x.
   EXPECT_LE(deletes, 3 * receives) << metrics;
   EXPECT_GE(value_of("sluice_sqs_change_visibility_requests_total"), 0) << metrics;
-  EXPECT_NE(metrics.find("sluice_autoscale_desired_tasks "), std::string::npos);
+  EXPECT_NE(metrics.find("sluice_autoscale_desired_tasks{pipeline=\"default\"} "),
+            std::string::npos);
   // About 20 in flight, capacity 20 (max_in_flight), 1 spare: 2 tasks, 2 running.
   EXPECT_GT(autoscale["in_flight_max_average"].get<double>(), 0) << autoscale.dump();
   EXPECT_EQ(autoscale["capacity"], 20.0);

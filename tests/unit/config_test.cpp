@@ -498,7 +498,9 @@ TEST(Config, OperationsMistakesAreRefusedWithTheKeyAndTheReason) {
                            "identity:\n  key: deduplication_id\n  versions:\n    V1: [a]\n"),
                   {"identity.key: deduplication_id", "rabbitmq source's messages have none"}));
   EXPECT_TRUE(has(error_of(with("source:\n  max_messages_per_second: -5\n")),
-                  {"source.max_messages_per_second", "-5", "0 (no limit) to 1000000"}));
+                  {"source.max_messages_per_second", "-5", "0 (no limit), or from 0.001"}));
+  EXPECT_TRUE(has(error_of(with("source:\n  max_messages_per_second: 1e-12\n")),
+                  {"source.max_messages_per_second", "1e-12", "from 0.001 to 1000000"}));
   setenv("SLUICE_MAX_MESSAGES_PER_SECOND", "fast", 1);
   EXPECT_TRUE(has(error_of(kMinimal),
                   {"source.max_messages_per_second", "SLUICE_MAX_MESSAGES_PER_SECOND", "fast"}));
@@ -532,4 +534,19 @@ TEST(Config, OperationsMistakesAreRefusedWithTheKeyAndTheReason) {
   EXPECT_EQ(c.transform.filter[1]["body"]["quantity"],
             nlohmann::json::parse(R"([0, null, null, "7"])"))
       << "YAML's plain scalars are typed, quoted ones are strings";
+}
+
+TEST(Config, TheSeveralPipelinesExampleLoads) {
+  unsetenv("SLUICE_ADMIN_TOKEN");
+  const auto configs =
+      sluice::app::load_pipelines(std::string(SLUICE_SOURCE_DIR) + "/examples/multi-pipeline.yaml");
+  ASSERT_EQ(configs.size(), 3u);
+  EXPECT_EQ(configs[0].name, "inventory");
+  EXPECT_EQ(configs[1].container.max_messages_per_second, 200);
+  EXPECT_EQ(configs[1].transform.filter.size(), 1u);
+  EXPECT_EQ(configs[2].source_driver->name(), "rabbitmq");
+  for (const auto& c : configs) {
+    EXPECT_TRUE(c.admin_enabled);
+    EXPECT_EQ(c.transform.hash_versions.at("V1").size(), 4u) << c.name << ": the shared identity";
+  }
 }

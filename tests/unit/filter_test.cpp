@@ -220,6 +220,18 @@ TEST(FilterPatterns, MistakesNameThePlaceAndWhatWasExpected) {
   EXPECT_EQ(error(R"([{}])"), "filter[0]: expected a pattern with body and/or attributes, got {}");
   EXPECT_EQ(error(R"([{"body": {"$or": [{"a": ["x"]}]}}])"),
             "filter[0].body.$or: expected a list of at least two patterns, got [{\"a\":[\"x\"]}]");
+  // Patterns that would match nothing, ever: refused rather than filtering everything.
+  EXPECT_EQ(error(R"([{"attributes": {"flag": [true]}}])"),
+            "filter[0].attributes.flag[0]: a header's value is text, never true: write \"true\" "
+            "(quoted), or {exists: true}");
+  EXPECT_EQ(error(R"([{"body": {"price": {"numeric": [">", 0]}}}])"),
+            "filter[0].body.price.numeric: 'numeric' is an operator, so it goes inside a list: "
+            "price: [{numeric: ...}]");
+  EXPECT_EQ(error(R"([{"body": {"p": [{"numeric": ["<", 5, ">", 10]}]}}])"),
+            "filter[0].body.p[0].numeric: an empty range: no number is [\"<\",5,\">\",10]");
+  EXPECT_EQ(error(R"([{"body": {"p": [{"numeric": [">", 5, "<", 5]}]}}])"),
+            "filter[0].body.p[0].numeric: an empty range: no number is [\">\",5,\"<\",5]");
+  EXPECT_EQ(error(R"([{"body": {"p": [{"numeric": [">=", 5, "<=", 5]}]}}])"), "accepted");
   EXPECT_EQ(error(R"([{"body": {"a": [{"prefix": "x", "suffix": "y"}]}}])"),
             "filter[0].body.a[0]: expected one operator per object (prefix, suffix, "
             "equals-ignore-case, anything-but, numeric or exists), got "

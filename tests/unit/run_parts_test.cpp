@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "app/drain_detector.hpp"
+#include "app/metrics.hpp"
 #include "runtime/async_wait.hpp"
 
 namespace sluice {
@@ -93,3 +94,25 @@ TEST(AsyncCondition, ACompletionCarriesItsExceptionAcrossThreads) {
 
 }  // namespace
 }  // namespace sluice
+
+// One metrics server for several pipelines: one family per name (a second HELP line for
+// a name is an error to Prometheus), each series labelled with its pipeline.
+TEST(RunParts, SeveralPipelinesShareOneExpositionWithAPipelineLabel) {
+  sluice::app::PipelineMetrics a, b;
+  a.set_pipeline("orders");
+  b.set_pipeline("inventory");
+  a.record_rejected("malformed");
+  b.record_filtered();
+  b.record_filtered();
+  const std::string text = sluice::app::serialize_all({&a, &b});
+  EXPECT_NE(text.find("sluice_messages_rejected_total{pipeline=\"orders\",reason=\"malformed\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sluice_filtered_total{pipeline=\"inventory\"} 2"), std::string::npos);
+  EXPECT_NE(text.find("sluice_filtered_total{pipeline=\"orders\"} 0"), std::string::npos);
+  std::size_t help_lines = 0;
+  for (std::size_t at = 0;
+       (at = text.find("# HELP sluice_filtered_total ", at)) != std::string::npos; ++at)
+    ++help_lines;
+  EXPECT_EQ(help_lines, 1u);
+}

@@ -28,7 +28,7 @@ TEST(TokenBucket, NoWindowSeesMoreThanRateTimesItsLengthPlusOneBucket) {
         EXPECT_LE(n, std::max(1, static_cast<int>(burst)));
         // A receive returns fewer at times: the rest comes back.
         const int used = random() % 4 == 0 ? n / 2 : n;
-        bucket.give_back(n - used);
+        bucket.returned(n, used);
         grants.emplace_back(now, used);
       } else {
         EXPECT_GT(wait.count(), 0);
@@ -56,13 +56,38 @@ TEST(TokenBucket, WaitsForAFullReceiveAndSaysHowLong) {
   TokenBucket bucket(100, 10, t0);
   Clock::duration wait{};
   EXPECT_EQ(bucket.take(10, t0, wait), 10);
+  bucket.returned(10, 10);  // the receive came back full
   EXPECT_EQ(bucket.take(10, t0 + 50ms, wait), 0) << "5 tokens: not a full receive yet";
   EXPECT_NEAR(std::chrono::duration<double>(wait).count(), 0.05, 1e-6);
   EXPECT_EQ(bucket.take(10, t0 + 100ms, wait), 10);
+  bucket.returned(10, 10);
   EXPECT_EQ(bucket.take(3, t0 + 130ms, wait), 3) << "a smaller receive takes what it asks";
   // Slower than one receive a second: the whole bucket (2) at a time.
   TokenBucket slow(2, 2, t0);
   EXPECT_EQ(slow.take(10, t0, wait), 2);
+  slow.returned(2, 2);
   EXPECT_EQ(slow.take(10, t0 + 500ms, wait), 0);
   EXPECT_EQ(slow.take(10, t0 + 1s, wait), 2);
+}
+
+// Receives still open hold their tokens: four idle long polls cannot save up four
+// receives' worth for when messages arrive (the bucket holds one between them).
+TEST(TokenBucket, OpenReceivesHoldTheirTokensAgainstTheBucket) {
+  const auto t0 = Clock::time_point{} + 1h;
+  TokenBucket bucket(10, 10, t0);
+  Clock::duration wait{};
+  ASSERT_EQ(bucket.take(10, t0, wait), 10);  // a long poll opens
+  EXPECT_EQ(bucket.take(10, t0 + 6s, wait), 0) << "6 s later: still held by the first poll";
+  bucket.returned(10, 10);  // it returns with 10
+  EXPECT_EQ(bucket.take(10, t0 + 6s, wait), 0) << "and the bucket starts from empty";
+  EXPECT_EQ(bucket.take(10, t0 + 7s, wait), 10);
+  bucket.returned(10, 0);  // an empty receive gives back all
+  EXPECT_EQ(bucket.take(10, t0 + 7s, wait), 10);
+  // A rate too small for the clock is taken as the least one (0.001 a second: a
+  // token every 1,000 s), never a wait that overflows into a nanosecond's spin.
+  TokenBucket tiny(1e-12, 1, t0);
+  ASSERT_EQ(tiny.take(1, t0, wait), 1);
+  tiny.returned(1, 1);
+  EXPECT_EQ(tiny.take(1, t0, wait), 0);
+  EXPECT_EQ(wait, std::chrono::duration_cast<Clock::duration>(1000s));
 }
