@@ -907,7 +907,7 @@ void finalize(Loading& loading) {
                                              c.max_body_bytes_set};
   source.finalize(*settings, pipeline_settings);
   c.source = std::move(settings);
-  c.container.name = "pipeline";
+  c.container.name = c.name;               // the container's log lines name their pipeline
   c.container.ack_mode = AckMode::manual;  // the sink writer settles each message
   // The stages are quick and never block (the writers do the I/O), so a received
   // batch is handled in one worker call: one thread hand-off per poll, not per message.
@@ -1154,28 +1154,56 @@ std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
   shared.remove("pipelines");
   std::vector<PipelineConfig> configs;
   std::map<std::string, std::string> sqlite_files;  // path -> pipeline
+  std::set<std::string> names;
+  std::map<std::string, std::string> queues;  // source type and queue -> pipeline
   for (const auto& entry : list) {
     const std::string name = entry.first.Scalar();
     const std::string where = origin + ": pipelines." + name;
+    if (!names.insert(name).second)
+      throw ConfigError(where + ": given twice (a pipeline's name is its key: one each)");
     if (!entry.second.IsMap())
       throw ConfigError(where + ": expected a mapping of the pipeline's keys");
-    for (const char* own : {"metrics", "admin", "name", "pipelines"})
-      if (entry.second[own])
-        throw ConfigError(where + "." + own + ": " +
-                          (std::string(own) == "name"
-                               ? "a pipeline's name is its key under pipelines"
-                               : std::string("the process has one: set ") + own +
-                                     " at the top level, beside pipelines"));
-    if (entry.second["logging"] && entry.second["logging"]["level"])
-      throw ConfigError(where +
-                        ".logging.level: the process has one: set logging.level at the top "
-                        "level, beside pipelines");
+    // The process's keys, nested or dotted, belong beside pipelines.
+    for (const auto& key : entry.second) {
+      const std::string written = key.first.Scalar();
+      const YAML::Node value = key.second;
+      std::string refused;
+      if (written == "name")
+        throw ConfigError(where + ".name: a pipeline's name is its key under pipelines");
+      if (written == "pipelines" || written == "metrics" || written.starts_with("metrics.") ||
+          written == "admin" || written.starts_with("admin.") || written == "logging.level")
+        refused = written;
+      else if (written == "logging" && value.IsMap() && value["level"].IsDefined())
+        refused = "logging.level";
+      if (!refused.empty())
+        throw ConfigError(where + "." + refused + ": the process has one: set " + refused +
+                          " at the top level, beside pipelines");
+    }
     YAML::Node node = merged(shared, entry.second);
     node["name"] = name;
+    // Shared keys of a source other than this pipeline's are the other pipelines':
+    // dropped here (its own are still refused when another source is chosen).
+    // (A missing key of a const node is an invalid node: IsDefined() before anything.)
+    if (YAML::Node source = node["source"]; source.IsDefined() && source.IsMap()) {
+      const YAML::Node own = entry.second["source"];
+      const bool own_map = own.IsDefined() && own.IsMap();
+      const YAML::Node type = source["type"];
+      const std::string chosen =
+          type.IsDefined() && type.IsScalar() ? type.Scalar() : driver_names().front();
+      for (const auto& driver_name : driver_names())
+        if (driver_name != chosen && !(own_map && own[driver_name].IsDefined()))
+          source.remove(driver_name);
+    }
     configs.push_back(parse_node(node, where, false));
     const auto& c = configs.back();
+    const auto queue = c.source_type + " " + c.source_driver->queue_name(*c.source);
+    if (const auto [other, fresh] = queues.emplace(queue, name); !fresh)
+      throw ConfigError(where + ".source: " + c.source_driver->queue_name(*c.source) +
+                        " is pipeline " + other->second +
+                        "'s queue too: two pipelines would split its messages between them");
     if (c.sink == SinkType::sqlite) {
-      const auto [other, fresh] = sqlite_files.emplace(c.sqlite.path, name);
+      const auto file = std::filesystem::absolute(c.sqlite.path).lexically_normal().string();
+      const auto [other, fresh] = sqlite_files.emplace(file, name);
       if (!fresh)
         throw ConfigError(where + ".sink.sqlite.path: " + c.sqlite.path + " is pipeline " +
                           other->second +

@@ -1,19 +1,16 @@
 #include "app/ctl.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "app/admin.hpp"
+#include "app/health.hpp"
 #include "common/redact.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
 
 namespace sluice::app {
-namespace asio = boost::asio;
 
 namespace {
 
@@ -61,15 +58,9 @@ int run_ctl(const CtlOptions& o) {
     request.set_header("Authorization", std::string("Bearer ") + token);
   }
   request.timeout = std::chrono::seconds(10);
-  asio::io_context io;
-  aws::HttpClientOptions options;
-  options.use_env_proxy = false;
-  aws::HttpClient client(io.get_executor(), options);
-  auto answer = asio::co_spawn(io, client.send(request), asio::use_future);
-  io.run();
   aws::HttpResponse response;
   try {
-    response = answer.get();
+    response = send_once(request);
   } catch (const std::exception& e) {
     std::cerr << "sluice ctl: " << shown << ": " << common::redact_secret(e.what(), base) << "\n";
     return 1;

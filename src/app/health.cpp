@@ -14,6 +14,16 @@
 namespace sluice::app {
 namespace asio = boost::asio;
 
+aws::HttpResponse send_once(const aws::HttpRequest& request) {
+  asio::io_context io;
+  aws::HttpClientOptions options;
+  options.use_env_proxy = false;
+  aws::HttpClient client(io.get_executor(), options);
+  auto answer = asio::co_spawn(io, client.send(request), asio::use_future);
+  io.run();
+  return answer.get();
+}
+
 int probe(const std::string& url) {
   aws::HttpRequest request;
   try {
@@ -24,14 +34,8 @@ int probe(const std::string& url) {
     return 2;
   }
   request.timeout = std::chrono::seconds(5);
-  asio::io_context io;
-  aws::HttpClientOptions options;
-  options.use_env_proxy = false;
-  aws::HttpClient client(io.get_executor(), options);
-  auto answer = asio::co_spawn(io, client.send(request), asio::use_future);
-  io.run();
   try {
-    const auto response = answer.get();
+    const auto response = send_once(request);
     if (response.status == 200) return 0;
     std::cerr << "sluice health: " << common::redact_password(url) << " answered "
               << response.status << "\n";

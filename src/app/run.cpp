@@ -259,9 +259,9 @@ class PipelineRun {
   }
 
   // The container's figures and the queue's latest counts, every 50 ms: the metrics,
-  // the autoscale signal and the drain check. True once drained (--until-drained).
+  // the autoscale signal and the drain check. True while drained (--until-drained):
+  // not a latch, as a pipeline drained early may get more work while the others finish.
   bool sample(const RunOptions& options) {
-    if (drained_) return true;
     const auto stats = container_->stats();
     metrics_->update(stats);
     // The sink down: the pipeline holds what it has (no permits free, so no receives)
@@ -276,7 +276,7 @@ class PipelineRun {
         spdlog::info("event=auto_resume pipeline={} reason=sink_available", config_.name);
     }
     const std::int64_t read_at = counts_.read_at_ns.load();
-    if (read_at == counts_seen_ns_) return false;  // no new reading of the queue
+    if (read_at == counts_seen_ns_) return drained_;  // no new reading of the queue
     counts_seen_ns_ = read_at;
     const long visible = counts_.ready.load(), queue_in_flight = counts_.in_flight.load();
     // A queue that does not report its unacknowledged count (RabbitMQ over AMQP): this
@@ -287,14 +287,16 @@ class PipelineRun {
             : static_cast<double>(stats.in_flight + metrics_->source_unacknowledged());
     metrics_->set_backlog(static_cast<double>(visible), in_flight);
     autoscale_.sample(static_cast<double>(visible), in_flight, Clock::now());
-    if (options.until_drained && !stats.paused &&
+    const bool drained =
+        options.until_drained && !stats.paused &&
         drain_.observe({visible, queue_in_flight, stats.in_flight, stats.pending_acks,
                         metrics_->source_unacknowledged(), writer_->queued()},
-                       Clock::now())) {
+                       Clock::now());
+    if (drained && !drained_) {
       spdlog::info("event=drained pipeline={}", config_.name);
       work_ended_ = drain_.idle_since();  // the idle wait is not work
-      drained_ = true;
     }
+    drained_ = drained;
     return drained_;
   }
 
@@ -538,13 +540,23 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
     all_stopped = all_stopped && writers_stopped[i];
   }
   const double cpu = cpu_now() - cpu_started;
+  std::uint64_t received = 0;
   for (auto& s : summaries) {
-    s.cpu_seconds = cpu;  // the process's: pipelines share its threads' time
-    if (runs.size() == 1) s.name.clear();
+    received += s.received;
+    if (runs.size() == 1) {
+      s.name.clear();
+      s.cpu_seconds = cpu;
+    }  // several: the process's CPU is not one pipeline's (said once, below)
   }
   supervisor.disarm();
-  if (!options.quiet)
+  if (!options.quiet) {
     for (const auto& s : summaries) print_summary(s);
+    if (runs.size() > 1)
+      std::cout << "\n  process CPU         " << cpu << " s for " << received << " messages in "
+                << runs.size() << " pipelines ("
+                << (received ? cpu / static_cast<double>(received) * 1e6 : 0)
+                << " us CPU/message)\n";
+  }
   if (!all_stopped)  // a writer thread is stuck in a database call: cannot join it
     exit_now(5,
              "event=stop_deadline writers_abandoned=true (their records are not acked: they "

@@ -95,9 +95,11 @@ void print_summary(const RunSummary& s) {
             << s.sink_latency_ms << " ms per batch (means)\n"
             << "  elapsed             " << s.seconds << " s (" << s.active_seconds
             << " s with messages), " << (s.active_seconds > 0 ? s.received / s.active_seconds : 0)
-            << " messages/s, "
-            << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0)
-            << " us CPU/message\n";
+            << " messages/s";
+  if (s.cpu_seconds > 0)
+    std::cout << ", " << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0)
+              << " us CPU/message";
+  std::cout << "\n";
 }
 
 }  // namespace sluice::app

@@ -7,6 +7,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -146,8 +148,10 @@ asio::awaitable<int> peek(SqsClient& client, const DlqFlags& f) {
 
 // Codes with which a service says it has no such operation.
 bool unsupported(const aws::AwsError& e) {
+  // InvalidParameterValue: SQS moves only from a queue that some queue's RedrivePolicy
+  // names (a dead-letter queue only sluice writes to is not one).
   for (const char* code : {"UnsupportedOperation", "UnknownOperation", "InvalidAction",
-                           "NotImplemented", "UnknownOperationException"})
+                           "NotImplemented", "UnknownOperationException", "InvalidParameterValue"})
     if (e.code().find(code) != std::string::npos) return true;
   return e.http_status() == 404 || e.http_status() == 501;
 }
@@ -173,10 +177,13 @@ asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
   const bool fifo = f.to.ends_with(".fifo");
   const bool tty = isatty(STDERR_FILENO);
   const auto started = Clock::now();
+  auto last_moved_at = started;  // the rate is over the time spent moving
   std::size_t moved = 0, failed = 0, errors_shown = 0;
   std::map<std::string, std::string> skipped;  // message id -> latest receipt
+  std::map<std::string, int> refusals;         // message id -> sends refused
+  constexpr int kMaxRefusals = 2;              // then it stays in the dead-letter queue
   auto progress = [&](bool last) {
-    const double s = std::chrono::duration<double>(Clock::now() - started).count();
+    const double s = std::chrono::duration<double>(last_moved_at - started).count();
     std::cerr << (tty ? "\r" : "") << "sluice dlq redrive: " << moved << " moved, " << failed
               << " failed, " << skipped.size() << " skipped, "
               << static_cast<long>(static_cast<double>(moved) / std::max(s, 1e-3)) << " msg/s"
@@ -205,9 +212,11 @@ asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
     auto received = co_await client.receive_message(request);
     empty_rounds = received.empty() ? empty_rounds + 1 : 0;
     std::vector<SendMessageEntry> entries;
-    std::vector<std::string> receipts;
+    std::vector<std::string> receipts, ids;
     for (auto& m : received) {
-      if (!f.filter_reason.empty() && attribute(m, kReason) != f.filter_reason) {
+      const auto refused = refusals.find(m.message_id);
+      if ((!f.filter_reason.empty() && attribute(m, kReason) != f.filter_reason) ||
+          (refused != refusals.end() && refused->second >= kMaxRefusals)) {
         skipped[m.message_id] = m.receipt_handle;  // released at the end
         continue;
       }
@@ -222,6 +231,7 @@ asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
       }
       entries.push_back(std::move(e));
       receipts.push_back(std::move(m.receipt_handle));
+      ids.push_back(m.message_id);
     }
     if (bucket) bucket->returned(wanted, static_cast<int>(entries.size()));
     if (!entries.empty()) {
@@ -232,21 +242,22 @@ asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
         deletes.push_back({ok.id, receipts.at(std::stoul(ok.id))});
       std::vector<ChangeVisibilityEntry> back;
       for (const auto& bad : sent.failed) {
-        back.push_back({bad.id, receipts.at(std::stoul(bad.id)), 0});
+        const auto index = std::stoul(bad.id);
+        back.push_back({bad.id, receipts.at(index), 0});
+        if (++refusals[ids.at(index)] == kMaxRefusals) ++failed;  // given up: counted once
         if (errors_shown++ < 5)
-          std::cerr << "sluice dlq redrive: not sent (left in the dead-letter queue): " << bad.code
-                    << " " << bad.message << "\n";
+          std::cerr << "sluice dlq redrive: " << ids.at(index)
+                    << " not sent (left in the dead-letter queue): " << bad.code << " "
+                    << bad.message << "\n";
       }
       if (!deletes.empty()) {
         const auto deleted = co_await client.delete_message_batch(f.queue_url, deletes);
         moved += deleted.successful.size();
+        last_moved_at = Clock::now();
         // Sent but not deleted: it comes back and is sent again (the hash absorbs it).
         failed += deleted.failed.size();
       }
-      if (!back.empty()) {
-        failed += back.size();
-        co_await client.change_message_visibility_batch(f.queue_url, back);
-      }
+      if (!back.empty()) co_await client.change_message_visibility_batch(f.queue_url, back);
     }
     if (moved != last_moved && Clock::now() - last_progress > std::chrono::milliseconds(500)) {
       progress(false);
@@ -268,15 +279,49 @@ asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
   co_return failed == 0 ? 0 : 1;
 }
 
+// A queue's ARN, the flag that named it in the error when it is missing.
+asio::awaitable<std::string> arn_of(SqsClient& client, const std::string& url, const char* flag) {
+  const std::vector<std::string> names{"QueueArn", "FifoQueue"};
+  try {
+    const auto a = co_await client.get_queue_attributes(url, names);
+    const auto it = a.find("QueueArn");
+    co_return it == a.end() ? url : it->second;
+  } catch (const aws::AwsError& e) {
+    throw aws::AwsError(e.kind(), std::string(flag) + " " + url + ": " + e.what(), e.code(),
+                        e.http_status());
+  }
+}
+
 asio::awaitable<int> redrive(SqsClient& client, const DlqFlags& f) {
+  // Both queues exist, and are two: checked before anything is received.
+  if (co_await arn_of(client, f.queue_url, "--queue-url") ==
+      co_await arn_of(client, f.to, "--to")) {
+    std::cerr << "sluice dlq redrive: --to is the dead-letter queue itself\n";
+    co_return 2;
+  }
+  if (!f.filter_reason.empty() && f.queue_url.ends_with(".fifo")) {
+    std::cerr << "sluice dlq redrive: --filter-reason on a FIFO dead-letter queue: it hands "
+                 "out one message of a group at a time, so a message left behind would hold "
+                 "its group; redrive them all, or with --max\n";
+    co_return 2;
+  }
   const bool picks = !f.filter_reason.empty() || f.max > 0;
-  if (f.method == "move-task" || (f.method == "auto" && !picks && f.rate <= 500)) {
+  // The service's pace is whole messages a second, 1 to 500.
+  const bool whole_rate =
+      f.rate == 0 || (f.rate >= 1 && f.rate <= 500 && f.rate == std::floor(f.rate));
+  if (f.method == "move-task" && !whole_rate) {
+    std::cerr << "sluice dlq redrive: --method move-task takes --rate as whole messages a second "
+                 "from 1 to 500 (StartMessageMoveTask's MaxNumberOfMessagesPerSecond)\n";
+    co_return 2;
+  }
+  if (f.method == "move-task" || (f.method == "auto" && !picks && whole_rate)) {
     try {
       co_return co_await move_task(client, f);
     } catch (const aws::AwsError& e) {
       if (f.method == "move-task" || !unsupported(e)) throw;
-      std::cerr << "sluice dlq redrive: the service has no StartMessageMoveTask (" << e.code()
-                << "): moving by receive, send, then delete\n";
+      std::cerr << "sluice dlq redrive: StartMessageMoveTask refused (" << e.code()
+                << ": the service has none, or this queue is no queue's redrive target): moving "
+                   "by receive, send, then delete\n";
     }
   }
   co_return co_await copy(client, f);
@@ -293,7 +338,9 @@ std::function<std::optional<int>()> add_dead_letter_verbs(CLI::App& app) {
     verb->add_option("--endpoint-url", f->endpoint_url, "SQS endpoint");
     verb->add_option("--region", f->region, "AWS region");
   };
-  f->stats = dlq->add_subcommand("stats", "Counts, and the reject reasons of a sample");
+  f->stats = dlq->add_subcommand(
+      "stats",
+      "Counts, and the reject reasons of a sample (of a FIFO queue: the head of each group)");
   common(f->stats);
   f->peek = dlq->add_subcommand(
       "peek",
@@ -307,11 +354,19 @@ std::function<std::optional<int>()> add_dead_letter_verbs(CLI::App& app) {
   common(f->redrive);
   f->redrive->add_option("--to", f->to, "the queue to move them to (the source queue)")->required();
   f->redrive->add_option("--rate", f->rate, "at most this many a second (0: no cap)")
-      ->check(CLI::Range(0.0, 100000.0));
+      ->check([](const std::string& text) -> std::string {
+        const double r = std::atof(text.c_str());
+        return r == 0 || (r >= 0.001 && r <= 100000) ? "" : "0 (no cap), or from 0.001 to 100000";
+      });
   f->redrive->add_option("--max", f->max, "at most this many (0: all)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{100'000'000}));
-  f->redrive->add_option("--filter-reason", f->filter_reason,
-                         "only those rejected for this reason (sluice-reject-reason)");
+  f->redrive
+      ->add_option("--filter-reason", f->filter_reason,
+                   "only those rejected for this reason (sluice-reject-reason); not on a FIFO "
+                   "dead-letter queue")
+      ->check([](const std::string& text) -> std::string {
+        return text.empty() ? "a reason (empty would pick nothing out)" : "";
+      });
   f->redrive
       ->add_option("--visibility-timeout", f->visibility_timeout,
                    "seconds a message is hidden while it is moved (a killed redrive's "

@@ -2,7 +2,6 @@
 // needs (more than a batch in progress, no head-of-line blocking, ...), each checked
 // message by message.
 #include "sluice/container.hpp"
-#include "sluice/option_error.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "sluice/option_error.hpp"
 #include "sluice/registry.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
@@ -332,10 +332,12 @@ TEST_F(ContainerTest, HeartbeatKeepsALongHandlersMessageHidden) {
   std::atomic<int> calls{0};
   auto options = fast_options("heartbeat");
   auto sqs = sqs_options(url);
-  sqs.visibility_timeout = 2s;
+  // 3 s: the heartbeat (every third of it) has 2 s of slack for a machine busy with
+  // other tests (with 2 s it once came late while the install test compiled).
+  sqs.visibility_timeout = 3s;
   Container container(options, make_sqs_source(sqs), MessageHandler([&](Message&) {
                         ++calls;
-                        std::this_thread::sleep_for(6s);  // three visibility timeouts
+                        std::this_thread::sleep_for(9s);  // three visibility timeouts
                       }));
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked == 1; }));

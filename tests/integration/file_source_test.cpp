@@ -98,17 +98,10 @@ app::RunSummary drain(const app::PipelineConfig& config) {
 pid_t spawn_sluice(const std::vector<std::string>& args, int stdin_fd = -1) {
   std::vector<std::string> argv = {SLUICE_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
-  const int null_fd = ::open("/dev/null", O_RDWR);
-  const pid_t pid = test::spawn_child(argv, stdin_fd >= 0 ? stdin_fd : null_fd, null_fd, 2);
-  ::close(null_fd);
-  return pid;
+  return test::spawn_quiet(argv, stdin_fd);
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
+using test::wait_exit;
 
 std::uint64_t file_size(const std::string& path) {
   return static_cast<std::uint64_t>(std::filesystem::file_size(path));

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "app/config.hpp"
@@ -82,17 +83,10 @@ class OperationsPipeline : public test::PipelineFixture {
 pid_t spawn_sluice(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {SLUICE_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
-  const int null_fd = ::open("/dev/null", O_RDWR);
-  const pid_t pid = test::spawn_child(argv, null_fd, null_fd, 2);
-  ::close(null_fd);
-  return pid;
+  return test::spawn_quiet(argv);
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
+using test::wait_exit;
 
 // `sluice ctl ...` with SLUICE_ADMIN_TOKEN=token: exit code and output.
 std::pair<int, std::string> ctl(const std::string& args, const std::string& token) {
@@ -432,13 +426,8 @@ TEST_F(OperationsPipeline, ThreePipelinesInOneProcessEachEndExact) {
   const std::string sqs = "        endpoint_url: " + test::Emulator::shared().endpoint() +
                           "\n        region: us-east-1\n        poll_wait: 1s\n";
   const std::string yaml =
-      "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
-      "normalize:\n  fields:\n"
-      "    - {name: skuId, from: /skuId, type: string, required: true}\n"
-      "    - {name: locationId, from: /locationId, type: string, required: true}\n"
-      "    - {name: eventType, from: /eventType, type: string, required: true}\n"
-      "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
-      "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
+      "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n" +
+      std::string(test::kInventoryNormalizeYaml) +
       "sink:\n  type: sqlite\n"
       "pipelines:\n"
       "  standard:\n    source:\n      sqs:\n        queue_url: " +
@@ -507,6 +496,31 @@ TEST(OperationsPipelineConfig, SeveralPipelinesMistakesAreRefused) {
   EXPECT_TRUE(error(base + "pipelines:\n  \"bad name\":\n    source:\n      sqs:\n        "
                            "queue_url: http://127.0.0.1:1/0/a\n")
                   .starts_with("f.yaml: pipelines.bad name: name: got 'bad name'"));
+  // The process's keys, dotted too; a name given twice; one queue or file twice.
+  EXPECT_EQ(error(base + "pipelines:\n" + one + "    metrics.listen: 127.0.0.1:0\n"),
+            "f.yaml: pipelines.a.metrics.listen: the process has one: set metrics.listen at the "
+            "top level, beside pipelines");
+  EXPECT_EQ(error(base + "pipelines:\n" + one + "    logging:\n      level: debug\n"),
+            "f.yaml: pipelines.a.logging.level: the process has one: set logging.level at the "
+            "top level, beside pipelines");
+  EXPECT_NE(error(base + "pipelines:\n" + one + "    logging: 5\n"), "accepted");
+  EXPECT_EQ(error(base + "pipelines:\n" + one + one),
+            "f.yaml: pipelines.a: given twice (a pipeline's name is its key: one each)");
+  EXPECT_EQ(error(base + "pipelines:\n" + one + "    sink:\n      sqlite:\n        path: x.db\n" +
+                  "  b:\n    source:\n      sqs:\n        queue_url: http://127.0.0.1:1/0/a\n"),
+            "f.yaml: pipelines.b.source: http://127.0.0.1:1/0/a is pipeline a's queue too: two "
+            "pipelines would split its messages between them");
+  EXPECT_EQ(error(base + "pipelines:\n" + one + "    sink:\n      sqlite:\n        path: x.db\n" +
+                  two + "    sink:\n      sqlite:\n        path: ./x.db\n"),
+            "f.yaml: pipelines.b.sink.sqlite.path: ./x.db is pipeline a's too: give each pipeline "
+            "its own SQLite file (one writer each)");
+  // Shared keys of one source do not break a pipeline of another.
+  const auto mixed = app::parse_pipelines(
+      base + "source:\n  sqs:\n    poll_wait: 2s\npipelines:\n" + one +
+      "  r:\n    source:\n      type: rabbitmq\n      rabbitmq:\n        queue: q\n"
+      "    sink:\n      sqlite:\n        path: r.db\n");
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_EQ(mixed[1].source_driver->name(), "rabbitmq");
   setenv("SLUICE_QUEUE_URL", "http://127.0.0.1:1/0/q", 1);
   EXPECT_EQ(error(base + "pipelines:\n" + one),
             "f.yaml: SLUICE_QUEUE_URL is set, but the file has several pipelines: set "
@@ -532,4 +546,41 @@ TEST(OperationsPipelineConfig, SeveralPipelinesMistakesAreRefused) {
       << check.second;
   EXPECT_NE(check.second.find("pipeline b:\nsource: sqs http://127.0.0.1:1/0/b"), std::string::npos)
       << check.second;
+}
+
+// Redrive's guards: --to the dead-letter queue itself (by ARN, whatever the spelling),
+// a message the destination refuses (given up after two tries, never looped), and
+// --filter-reason on a FIFO dead-letter queue (a message left behind holds its group).
+TEST_F(OperationsPipeline, RedriveRefusesLoopsAndGivesUpOnRefusedMessages) {
+  const std::string small_name = test::unique_queue_name("ops-rsrc");
+  test::run(io_, client_->create_queue(small_name, {{"MaximumMessageSize", "1024"}}));
+  const std::string source = test::Emulator::shared().queue_url(small_name);
+  const std::string dlq = make_queue("ops-rdlq");
+  send(dlq, {{R"({"id":"small","type":"t"})", {{"sluice-reject-reason", "validation"}}},
+             {R"({"id":"big","pad":")" + std::string(3000, 'x') + R"("})",
+              {{"sluice-reject-reason", "validation"}}}});
+  const std::string sqs =
+      " --endpoint-url " + test::Emulator::shared().endpoint() + " --region us-east-1 --queue-url ";
+  const std::string bin = SLUICE_BINARY;
+  const auto self =
+      test::run_with_status("timeout 20 " + bin + " dlq redrive --to " +
+                            std::regex_replace(dlq, std::regex("127\\.0\\.0\\.1"), "localhost") +
+                            "/" + sqs + dlq + " 2>&1");
+  EXPECT_EQ(self.first, 2) << self.second;
+  EXPECT_NE(self.second.find("--to is the dead-letter queue itself"), std::string::npos)
+      << self.second;
+  EXPECT_EQ(queue_total(dlq), 2);
+  const auto refused = test::run_with_status("timeout 60 " + bin + " dlq redrive --to " + source +
+                                             sqs + dlq + " 2>&1");
+  EXPECT_EQ(refused.first, 1) << refused.second;
+  EXPECT_NE(refused.second.find("1 moved, 1 failed"), std::string::npos) << refused.second;
+  EXPECT_EQ(queue_total(dlq), 1) << "the refused one stays, visible again";
+  EXPECT_EQ(queue_total(source), 1);
+  const std::string fifo_name = test::unique_queue_name("ops-rdlq") + ".fifo";
+  test::run(io_, client_->create_queue(fifo_name, {{"FifoQueue", "true"}}));
+  const auto fifo =
+      test::run_with_status(bin + " dlq redrive --filter-reason validation --to " + source + sqs +
+                            test::Emulator::shared().queue_url(fifo_name) + " 2>&1");
+  EXPECT_EQ(fifo.first, 2) << fifo.second;
+  EXPECT_NE(fifo.second.find("on a FIFO dead-letter queue"), std::string::npos) << fifo.second;
 }

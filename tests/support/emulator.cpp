@@ -78,6 +78,19 @@ pid_t spawn_child(const std::vector<std::string>& argv, int stdin_fd, int stdout
   _exit(127);
 }
 
+pid_t spawn_quiet(const std::vector<std::string>& argv, int stdin_fd) {
+  const int null_fd = ::open("/dev/null", O_RDWR);
+  const pid_t pid = spawn_child(argv, stdin_fd >= 0 ? stdin_fd : null_fd, null_fd, 2);
+  ::close(null_fd);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
 NodeServer::NodeServer(const std::string& script) {
   const std::string root = SLUICE_SOURCE_DIR;
   const std::string node = root + "/tools/emulator/node_modules/.bin/node";

@@ -18,6 +18,16 @@
 
 namespace sluice::test {
 
+// normalize and identity for generated inventory events (app::generate_events), as
+// top-level YAML.
+inline const char* const kInventoryNormalizeYaml =
+    "normalize:\n  fields:\n"
+    "    - {name: skuId, from: /skuId, type: string, required: true}\n"
+    "    - {name: locationId, from: /locationId, type: string, required: true}\n"
+    "    - {name: eventType, from: /eventType, type: string, required: true}\n"
+    "    - {name: quantity, from: /quantity, type: integer, required: true}\n"
+    "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n";
+
 // A SQLite database and its WAL files (the pipeline leaves -wal/-shm beside it).
 inline void remove_sqlite(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);

@@ -20,4 +20,10 @@ int free_port();
 pid_t spawn_child(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd,
                   std::optional<std::pair<uid_t, gid_t>> as_user = std::nullopt);
 
+// spawn_child with /dev/null for standard input (unless `stdin_fd`) and output, and
+// the standard error inherited (a child's complaints show in the test's log).
+pid_t spawn_quiet(const std::vector<std::string>& argv, int stdin_fd = -1);
+// Waits for `pid`: its exit code, or minus the signal that ended it.
+int wait_exit(pid_t pid);
+
 }  // namespace sluice::test
