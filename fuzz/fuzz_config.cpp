@@ -1,5 +1,6 @@
-// libFuzzer target: pipeline configuration files. Any text must give either a
-// configuration or a ConfigError, never a crash.
+// libFuzzer target: pipeline configuration files, one pipeline or several (with
+// `pipelines:`). Any text must give either configurations or a ConfigError, never a
+// crash.
 #include <cstdint>
 #include <string>
 
@@ -7,7 +8,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    sluice::app::parse_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
+    sluice::app::parse_pipelines(std::string(reinterpret_cast<const char*>(data), size),
+                                 "fuzz.yaml");
   } catch (const sluice::app::ConfigError&) {
   }
   return 0;

@@ -1,11 +1,13 @@
 // libFuzzer target: the pipeline's decode and normalize path (the bytes of a message
 // body, as a producer sends them). Any body must give a record or a rejection with a
-// reason, never a crash; a record's document must serialize. The first byte picks the
-// projection: the inventory one, the same over an SNS envelope, or the order-events one
+// reason (or is filtered), never a crash; a record's document must serialize. The first
+// byte picks the projection: a filter of every operator (bit 4), the inventory one, the
+// same over an SNS envelope, or the order-events one
 // (payload versions, timestamps with and without a format, exact decimals with and
 // without a scale, UUIDs, an enum, canonical text, checks and a pattern, a header, a
 // nested name), whose header value is the body's last bytes.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string_view>
 
@@ -80,6 +82,26 @@ Transformer orders() {
   return Transformer(spec);
 }
 
+// The inventory fields behind a filter of every operator: Filter::matches on any body.
+Transformer filtered() {
+  TransformSpec spec;
+  spec.fields = {field("skuId", "/skuId", FieldType::string, true)};
+  spec.hash_versions = {{"V1", {"skuId"}}};
+  spec.hash_version = "V1";
+  spec.max_body_bytes = 64 * 1024;
+  spec.max_depth = 32;
+  spec.filter_headers = "attributes";
+  spec.filter = nlohmann::json::parse(R"([
+    {"body": {"skuId": [{"prefix": "S"}, {"suffix": {"equals-ignore-case": "X"}}],
+              "quantity": [{"numeric": [">", -5, "<=", 1e9]}, null, true, "7"],
+              "detail": {"state": [{"anything-but": {"prefix": "test"}}]}},
+     "attributes": {"tenant": [{"equals-ignore-case": "ACME"}, {"exists": false}]}},
+    {"body": {"$or": [{"a": [{"exists": true}]}, {"b": {"c": [{"anything-but": [1, "x"]}]}}],
+              "tags": [{"equals-ignore-case": "ÉLAN"}]}}
+  ])");
+  return Transformer(spec);
+}
+
 std::optional<std::string_view> header(const void* context, std::string_view name) {
   if (name != "tenant") return std::nullopt;
   return *static_cast<const std::string_view*>(context);
@@ -87,7 +109,8 @@ std::optional<std::string_view> header(const void* context, std::string_view nam
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const Transformer plain = inventory(false), sns = inventory(true), order_events = orders();
+  static const Transformer plain = inventory(false), sns = inventory(true), order_events = orders(),
+                           with_filter = filtered();
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   const std::string_view tenant = body.substr(body.size() - std::min<std::size_t>(body.size(), 8));
@@ -98,8 +121,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   view.group_id = std::string_view("g");
   view.header = &header;
   view.header_context = &tenant;
-  const Transformer& t = (data[0] & 2) ? order_events : (data[0] & 1) ? sns : plain;
+  const Transformer& t = (data[0] & 4)   ? with_filter
+                         : (data[0] & 2) ? order_events
+                         : (data[0] & 1) ? sns
+                                         : plain;
   auto result = t.transform(view);
+  if (std::holds_alternative<Filtered>(result)) return 0;
   if (auto* record = std::get_if<Record>(&result)) {
     if (record->hash.empty()) __builtin_trap();
     (void)record->document.dump();  // throws on invalid UTF-8: a bug if it does
