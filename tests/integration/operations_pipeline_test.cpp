@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -272,6 +273,11 @@ TEST_F(OperationsPipeline, PauseStopsReceivingAndResumeGoesOn) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_NE(ctl("status --url " + admin, token).second.find("orders  paused"), std::string::npos);
   EXPECT_EQ(ctl("pause --url " + admin + " nosuch", token).first, 2) << "an unknown pipeline";
+  // Not ready while paused, and /readyz says why (sluice health: exit 1 on a 503).
+  const auto readyz =
+      test::run_with_status(std::string(SLUICE_BINARY) + " health --url " + admin + "/readyz 2>&1");
+  EXPECT_EQ(readyz.first, 1) << readyz.second;
+  EXPECT_NE(readyz.second.find("answered 503"), std::string::npos) << readyz.second;
 
   const auto resumed = ctl("resume --url " + admin + " orders", token);
   ASSERT_EQ(resumed.first, 0) << resumed.second;
@@ -583,4 +589,49 @@ TEST_F(OperationsPipeline, RedriveRefusesLoopsAndGivesUpOnRefusedMessages) {
                             test::Emulator::shared().queue_url(fifo_name) + " 2>&1");
   EXPECT_EQ(fifo.first, 2) << fifo.second;
   EXPECT_NE(fifo.second.find("on a FIFO dead-letter queue"), std::string::npos) << fifo.second;
+}
+
+// SIGTERM stops every pipeline of the process within the shutdown deadline, exit 0,
+// with a summary for each.
+TEST_F(OperationsPipeline, SigtermStopsEveryPipelineWithinTheDeadline) {
+  const std::string first = make_queue("ops-term-a"), second = make_queue("ops-term-b");
+  publish(first, 2000, 0.0, 0.0, 51);
+  publish(second, 2000, 0.0, 0.0, 52);
+  const std::string dir = ::testing::TempDir() + "/ops-term-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string sqs = "        endpoint_url: " + test::Emulator::shared().endpoint() +
+                          "\n        region: us-east-1\n        poll_wait: 20s\n";
+  const std::string path = dir + "/two.yaml";
+  std::ofstream(path) << "metrics:\n  listen: 127.0.0.1:0\n"
+                      << test::kInventoryNormalizeYaml
+                      << "source:\n  shutdown_deadline: 5s\n  max_messages_per_second: 200\n"
+                      << "pipelines:\n  a:\n    source:\n      sqs:\n        queue_url: " << first
+                      << "\n"
+                      << sqs << "    sink:\n      sqlite:\n        path: " << dir
+                      << "/a.db\n  b:\n    source:\n      sqs:\n        queue_url: " << second
+                      << "\n"
+                      << sqs << "    sink:\n      sqlite:\n        path: " << dir << "/b.db\n";
+  const std::string out = dir + "/out.txt";
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const pid_t pid = test::spawn_child({SLUICE_BINARY, "run", "--config", path}, null_fd, out_fd, 2);
+  ::close(null_fd);
+  ::close(out_fd);
+  // Both are working (rate-limited: 2,000 take each 10 s), then SIGTERM.
+  for (int i = 0; i < 100 && (queue_total(first) == 2000 || queue_total(second) == 2000); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_LT(queue_total(first), 2000);
+  ASSERT_LT(queue_total(second), 2000);
+  const auto signalled = std::chrono::steady_clock::now();
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  EXPECT_LT(seconds, 5.0) << "within shutdown_deadline, though every receive was a 20 s poll";
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("== sluice run summary: pipeline a =="), std::string::npos) << text;
+  EXPECT_NE(text.find("== sluice run summary: pipeline b =="), std::string::npos) << text;
+  EXPECT_NE(text.find("process CPU"), std::string::npos) << text;
+  std::filesystem::remove_all(dir);
 }
