@@ -216,6 +216,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   plan->add_option("--write", plan_options.write, "also write the values as a YAML fragment");
+  plan->add_option("--pipeline", plan_options.pipeline,
+                   "the pipeline to size, when the process runs several (its name)");
 
   // health
   std::string health_url = "http://127.0.0.1:9464/healthz";

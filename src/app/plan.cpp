@@ -123,9 +123,15 @@ int run_plan(const PlanOptions& options) {
       const auto response = answer.get();
       if (response.status != 200)
         throw std::runtime_error("--metrics-url answered " + std::to_string(response.status));
-      scrapes.push_back(parse_exposition(
+      auto scrape = parse_exposition(
           response.body,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      try {
+        scrapes.push_back(one_pipeline(std::move(scrape), options.pipeline));
+      } catch (const std::invalid_argument& e) {  // the choice of pipeline: bad usage
+        std::cerr << "sluice plan: " << e.what() << "\n";
+        return 2;
+      }
       if (options.output == "text")
         std::cerr << "\rsluice plan: " << scrapes.size() << " scrapes, "
                   << static_cast<int>(scrapes.back().at_s) << " of " << duration.count() / 1000

@@ -19,6 +19,7 @@ struct PlanOptions {
   std::string headroom = "10s";  // headroom for pauses such as garbage collection
   std::string output = "text";   // or json
   std::string write;             // a YAML fragment to this file
+  std::string pipeline;          // of a process running several (its pipeline label)
 };
 
 int run_plan(const PlanOptions& options);
@@ -39,6 +40,10 @@ struct Scrape {
 };
 // Throws std::invalid_argument on a line that is not the text format.
 Scrape parse_exposition(const std::string& text, double at_s);
+// The series of one pipeline (label pipeline="NAME"), when `pipeline` is given; else
+// the scrape as it is, as long as it holds one pipeline's. Throws
+// std::invalid_argument naming the pipelines there when the choice is missing or wrong.
+Scrape one_pipeline(Scrape scrape, const std::string& pipeline);
 
 struct Measured {
   double seconds = 0;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -81,6 +82,30 @@ Scrape parse_exposition(const std::string& text, double at_s) {
     }
     scrape.samples[name].push_back(std::move(sample));
   }
+  return scrape;
+}
+
+Scrape one_pipeline(Scrape scrape, const std::string& pipeline) {
+  std::set<std::string> names;
+  for (const auto& [name, samples] : scrape.samples)
+    for (const auto& s : samples)
+      if (const auto it = s.labels.find("pipeline"); it != s.labels.end()) names.insert(it->second);
+  std::string listed;
+  for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+  if (pipeline.empty()) {
+    if (names.size() > 1)
+      throw std::invalid_argument("the process runs several pipelines (" + listed +
+                                  "): choose one with --pipeline");
+    return scrape;
+  }
+  if (!names.count(pipeline))
+    throw std::invalid_argument("--pipeline " + pipeline + ": no such pipeline here (" +
+                                (listed.empty() ? std::string("no pipeline label") : listed) + ")");
+  for (auto& [name, samples] : scrape.samples)
+    std::erase_if(samples, [&](const Sample& s) {
+      const auto it = s.labels.find("pipeline");
+      return it != s.labels.end() && it->second != pipeline;
+    });
   return scrape;
 }
 

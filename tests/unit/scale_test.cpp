@@ -332,3 +332,33 @@ TEST(PlanMetrics, ParsesTheExpositionAndRefusesWhatIsNot) {
     EXPECT_NE(std::string(e.what()).find("is this a sluice run endpoint"), std::string::npos);
   }
 }
+
+// sluice plan against a process running several pipelines: one is chosen by its label,
+// and the choice is required (a sum over pipelines would size none of them).
+TEST(PlanMeasure, APipelineIsChosenByItsLabel) {
+  const std::string text =
+      "sluice_setting{name=\"max_in_flight\",pipeline=\"a\"} 100\n"
+      "sluice_setting{name=\"max_in_flight\",pipeline=\"b\"} 400\n"
+      "sluice_messages_received_total{pipeline=\"a\"} 10\n"
+      "sluice_messages_received_total{pipeline=\"b\"} 90\n";
+  const auto both = app::parse_exposition(text, 0);
+  const auto b = app::one_pipeline(both, "b");
+  EXPECT_EQ(b.labelled("sluice_setting", "name", "max_in_flight", 0), 400);
+  EXPECT_EQ(b.sum("sluice_messages_received_total"), 90);
+  try {
+    app::one_pipeline(both, "");
+    ADD_FAILURE() << "no choice among two";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the process runs several pipelines (a, b): choose one with --pipeline");
+  }
+  try {
+    app::one_pipeline(both, "c");
+    ADD_FAILURE() << "a pipeline that is not there";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--pipeline c: no such pipeline here (a, b)");
+  }
+  const auto one = app::parse_exposition("sluice_messages_received_total{pipeline=\"a\"} 3\n", 0);
+  EXPECT_EQ(app::one_pipeline(one, "").sum("sluice_messages_received_total"), 3)
+      << "one pipeline: no choice needed";
+}
