@@ -289,12 +289,13 @@ Outcome Transformer::transform(const MessageView& message) const {
   // or of the producer's key.
   thread_local std::string canonical;
   thread_local CanonicalWriter writer(nlohmann::detail::output_adapter<char>(canonical), ' ');
-  canonical.assign(1, '[');
   if (spec_.key == TransformSpec::Key::content) {
+    canonical.assign(1, '[');
     for (std::size_t k = 0; k < version->hash_indexes.size(); ++k) {
       if (k > 0) canonical += ',';
       append_canonical(writer, canonical, values[version->hash_indexes[k]]);
     }
+    canonical += ']';
   } else {
     std::optional<std::string_view> key;
     if (spec_.key == TransformSpec::Key::deduplication_id)
@@ -319,7 +320,6 @@ Outcome Transformer::transform(const MessageView& message) const {
     append_canonical(writer, canonical, Json(std::string(*key)));
     canonical += '}';
   }
-  if (spec_.key == TransformSpec::Key::content) canonical += ']';
   Record record;
   record.message_id = std::string(message.message_id);
   record.hash = hash_text(spec_.hash_version, canonical);

@@ -594,3 +594,30 @@ TEST(Sources, TheSnsTimestampTakesTheTimestampType) {
   ASSERT_TRUE(std::holds_alternative<Record>(r)) << std::get<Rejection>(r).detail;
   EXPECT_EQ(std::get<Record>(r).document["publishedAt"], "2026-12-01T00:00:07Z");
 }
+
+// identity.key: the producer's key hashes as {"attribute:NAME":"value"}, never as the
+// content array ["value"] a one-field content identity would give for the same text.
+TEST(IdentityKey, AKeyNeverHashesLikeContent) {
+  auto make = [](TransformSpec::Key key) {
+    TransformSpec spec;
+    spec.fields = {field("id", "/id", FieldType::string)};
+    spec.hash_versions = {{"V1", {"id"}}};
+    spec.hash_version = "V1";
+    spec.key = key;
+    spec.key_header = "producer-id";
+    spec.key_header_key = "attribute";
+    return Transformer(spec);
+  };
+  const auto content = make(TransformSpec::Key::content);
+  const auto keyed = make(TransformSpec::Key::header);
+  auto v = view(R"({"id":"p-1"})");
+  const std::string producer = "p-1";
+  v.header = [](const void* c, std::string_view) -> std::optional<std::string_view> {
+    return *static_cast<const std::string*>(c);
+  };
+  v.header_context = &producer;
+  const auto by_content = std::get<Record>(content.transform(v)).hash;
+  const auto by_key = std::get<Record>(keyed.transform(v)).hash;
+  EXPECT_NE(by_content, by_key);
+  EXPECT_TRUE(by_key.starts_with("V1:")) << by_key;
+}
