@@ -1,5 +1,6 @@
 #include "app/config.hpp"
 
+#include <simdjson.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -1099,6 +1100,19 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
 }
 
 YAML::Node load_yaml(const std::string& yaml_text, const std::string& origin) {
+  // YAML is Unicode text; yaml-cpp does not check, and a stray byte would reach error
+  // messages, logs and JSON documents.
+  if (!simdjson::validate_utf8(yaml_text.data(), yaml_text.size())) {
+    // A line break is never inside a character: the first line that fails is the one.
+    std::size_t line = 1, start = 0;
+    for (;; ++line) {
+      const auto end = std::min(yaml_text.find('\n', start), yaml_text.size());
+      if (!simdjson::validate_utf8(yaml_text.data() + start, end - start)) break;
+      start = end + 1;
+    }
+    throw ConfigError(origin + ": not valid UTF-8 text (line " + std::to_string(line) +
+                      "): save the file as UTF-8");
+  }
   try {
     return YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {

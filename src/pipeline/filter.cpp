@@ -119,7 +119,8 @@ struct Group {
 }
 
 std::string shown(const Json& value) {
-  auto text = value.dump();
+  // Replaced, not thrown: a library caller's pattern may hold any bytes.
+  auto text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   return text.size() > 60 ? text.substr(0, 57) + "..." : text;
 }
 

@@ -536,6 +536,18 @@ TEST(Config, OperationsMistakesAreRefusedWithTheKeyAndTheReason) {
       << "YAML's plain scalars are typed, quoted ones are strings";
 }
 
+// Found by fuzz_config: a byte that is no UTF-8 reached a JSON value and threw past
+// ConfigError. Raw bytes are refused with the line; an escape naming no character is
+// refused by yaml-cpp, also with the line.
+TEST(Config, TextThatIsNotUtf8IsRefusedWithWhereItIs) {
+  EXPECT_TRUE(has(error_of(with("filter:\n  - body: {price: [{prefix: \"\xff\"}]}\n")),
+                  {"not valid UTF-8 text (line 13)", "save the file as UTF-8"}));
+  EXPECT_TRUE(has(error_of(with("filter:\n  - body: {price: [{prefix: \"\\ud800\"}]}\n")),
+                  {"line 13", "invalid unicode"}));
+  EXPECT_TRUE(has(error_of(with("filter:\n  - body: {\"\\ud800\": [a]}\n")),
+                  {"line 13", "invalid unicode"}));
+}
+
 TEST(Config, TheSeveralPipelinesExampleLoads) {
   unsetenv("SLUICE_ADMIN_TOKEN");
   const auto configs =
