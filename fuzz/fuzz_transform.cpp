@@ -1,8 +1,8 @@
 // libFuzzer target: the pipeline's decode and normalize path (the bytes of a message
 // body, as a producer sends them). Any body must give a record or a rejection with a
 // reason (or is filtered), never a crash; a record's document must serialize. The first
-// byte picks the projection: a filter of every operator (bit 4), the inventory one, the
-// same over an SNS envelope, or the order-events one
+// byte picks the projection: a filter of every operator and a route (bit 4), the
+// inventory one, the same over an SNS envelope, or the order-events one
 // (payload versions, timestamps with and without a format, exact decimals with and
 // without a scale, UUIDs, an enum, canonical text, checks and a pattern, a header, a
 // nested name), whose header value is the body's last bytes.
@@ -99,6 +99,10 @@ Transformer filtered() {
     {"body": {"$or": [{"a": [{"exists": true}]}, {"b": {"c": [{"anything-but": [1, "x"]}]}}],
               "tags": [{"equals-ignore-case": "ÉLAN"}]}}
   ])");
+  // ... and routed by it: any value is a table's, or rejected naming it.
+  spec.route_field = "skuId";
+  spec.route_tables = {{"S1", "t1"}, {"SX", "t2"}, {"S\u00e9", "t1"}};
+  spec.route_unknown_rejected = true;
   return Transformer(spec);
 }
 
@@ -128,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto result = t.transform(view);
   if (std::holds_alternative<Filtered>(result)) return 0;
   if (auto* record = std::get_if<Record>(&result)) {
-    if (record->hash.empty()) __builtin_trap();
+    if (record->hash.empty() || record->route > 2) __builtin_trap();
     (void)record->document.dump();  // throws on invalid UTF-8: a bug if it does
   } else if (std::get<Rejection>(result).detail.empty()) {
     __builtin_trap();  // every rejection names its problem

@@ -330,6 +330,35 @@ const std::vector<Option>& options() {
          c.transform.hash_field = as_string(n, k);
          c.mongodb.hash_field = c.transform.hash_field;
        }},
+      // --- route
+      {"route.field", "string", "",
+       "Route records to tables by this normalized field's value (one of the identity's "
+       "fields: the unique index is per table). Empty: every record goes to sink.table.",
+       [](auto& c, auto& n, auto& k) { c.transform.route_field = as_string(n, k); }},
+      {"route.tables", "map", "",
+       "route.field's value -> the table (PostgreSQL, SQLite) or collection (MongoDB) for it, "
+       "e.g. {OrderPlaced: orders_placed}; each is created at start like sink.table. Values "
+       "are matched as text (a number as written in JSON: 7, 2.5, true).",
+       [](auto& c, auto& n, auto& k) {
+         if (!n.IsMap() || n.size() == 0) bad(k, n, "a mapping of value to table, e.g. {A: t_a}");
+         c.transform.route_tables.clear();
+         for (const auto& entry : n) {
+           const std::string value = as_string(entry.first, k);
+           const std::string table = as_string(entry.second, k + "." + value);
+           if (table.empty() || table.size() > 63 || table.find('\0') != std::string::npos ||
+               table.find('$') != std::string::npos)
+             bad(k + "." + value, entry.second,
+                 "a table name of 1 to 63 bytes without '$' (PostgreSQL cuts longer names, "
+                 "MongoDB refuses '$')");
+           c.transform.route_tables.emplace_back(value, table);
+         }
+       }},
+      {"route.unknown", "enum: default | reject", "default",
+       "A record whose route.field value route.tables does not name (or has no value): "
+       "default: written to sink.table; reject: rejected (validation) with the value.",
+       [](auto& c, auto& n, auto& k) {
+         c.transform.route_unknown_rejected = as_enum(n, k, {"default", "reject"}) == "reject";
+       }},
       // --- sink
       {"sink.type", "enum: sqlite | postgres | mongodb", "sqlite", "Where records are written.",
        [](auto& c, auto& n, auto& k) {
@@ -943,6 +972,13 @@ void finalize(Loading& loading) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
+  const auto routes = pipeline::routed_tables(c.transform);
+  for (const auto& table : routes)
+    if (table == c.sqlite.table || table == c.sqlite.rejects_table)
+      throw ConfigError("route.tables: " + table + " is sink." +
+                        (table == c.sqlite.table ? "table" : "rejects_table") +
+                        " already (route.unknown: default sends what is not listed there)");
+  c.sqlite.routes = c.postgres.routes = c.mongodb.routes = routes;
   const auto lists = pipeline::field_lists(c.transform);
   // A message property the chosen source does not have would be null in every record.
   // Where the file writes a field: normalize.fields[2], normalize.when.cases.1[0].
@@ -1351,6 +1387,12 @@ std::string describe(const PipelineConfig& c) {
   out << "\n";
   if (!c.transform.filter.empty())
     out << "filter: " << c.transform.filter.size() << " pattern(s), ORed\n";
+  if (!c.transform.route_field.empty()) {
+    out << "route: by " << c.transform.route_field << " to";
+    for (const auto& table : c.sqlite.routes) out << " " << table;
+    out << "; other values " << (c.transform.route_unknown_rejected ? "rejected" : "to sink.table")
+        << "\n";
+  }
   if (c.container.max_messages_per_second > 0)
     out << "rate: at most " << c.container.max_messages_per_second << " messages a second\n";
   if (c.admin_enabled)

@@ -17,6 +17,7 @@
 #include "app/health.hpp"
 #include "app/plan.hpp"
 #include "app/publish.hpp"
+#include "app/rejects.hpp"
 #include "app/run.hpp"
 #include "driver/source_driver.hpp"
 
@@ -245,6 +246,39 @@ int main(int argc, char** argv) {
     sub->callback([&ctl_options, action = action] { ctl_options.action = action; });
   }
 
+  // rejects
+  sluice::app::RejectsOptions rejects_options;
+  auto* rejects = app.add_subcommand(
+      "rejects", "The rejects table of a pipeline's sink: list, export as JSON lines, replay");
+  rejects->require_subcommand(1);
+  for (const auto& [action, help] : std::vector<std::pair<std::string, std::string>>{
+           {"list", "The rejected messages, oldest first, with their reason"},
+           {"export",
+            "Each rejected body as a JSON line (for source.type: file); bodies that are not "
+            "JSON are left out, counted"},
+           {"replay",
+            "Each row not yet replayed through the pipeline's current configuration, into its "
+            "sink; stored, duplicate or filtered rows are marked replayed"}}) {
+    auto* sub = rejects->add_subcommand(action, help);
+    sub->add_option("--config", rejects_options.config_path, "the pipeline's file")->required();
+    sub->add_option("--pipeline", rejects_options.pipeline,
+                    "the pipeline, when the file has several (its name)");
+    sub->add_option("--reason", rejects_options.reason,
+                    "only rows of this reason (malformed, validation, schema_drift, "
+                    "sink_refused)");
+    sub->add_option("--limit", rejects_options.limit,
+                    action == "list" ? "at most this many rows (default 100)"
+                                     : "at most this many rows (default: every one)");
+    if (action != "replay")
+      sub->add_flag("--all", rejects_options.all, "also the rows already replayed");
+    if (action == "export")
+      sub->add_option("--out", rejects_options.out, "the file to write (-: standard output)")
+          ->capture_default_str();
+    if (action == "replay")
+      sub->add_flag("--dry-run", rejects_options.dry_run, "say what would happen, change nothing");
+    sub->callback([&rejects_options, action = action] { rejects_options.action = action; });
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -287,6 +321,8 @@ int main(int argc, char** argv) {
       code = run_verb("queue create", sources, &sluice::driver::SourceVerbs::queue_create);
     } else if (*ctl) {
       code = sluice::app::run_ctl(ctl_options);
+    } else if (*rejects) {
+      code = sluice::app::run_rejects(rejects_options);
     } else if (*health) {
       code = sluice::app::probe(health_url);
     } else if (*plan) {

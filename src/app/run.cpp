@@ -22,15 +22,6 @@
 namespace sluice::app {
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-double cpu_now() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
   switch (config.sink) {
     case SinkType::sqlite:
@@ -41,6 +32,15 @@ sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
       return [o = config.mongodb] { return sinks::make_mongo_sink(o); };
   }
   return nullptr;
+}
+
+namespace {
+
+double cpu_now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // "skuId=SKU-1 locationId=LOC-7": the configured business fields, for log lines.

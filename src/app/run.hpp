@@ -13,6 +13,9 @@ struct RunOptions {
   bool quiet = false;                           // no summary on stdout
 };
 
+// A connection to the pipeline's sink (not yet opened), one per call.
+sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config);
+
 // Runs the pipeline until SIGTERM/SIGINT (or drained), then stops gracefully.
 // Returns the process exit code; fills `summary`.
 int run_pipeline(const PipelineConfig& config, const RunOptions& options, RunSummary& summary);

@@ -99,7 +99,15 @@ std::optional<std::string> case_text(simdjson::dom::element e) {
 struct Transformer::Version {
   Projection projection;
   std::vector<std::size_t> hash_indexes;  // positions of the hash fields in its values
+  std::size_t route_index = 0;            // position of route_field, when routed
 };
+
+std::vector<std::string> routed_tables(const TransformSpec& spec) {
+  std::vector<std::string> tables;
+  for (const auto& [value, table] : spec.route_tables)
+    if (std::find(tables.begin(), tables.end(), table) == tables.end()) tables.push_back(table);
+  return tables;
+}
 
 std::vector<std::pair<std::string, std::vector<FieldSpec>>> field_lists(const TransformSpec& spec) {
   std::vector<std::pair<std::string, std::vector<FieldSpec>>> lists;
@@ -137,6 +145,18 @@ Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
   if (spec_.key == TransformSpec::Key::header && spec_.key_header.empty())
     throw std::invalid_argument("identity.key: expected the " + spec_.key_header_key + "'s name");
   if (!spec_.filter.empty()) filter_ = Filter(spec_.filter, spec_.filter_headers);
+  if (spec_.route_field.empty() != spec_.route_tables.empty())
+    throw std::invalid_argument(spec_.route_field.empty()
+                                    ? "route.field: expected the field whose value picks the table"
+                                    : "route.tables: expected at least one value: table");
+  const auto tables = routed_tables(spec_);
+  if (tables.size() >= 0xffff) throw std::invalid_argument("route.tables: too many tables");
+  for (const auto& [value, table] : spec_.route_tables) {
+    const auto k = std::find(tables.begin(), tables.end(), table) - tables.begin();
+    if (!route_of_.emplace(value, static_cast<std::uint16_t>(k + 1)).second)
+      throw std::invalid_argument("route.tables." + value + ": given twice");
+    known_routes_ += (known_routes_.empty() ? "" : ", ") + value;
+  }
   if (spec_.versions) {
     const auto& when = *spec_.versions;
     if (when.from.empty())
@@ -196,6 +216,22 @@ Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
                               : ": expected one of normalize.fields"));
         if (hash_version == spec_.hash_version) version.hash_indexes.push_back(*index);
       }
+    }
+    if (!spec_.route_field.empty()) {
+      const auto index = projection.index_of(spec_.route_field);
+      if (!index)
+        throw std::invalid_argument("route.field = " + spec_.route_field +
+                                    ": expected a field of " + where);
+      // The unique index is per table: a record's identity must fix its table, or one
+      // record could be stored once in each.
+      const auto& identity = spec_.hash_versions.at(spec_.hash_version);
+      if (spec_.key == TransformSpec::Key::content &&
+          std::find(identity.begin(), identity.end(), spec_.route_field) == identity.end())
+        throw std::invalid_argument("route.field = " + spec_.route_field +
+                                    ": expected one of identity.versions." + spec_.hash_version +
+                                    " (the unique index is per table: a field outside the "
+                                    "identity could store one record in two tables)");
+      version.route_index = *index;
     }
     // One business value hashes one way: an identity field has one type everywhere.
     if (!versions_.empty())
@@ -321,6 +357,20 @@ Outcome Transformer::transform(const MessageView& message) const {
     canonical += '}';
   }
   Record record;
+  if (!route_of_.empty()) {
+    const auto& value = values[version->route_index];
+    const std::string text = value.is_string() ? value.get<std::string>()
+                             : value.is_null() ? std::string()
+                                               : value.dump();
+    const auto it = value.is_null() ? route_of_.end() : route_of_.find(text);
+    if (it != route_of_.end())
+      record.route = it->second;
+    else if (spec_.route_unknown_rejected)
+      return Rejection{RejectReason::validation,
+                       "route: " + spec_.route_field + " is " +
+                           (value.is_null() ? std::string("absent") : truncated(value.dump())) +
+                           ", which route.tables does not name (" + known_routes_ + ")"};
+  }
   record.message_id = std::string(message.message_id);
   record.hash = hash_text(spec_.hash_version, canonical);
   version->projection.build_document(values, record.document);

@@ -7,6 +7,7 @@
 // No I/O here: every function is deterministic and safe to call from many threads.
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -37,7 +38,15 @@ struct TransformSpec {
   // filter: Lambda's patterns (filter.hpp), ORed; empty: every message passes.
   nlohmann::json filter = nlohmann::json::array();
   std::string filter_headers;  // the key patterns name headers with ("attributes")
+  // route: the table (collection) a record is written to, by its route_field's value
+  // (value -> table); a value not listed goes to the sink's own table, or is rejected.
+  std::string route_field;
+  std::vector<std::pair<std::string, std::string>> route_tables;
+  bool route_unknown_rejected = false;
 };
+
+// The tables route_tables names, each once, in order: Record::route k > 0 is the k-th.
+std::vector<std::string> routed_tables(const TransformSpec& spec);
 
 // Every field list a message can be projected with, and where the configuration says
 // it: normalize.fields alone, or followed by each version's own fields.
@@ -52,6 +61,7 @@ struct Record {
   nlohmann::ordered_json document;  // fields in configured order, then the hash field
   std::string message_id;
   std::string log_context;  // "skuId=SKU-1 locationId=L-7": carried to the writer's log lines
+  std::uint16_t route = 0;  // 0: the sink's table; k: routed_tables()[k - 1]
 };
 
 // A message no filter pattern matches: acked, not written.
@@ -77,9 +87,11 @@ class Transformer {
   std::vector<Version> versions_;  // one, or one per normalize.when case
   std::map<std::string, std::size_t, std::less<>> version_of_;  // case value -> versions_
   std::optional<std::size_t> absent_version_;
-  std::vector<std::vector<std::string>> discriminator_;  // normalize.when.from, split
-  std::string discriminator_text_;                       // "/schemaVersion" for reasons
-  std::string known_cases_;                              // "1, 2" for reasons
+  std::vector<std::vector<std::string>> discriminator_;         // normalize.when.from, split
+  std::string discriminator_text_;                              // "/schemaVersion" for reasons
+  std::string known_cases_;                                     // "1, 2" for reasons
+  std::map<std::string, std::uint16_t, std::less<>> route_of_;  // value -> Record::route
+  std::string known_routes_;                                    // "A, B" for reasons
   Filter filter_;
 };
 

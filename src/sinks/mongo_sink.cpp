@@ -3,6 +3,9 @@
 // hash (the default) or a separate unique index on the hash field.
 #include <mongoc/mongoc.h>
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <string_view>
 
@@ -50,6 +53,24 @@ std::string string_field(const bson_iter_t& parent, std::string_view name) {
   return {};
 }
 
+// Milliseconds since the epoch as RFC 3339 in UTC, as the SQL sinks write it.
+std::string utc_text(std::int64_t ms) {
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[96];  // room for any int the format could print
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return text;
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::once_flag mongoc_initialized;
 
 struct BsonDeleter {
@@ -61,6 +82,8 @@ class MongoSink final : public Sink {
  public:
   explicit MongoSink(MongoOptions options) : options_(std::move(options)) {
     std::call_once(mongoc_initialized, [] { mongoc_init(); });
+    names_.push_back(options_.collection);
+    names_.insert(names_.end(), options_.routes.begin(), options_.routes.end());
   }
   ~MongoSink() override { close(); }
 
@@ -78,8 +101,9 @@ class MongoSink final : public Sink {
     mongoc_uri_destroy(uri);
     if (!client_) throw scrubbed(std::string("MongoDB client: ") + error.message);
     mongoc_client_set_error_api(client_, MONGOC_ERROR_API_VERSION_2);
-    collection_ = mongoc_client_get_collection(client_, options_.database.c_str(),
-                                               options_.collection.c_str());
+    for (const auto& name : names_)
+      collections_.push_back(
+          mongoc_client_get_collection(client_, options_.database.c_str(), name.c_str()));
     rejects_ = mongoc_client_get_collection(client_, options_.database.c_str(),
                                             options_.rejects_collection.c_str());
     write_concern_ = mongoc_write_concern_new();
@@ -100,15 +124,18 @@ class MongoSink final : public Sink {
       mongoc_write_concern_set_w(write_concern_, w);
     }
     if (!options_.id_from_hash) {
-      // db.COLLECTION.createIndex({documentHash: 1}, {unique: true})
-      BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(options_.collection.c_str()), "indexes",
-                               "[", "{", "key", "{", options_.hash_field.c_str(), BCON_INT32(1),
-                               "}", "name", BCON_UTF8("uniq_content_hash"), "unique",
-                               BCON_BOOL(true), "}", "]"));
-      const bool ok = mongoc_collection_write_command_with_opts(collection_, command.get(), nullptr,
-                                                                nullptr, &error);
-      if (!ok)
-        throw scrubbed(std::string("MongoDB createIndexes: ") + error.message, failure_of(error));
+      for (std::size_t k = 0; k < names_.size(); ++k) {
+        // db.COLLECTION.createIndex({documentHash: 1}, {unique: true})
+        BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(names_[k].c_str()), "indexes", "[", "{",
+                                 "key", "{", options_.hash_field.c_str(), BCON_INT32(1), "}",
+                                 "name", BCON_UTF8("uniq_content_hash"), "unique", BCON_BOOL(true),
+                                 "}", "]"));
+        const bool ok = mongoc_collection_write_command_with_opts(collections_[k], command.get(),
+                                                                  nullptr, nullptr, &error);
+        if (!ok)
+          throw scrubbed("MongoDB createIndexes on " + names_[k] + ": " + error.message,
+                         failure_of(error));
+      }
     } else {
       // Still a round trip now, so that an unreachable server fails at start.
       BsonPtr ping(BCON_NEW("ping", BCON_INT32(1)));
@@ -121,10 +148,8 @@ class MongoSink final : public Sink {
     ensure_open();
     WriteResult result;
     result.outcomes.assign(records.size(), WriteOutcome::inserted);
-    std::vector<BsonPtr> owned;
-    std::vector<const bson_t*> docs;
-    std::vector<std::size_t> record_of;  // docs[i] is records[record_of[i]]
-    owned.reserve(records.size());
+    // Per collection (Record::route): the documents and the record each one is.
+    std::vector<Batch> batches(collections_.size());
     for (std::size_t i = 0; i < records.size(); ++i) {
       const auto& r = records[i];
       bson_error_t error;
@@ -144,17 +169,32 @@ class MongoSink final : public Sink {
         BSON_APPEND_OID(doc.get(), "_id", &oid);
       }
       bson_concat(doc.get(), body.get());
-      docs.push_back(doc.get());
-      record_of.push_back(i);
-      owned.push_back(std::move(doc));
+      auto& batch = batches.at(r.route);
+      batch.docs.push_back(doc.get());
+      batch.record_of.push_back(i);
+      batch.owned.push_back(std::move(doc));
     }
-    if (docs.empty()) return result;
+    for (std::size_t k = 0; k < batches.size(); ++k)
+      if (!batches[k].docs.empty()) insert(k, batches[k], result);
+    return result;
+  }
+
+  struct Batch {
+    std::vector<BsonPtr> owned;
+    std::vector<const bson_t*> docs;
+    std::vector<std::size_t> record_of;  // docs[i] is records[record_of[i]]
+  };
+
+  // One unordered insert_many into collection k; each record's outcome into `result`.
+  void insert(std::size_t k, Batch& batch, WriteResult& result) {
+    auto& docs = batch.docs;
+    const auto& record_of = batch.record_of;
     BsonPtr opts(BCON_NEW("ordered", BCON_BOOL(false)));
     mongoc_write_concern_append(write_concern_, opts.get());
     bson_t reply;
     bson_error_t error;
-    const bool ok = mongoc_collection_insert_many(collection_, docs.data(), docs.size(), opts.get(),
-                                                  &reply, &error);
+    const bool ok = mongoc_collection_insert_many(collections_[k], docs.data(), docs.size(),
+                                                  opts.get(), &reply, &error);
     bool any_reply = false;
     bson_iter_t it, entries;
     if (bson_iter_init_find(&it, &reply, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
@@ -188,7 +228,7 @@ class MongoSink final : public Sink {
       std::string why = "write concern not met";
       bson_iter_t entry;
       if (bson_iter_recurse(&entries, &entry)) why += ": " + string_field(entry, "errmsg");
-      for (std::size_t i = 0; i < result.outcomes.size(); ++i) {
+      for (const std::size_t i : record_of) {
         if (result.outcomes[i] != WriteOutcome::inserted &&
             result.outcomes[i] != WriteOutcome::duplicate)
           continue;
@@ -200,11 +240,11 @@ class MongoSink final : public Sink {
       const std::string message = error.message;
       bson_destroy(&reply);
       const bool network = drop_connection_if_network(error);
-      throw scrubbed("MongoDB insert_many of " + std::to_string(records.size()) + ": " + message,
+      throw scrubbed("MongoDB insert_many of " + std::to_string(docs.size()) + " into " +
+                         names_[k] + ": " + message,
                      network ? SinkFailure::unavailable : SinkFailure::transient);
     }
     bson_destroy(&reply);
-    return result;
   }
 
   void write_rejects(std::span<const RejectRow> rows) override {
@@ -213,21 +253,94 @@ class MongoSink final : public Sink {
       BsonPtr doc(BCON_NEW("message_id", BCON_UTF8(row.message_id.c_str()), "reason",
                            BCON_UTF8(row.reason.c_str()), "detail", BCON_UTF8(row.detail.c_str()),
                            "body", BCON_UTF8(row.body.c_str()), "source",
-                           BCON_UTF8(row.source.c_str())));
+                           BCON_UTF8(row.source.c_str()), "rejected_at", BCON_DATE_TIME(now_ms())));
       bson_error_t error;
       if (!mongoc_collection_insert_one(rejects_, doc.get(), nullptr, nullptr, &error))
         throw scrubbed(std::string("MongoDB insert reject: ") + error.message);
     }
   }
 
+  std::vector<StoredReject> read_rejects(const RejectQuery& query) override {
+    ensure_open();
+    BsonPtr filter(bson_new());
+    if (!query.after_id.empty()) {
+      bson_oid_t after;
+      bson_oid_init_from_string(&after, query.after_id.c_str());
+      BSON_APPEND_DOCUMENT(filter.get(), "_id", BsonPtr(BCON_NEW("$gt", BCON_OID(&after))).get());
+    }
+    if (!query.reason.empty()) BSON_APPEND_UTF8(filter.get(), "reason", query.reason.c_str());
+    if (!query.replayed)  // replayed_at absent (or null: both match {replayed_at: null})
+      BSON_APPEND_NULL(filter.get(), "replayed_at");
+    BsonPtr opts(BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "limit",
+                          BCON_INT64(static_cast<std::int64_t>(query.limit))));
+    mongoc_cursor_t* cursor =
+        mongoc_collection_find_with_opts(rejects_, filter.get(), opts.get(), nullptr);
+    std::vector<StoredReject> rows;
+    const bson_t* doc = nullptr;
+    while (mongoc_cursor_next(cursor, &doc)) {
+      StoredReject r;
+      bson_iter_t it;
+      if (bson_iter_init(&it, doc)) {
+        r.row = {string_field(it, "message_id"), string_field(it, "reason"),
+                 string_field(it, "detail"), string_field(it, "body"), string_field(it, "source")};
+        while (bson_iter_next(&it)) {
+          const std::string_view key = bson_iter_key(&it);
+          if (key == "_id" && BSON_ITER_HOLDS_OID(&it)) {
+            char hex[25];
+            bson_oid_to_string(bson_iter_oid(&it), hex);
+            r.id = hex;
+            if (r.rejected_at.empty())  // a row of an earlier release: the id's time
+              r.rejected_at = utc_text(bson_oid_get_time_t(bson_iter_oid(&it)) * 1000LL);
+          } else if (key == "rejected_at" && BSON_ITER_HOLDS_DATE_TIME(&it)) {
+            r.rejected_at = utc_text(bson_iter_date_time(&it));
+          } else if (key == "replayed_at" && BSON_ITER_HOLDS_DATE_TIME(&it)) {
+            r.replayed_at = utc_text(bson_iter_date_time(&it));
+          }
+        }
+      }
+      rows.push_back(std::move(r));
+    }
+    bson_error_t error;
+    const bool failed = mongoc_cursor_error(cursor, &error);
+    mongoc_cursor_destroy(cursor);
+    if (failed)
+      throw scrubbed(std::string("MongoDB read rejects: ") + error.message, failure_of(error));
+    return rows;
+  }
+
+  void mark_replayed(std::span<const std::string> ids) override {
+    ensure_open();
+    if (ids.empty()) return;
+    BsonPtr list(bson_new());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      bson_oid_t oid;
+      bson_oid_init_from_string(&oid, ids[i].c_str());
+      const std::string index = std::to_string(i);
+      BSON_APPEND_OID(list.get(), index.c_str(), &oid);
+    }
+    BsonPtr filter(bson_new());
+    BsonPtr in(bson_new());
+    BSON_APPEND_ARRAY(in.get(), "$in", list.get());
+    BSON_APPEND_DOCUMENT(filter.get(), "_id", in.get());
+    BsonPtr update(BCON_NEW("$set", "{", "replayed_at", BCON_DATE_TIME(now_ms()), "}"));
+    bson_error_t error;
+    if (!mongoc_collection_update_many(rejects_, filter.get(), update.get(), nullptr, nullptr,
+                                       &error))
+      throw scrubbed(std::string("MongoDB mark replayed: ") + error.message, failure_of(error));
+  }
+
   std::uint64_t count_records() override {
     ensure_open();
     BsonPtr filter(bson_new());
     bson_error_t error;
-    const std::int64_t n = mongoc_collection_count_documents(collection_, filter.get(), nullptr,
-                                                             nullptr, nullptr, &error);
-    if (n < 0) throw scrubbed(std::string("MongoDB count: ") + error.message);
-    return static_cast<std::uint64_t>(n);
+    std::uint64_t total = 0;
+    for (auto* collection : collections_) {
+      const std::int64_t n = mongoc_collection_count_documents(collection, filter.get(), nullptr,
+                                                               nullptr, nullptr, &error);
+      if (n < 0) throw scrubbed(std::string("MongoDB count: ") + error.message);
+      total += static_cast<std::uint64_t>(n);
+    }
+    return total;
   }
 
   std::string describe() const override {
@@ -254,17 +367,19 @@ class MongoSink final : public Sink {
   }
   void close() {
     if (write_concern_) mongoc_write_concern_destroy(write_concern_);
-    if (collection_) mongoc_collection_destroy(collection_);
+    for (auto* collection : collections_) mongoc_collection_destroy(collection);
+    collections_.clear();
     if (rejects_) mongoc_collection_destroy(rejects_);
     if (client_) mongoc_client_destroy(client_);
     write_concern_ = nullptr;
-    collection_ = rejects_ = nullptr;
+    rejects_ = nullptr;
     client_ = nullptr;
   }
 
   MongoOptions options_;
   mongoc_client_t* client_ = nullptr;
-  mongoc_collection_t* collection_ = nullptr;
+  std::vector<std::string> names_;                 // sink.table, then the routed collections
+  std::vector<mongoc_collection_t*> collections_;  // by Record::route
   mongoc_collection_t* rejects_ = nullptr;
   mongoc_write_concern_t* write_concern_ = nullptr;
 };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <tuple>
 
 #include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
@@ -64,7 +65,10 @@ SinkFailure classify_sqlstate(std::string_view state) {
 
 class PostgresSink final : public Sink {
  public:
-  explicit PostgresSink(PostgresOptions options) : options_(std::move(options)) {}
+  explicit PostgresSink(PostgresOptions options) : options_(std::move(options)) {
+    tables_.push_back(options_.table);
+    tables_.insert(tables_.end(), options_.routes.begin(), options_.routes.end());
+  }
   ~PostgresSink() override { close(); }
 
   void open() override {
@@ -105,17 +109,32 @@ class PostgresSink final : public Sink {
     // reports "already exists" to the loser): the DDL runs under an advisory lock.
     exec("SELECT pg_advisory_lock(5391) /* sluice DDL */");
     try {
-      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
-           " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
-           " written_at timestamptz NOT NULL DEFAULT now()" +
-           columns + ")");
-      exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
-           sql_identifier("uniq_" + options_.table + "_hash") + " ON " +
-           sql_identifier(options_.table) + " (hash)");
-      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
-           " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
-           "text,"
-           " source text, rejected_at timestamptz NOT NULL DEFAULT now())");
+      for (const auto& table : tables()) {
+        exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(table) +
+             " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
+             " written_at timestamptz NOT NULL DEFAULT now()" +
+             columns + ")");
+        exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + table + "_hash") +
+             " ON " + sql_identifier(table) + " (hash)");
+      }
+      exec(
+          "CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
+          " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
+          "text,"
+          " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz)");
+      // A rejects table of an earlier release gets the column; asked first, as ALTER
+      // TABLE locks the table even when it has nothing to do.
+      const std::string rejects = sql_identifier(options_.rejects_table);
+      Statement has;
+      has.sql =
+          "SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
+          "attname = 'replayed_at' AND NOT attisdropped";
+      has.values = {rejects.c_str()};
+      send(has);
+      std::vector<std::string> count;
+      collect_results(count, "rejects table's columns");
+      if (count.empty() || count.front() == "0")
+        exec("ALTER TABLE " + rejects + " ADD COLUMN IF NOT EXISTS replayed_at timestamptz");
     } catch (...) {
       if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
         try {
@@ -130,28 +149,39 @@ class PostgresSink final : public Sink {
 
   WriteResult write(std::span<const pipeline::Record> input) override {
     ensure_open();
-    // Rows in hash order: concurrent writers (other processes too) then take the
-    // unique index's locks in the same order and cannot deadlock each other.
+    // Rows by table, then in hash order: concurrent writers (other processes too) then
+    // take the unique indexes' locks in the same order and cannot deadlock each other.
     std::vector<std::size_t> order(input.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     // Stable: of two records with one hash, the earlier is the row that is inserted.
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::tie(input[a].route, input[a].hash) < std::tie(input[b].route, input[b].hash);
+    });
     std::vector<const pipeline::Record*> records;  // no copies of the documents
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(&input[i]);
-    // One multi-row INSERT per chunk of rows; all chunks go out in libpq's pipeline
-    // mode with a single sync: one round trip for the whole batch, and statements
-    // that stay far below PostgreSQL's 65,535-parameter limit.
+    // One multi-row INSERT per table and chunk of rows; all go out in libpq's pipeline
+    // mode with a single sync: one round trip (one transaction) for the whole batch,
+    // and statements that stay far below PostgreSQL's 65,535-parameter limit.
+    const auto& names = tables();
     std::vector<Statement> statements;
-    for (std::size_t start = 0; start < records.size(); start += kRowsPerStatement)
-      statements.push_back(insert_statement(
-          std::span(records).subspan(start, std::min(kRowsPerStatement, records.size() - start))));
+    for (std::size_t start = 0, end = 0; start < records.size(); start = end) {
+      const auto route = records[start]->route;
+      end = start;
+      while (end < records.size() && records[end]->route == route &&
+             end - start < kRowsPerStatement)
+        ++end;
+      statements.push_back(
+          insert_statement(names.at(route), std::span(records).subspan(start, end - start)));
+    }
     std::vector<std::string> inserted = statements.size() == 1
                                             ? run_single(statements.front(), records.size())
                                             : run_pipelined(statements, records.size());
-    // The hashes RETURNING gave back and the rows, both in hash order: one merge.
+    // The hashes RETURNING gave back and the rows, both in hash order: one merge (a
+    // hash is in one table only: the route is a function of the identity).
     std::sort(inserted.begin(), inserted.end());
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return input[a].hash < input[b].hash; });
     WriteResult result;
     result.outcomes.assign(input.size(), WriteOutcome::duplicate);
     std::size_t next = 0;
@@ -174,10 +204,11 @@ class PostgresSink final : public Sink {
     std::vector<const char*> values;
   };
 
-  Statement insert_statement(std::span<const pipeline::Record* const> rows) const {
+  Statement insert_statement(const std::string& table,
+                             std::span<const pipeline::Record* const> rows) const {
     const std::size_t per_row = 3 + options_.columns.size();
     Statement st;
-    st.sql = "INSERT INTO " + sql_identifier(options_.table) + " (hash, message_id, document";
+    st.sql = "INSERT INTO " + sql_identifier(table) + " (hash, message_id, document";
     for (const auto& c : options_.columns) st.sql += ", " + column_name(c);
     st.sql += ") VALUES ";
     st.storage.reserve(1 + rows.size() * options_.columns.size());  // c_str()s stay valid
@@ -290,10 +321,56 @@ class PostgresSink final : public Sink {
     }
   }
 
+  std::vector<StoredReject> read_rejects(const RejectQuery& query) override {
+    ensure_open();
+    // Each row as one JSON array: the first column is all collect_results() reads.
+    const std::string limit = std::to_string(query.limit);
+    const std::string after = query.after_id.empty() ? "0" : query.after_id;
+    const char* replayed = query.replayed ? "true" : "false";
+    const char* utc = "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'";
+    Statement st;
+    st.sql = std::string(
+                 "SELECT json_build_array(id::text, message_id, reason, detail, body, "
+                 "source, to_char(rejected_at AT TIME ZONE 'UTC', ") +
+             utc + "), coalesce(to_char(replayed_at AT TIME ZONE 'UTC', " + utc +
+             "), ''))::text FROM " + sql_identifier(options_.rejects_table) +
+             " WHERE id > $1::bigint AND ($2 = '' OR reason = $2) AND ($3::boolean OR "
+             "replayed_at IS NULL) ORDER BY id LIMIT $4::bigint";
+    st.values = {after.c_str(), query.reason.c_str(), replayed, limit.c_str()};
+    send(st);
+    std::vector<std::string> lines;
+    collect_results(lines, "read rejects");
+    std::vector<StoredReject> rows;
+    for (const auto& line : lines) {
+      const auto a = nlohmann::json::parse(line);
+      auto at = [&](int i) { return a[i].is_string() ? a[i].get<std::string>() : std::string(); };
+      rows.push_back({at(0), {at(1), at(2), at(3), at(4), at(5)}, at(6), at(7)});
+    }
+    return rows;
+  }
+
+  void mark_replayed(std::span<const std::string> ids) override {
+    ensure_open();
+    std::string list = "{";
+    for (const auto& id : ids)
+      list += (list.size() > 1 ? "," : "") + std::to_string(std::stoll(id));
+    list += "}";
+    Statement st;
+    st.sql = "UPDATE " + sql_identifier(options_.rejects_table) +
+             " SET replayed_at = now() WHERE id = ANY($1::bigint[])";
+    st.values = {list.c_str()};
+    send(st);
+    std::vector<std::string> none;
+    collect_results(none, "mark replayed");
+  }
+
   std::uint64_t count_records() override {
     ensure_open();
     Statement st;
-    st.sql = "SELECT count(*)::text FROM " + sql_identifier(options_.table);
+    for (const auto& table : tables())
+      st.sql += (st.sql.empty() ? "SELECT (" : " + ") + std::string("(SELECT count(*) FROM ") +
+                sql_identifier(table) + ")";
+    st.sql += ")::text";
     send(st);
     std::vector<std::string> counts;
     collect_results(counts, "count");
@@ -308,6 +385,7 @@ class PostgresSink final : public Sink {
   void ensure_open() {
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) open();
   }
+  const std::vector<std::string>& tables() const { return tables_; }
   void close() {
     if (conn_) PQfinish(conn_);
     conn_ = nullptr;
@@ -402,6 +480,7 @@ class PostgresSink final : public Sink {
   }
 
   PostgresOptions options_;
+  std::vector<std::string> tables_;  // sink.table, then the routed tables: by Record::route
   PGconn* conn_ = nullptr;
   std::atomic<bool> interrupted_{false};
 };

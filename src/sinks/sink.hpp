@@ -56,6 +56,21 @@ struct RejectRow {
   std::string source;
 };
 
+// A rejects table's row, as `sluice rejects` reads it.
+struct StoredReject {
+  std::string id;  // SQLite, PostgreSQL: the row's integer id; MongoDB: _id in hex
+  RejectRow row;
+  std::string rejected_at;  // RFC 3339, UTC
+  std::string replayed_at;  // empty: not replayed
+};
+
+struct RejectQuery {
+  std::string reason;     // empty: every reason
+  bool replayed = false;  // also the rows already replayed
+  std::string after_id;   // paging: the rows after this id (empty: from the first)
+  std::size_t limit = 1000;
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -65,6 +80,12 @@ class Sink {
   // SinkError when the batch as a whole is not written.
   virtual WriteResult write(std::span<const pipeline::Record> records) = 0;
   virtual void write_rejects(std::span<const RejectRow> rows) = 0;
+  // The rejects table, oldest first; rows written by a release without replayed_at read
+  // as not replayed.
+  virtual std::vector<StoredReject> read_rejects(const RejectQuery& query) = 0;
+  // Marks the rows with these ids replayed, now.
+  virtual void mark_replayed(std::span<const std::string> ids) = 0;
+  // Records in every table it writes (sink.table and the routed ones).
   virtual std::uint64_t count_records() = 0;
   virtual std::string describe() const = 0;
   // Called from another thread (at the shutdown deadline): makes a call blocked in
@@ -86,6 +107,7 @@ struct SqliteOptions {
   std::string rejects_table = "rejects";
   std::string synchronous = "FULL";  // FULL: a commit survives power loss; NORMAL: a crash
   std::chrono::milliseconds busy_timeout{10000};
+  std::vector<std::string> routes;  // tables for Record::route 1, 2, ... (route.tables)
 };
 
 struct PostgresOptions {
@@ -98,6 +120,7 @@ struct PostgresOptions {
   // network): then the connection is dropped and the batch retried on a new one. The
   // server's own statement_timeout is set to the same value.
   std::chrono::milliseconds query_timeout{30000};
+  std::vector<std::string> routes;  // tables for Record::route 1, 2, ... (route.tables)
 };
 
 struct MongoOptions {
@@ -110,6 +133,7 @@ struct MongoOptions {
   // uniqueness); false: a separate unique index on hash_field.
   bool id_from_hash = true;
   std::string hash_field = "documentHash";
+  std::vector<std::string> routes;  // collections for Record::route 1, 2, ...
 };
 
 std::unique_ptr<Sink> make_sqlite_sink(SqliteOptions options);

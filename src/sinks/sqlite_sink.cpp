@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
@@ -29,7 +30,10 @@ SinkFailure classify(int code) {
 
 class SqliteSink final : public Sink {
  public:
-  explicit SqliteSink(SqliteOptions options) : options_(std::move(options)) {}
+  explicit SqliteSink(SqliteOptions options) : options_(std::move(options)) {
+    tables_.push_back(options_.table);
+    tables_.insert(tables_.end(), options_.routes.begin(), options_.routes.end());
+  }
   ~SqliteSink() override { close(); }
 
   void open() override {
@@ -55,17 +59,31 @@ class SqliteSink final : public Sink {
         this);
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=" + options_.synchronous);
-    exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.table) +
-         " (hash TEXT NOT NULL, message_id TEXT, document TEXT NOT NULL,"
-         " written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
-    exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + options_.table + "_hash") +
-         " ON " + sql_identifier(options_.table) + " (hash)");
+    for (const auto& table : tables_) {
+      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(table) +
+           " (hash TEXT NOT NULL, message_id TEXT, document TEXT NOT NULL,"
+           " written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
+      exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + table + "_hash") +
+           " ON " + sql_identifier(table) + " (hash)");
+    }
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id INTEGER PRIMARY KEY, message_id TEXT, reason TEXT NOT NULL, detail TEXT, body TEXT,"
-         " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))");
-    insert_ =
-        prepare("INSERT INTO " + sql_identifier(options_.table) +
-                " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING");
+         " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),"
+         " replayed_at TEXT)");
+    // A rejects table of an earlier release gets the column (another process may add
+    // it at the same moment: then its ALTER fails and the column is there).
+    if (!has_replayed_at()) {
+      try {
+        exec("ALTER TABLE " + sql_identifier(options_.rejects_table) +
+             " ADD COLUMN replayed_at TEXT");
+      } catch (const SinkError&) {
+        if (!has_replayed_at()) throw;
+      }
+    }
+    for (const auto& table : tables_)
+      inserts_.push_back(prepare(
+          "INSERT INTO " + sql_identifier(table) +
+          " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING"));
     insert_reject_ =
         prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
                 " (message_id, reason, detail, body, source) VALUES (?1, ?2, ?3, ?4, ?5)");
@@ -80,14 +98,15 @@ class SqliteSink final : public Sink {
     try {
       for (const auto& r : records) {
         const std::string document = r.document.dump();
-        sqlite3_reset(insert_);
-        sqlite3_bind_text(insert_, 1, r.hash.data(), static_cast<int>(r.hash.size()),
+        sqlite3_stmt* insert = inserts_.at(r.route);
+        sqlite3_reset(insert);
+        sqlite3_bind_text(insert, 1, r.hash.data(), static_cast<int>(r.hash.size()),
                           SQLITE_TRANSIENT);
-        sqlite3_bind_text(insert_, 2, r.message_id.data(), static_cast<int>(r.message_id.size()),
+        sqlite3_bind_text(insert, 2, r.message_id.data(), static_cast<int>(r.message_id.size()),
                           SQLITE_TRANSIENT);
-        sqlite3_bind_text(insert_, 3, document.data(), static_cast<int>(document.size()),
+        sqlite3_bind_text(insert, 3, document.data(), static_cast<int>(document.size()),
                           SQLITE_TRANSIENT);
-        if (sqlite3_step(insert_) != SQLITE_DONE) fail("insert");
+        if (sqlite3_step(insert) != SQLITE_DONE) fail("insert");
         outcomes.push_back(sqlite3_changes(db_) == 1 ? WriteOutcome::inserted
                                                      : WriteOutcome::duplicate);
       }
@@ -119,13 +138,62 @@ class SqliteSink final : public Sink {
     }
   }
 
+  std::vector<StoredReject> read_rejects(const RejectQuery& query) override {
+    ensure_open();
+    sqlite3_stmt* stmt = prepare(
+        "SELECT id, message_id, reason, detail, body, source, rejected_at, replayed_at FROM " +
+        sql_identifier(options_.rejects_table) +
+        " WHERE id > ?1 AND (?2 = '' OR reason = ?2) AND (?3 OR replayed_at IS NULL)"
+        " ORDER BY id LIMIT ?4");
+    sqlite3_bind_int64(stmt, 1, query.after_id.empty() ? 0 : std::stoll(query.after_id));
+    sqlite3_bind_text(stmt, 2, query.reason.data(), static_cast<int>(query.reason.size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int(stmt, 3, query.replayed ? 1 : 0);
+    sqlite3_bind_int64(stmt, 4, static_cast<sqlite3_int64>(query.limit));
+    auto text = [&](int column) {
+      const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, column));
+      return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt, column)))
+               : std::string();
+    };
+    std::vector<StoredReject> rows;
+    int step = SQLITE_ROW;
+    while ((step = sqlite3_step(stmt)) == SQLITE_ROW)
+      rows.push_back({text(0), {text(1), text(2), text(3), text(4), text(5)}, text(6), text(7)});
+    sqlite3_finalize(stmt);
+    if (step != SQLITE_DONE) fail("read rejects");
+    return rows;
+  }
+
+  void mark_replayed(std::span<const std::string> ids) override {
+    ensure_open();
+    sqlite3_stmt* stmt =
+        prepare("UPDATE " + sql_identifier(options_.rejects_table) +
+                " SET replayed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1");
+    try {
+      exec("BEGIN IMMEDIATE");
+      for (const auto& id : ids) {
+        sqlite3_reset(stmt);
+        sqlite3_bind_int64(stmt, 1, std::stoll(id));
+        if (sqlite3_step(stmt) != SQLITE_DONE) fail("mark replayed");
+      }
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      sqlite3_finalize(stmt);
+      throw;
+    }
+    sqlite3_finalize(stmt);
+  }
+
   std::uint64_t count_records() override {
     ensure_open();
-    sqlite3_stmt* stmt = prepare("SELECT count(*) FROM " + sql_identifier(options_.table));
     std::uint64_t n = 0;
-    if (sqlite3_step(stmt) == SQLITE_ROW)
-      n = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
-    sqlite3_finalize(stmt);
+    for (const auto& table : tables_) {
+      sqlite3_stmt* stmt = prepare("SELECT count(*) FROM " + sql_identifier(table));
+      if (sqlite3_step(stmt) == SQLITE_ROW)
+        n += static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
+      sqlite3_finalize(stmt);
+    }
     return n;
   }
 
@@ -156,15 +224,24 @@ class SqliteSink final : public Sink {
                       classify(sqlite3_extended_errcode(db_)));
     }
   }
+  bool has_replayed_at() {
+    sqlite3_stmt* stmt =
+        prepare("SELECT count(*) FROM pragma_table_info(?1) WHERE name = 'replayed_at'");
+    sqlite3_bind_text(stmt, 1, options_.rejects_table.c_str(), -1, SQLITE_TRANSIENT);
+    const bool has = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0) == 1;
+    sqlite3_finalize(stmt);
+    return has;
+  }
   sqlite3_stmt* prepare(const std::string& sql) {
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) fail("prepare");
     return stmt;
   }
   void close() {
-    if (insert_) sqlite3_finalize(insert_);
+    for (auto* insert : inserts_) sqlite3_finalize(insert);
+    inserts_.clear();
     if (insert_reject_) sqlite3_finalize(insert_reject_);
-    insert_ = insert_reject_ = nullptr;
+    insert_reject_ = nullptr;
     std::lock_guard lock(db_mutex_);
     if (db_) sqlite3_close(db_);
     db_ = nullptr;
@@ -174,7 +251,8 @@ class SqliteSink final : public Sink {
   std::mutex db_mutex_;  // db_ against interrupt() from another thread
   sqlite3* db_ = nullptr;
   std::atomic<bool> interrupted_{false};
-  sqlite3_stmt* insert_ = nullptr;
+  std::vector<std::string> tables_;     // sink.table, then the routed tables
+  std::vector<sqlite3_stmt*> inserts_;  // one per table, by Record::route
   sqlite3_stmt* insert_reject_ = nullptr;
 };
 

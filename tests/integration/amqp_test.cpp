@@ -923,7 +923,7 @@ TEST_F(AmqpTest, OrderEventsNormalizeWithATenantHeader) {
   const auto summary = drain(app::parse_config(yaml));
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   EXPECT_EQ(summary.duplicates, events.bodies.size() - events.distinct_records);
-  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms, {}});
   EXPECT_EQ(sink->count_records(), events.distinct_records);
   const std::string other =
       test::run_command("sqlite3 " + db +

@@ -47,29 +47,35 @@ class OperationsPipeline : public test::PipelineFixture {
       EXPECT_TRUE(o.ok) << o.error_message;
   }
   // A pipeline on `url` into a fresh SQLite file, with `extra` YAML appended.
-  app::PipelineConfig config(const std::string& url, const std::string& extra) {
+  app::PipelineConfig config(const std::string& url, const std::string& extra,
+                             const std::string& identity = "[id]") {
     db_ = ::testing::TempDir() + "/sluice-ops-" + std::to_string(getpid()) + "-" +
           std::to_string(++files_) + ".db";
     test::remove_sqlite(db_);
-    const std::string yaml = "source:\n  sqs:\n    queue_url: " + url +
-                             "\n    endpoint_url: " + test::Emulator::shared().endpoint() +
-                             "\n    region: us-east-1\n    poll_wait: 1s\n"
-                             "sink:\n  type: sqlite\n  sqlite:\n    path: " +
-                             db_ +
-                             "\nmetrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
-                             "normalize:\n  fields:\n"
-                             "    - {name: id, from: /id, type: string, required: true}\n"
-                             "    - {name: type, from: /type, type: string}\n"
-                             "identity:\n  versions:\n    V1: [id]\n" +
-                             extra;
-    return app::parse_config(yaml);
+    return app::parse_config(yaml_of(url, extra, identity));
   }
-  std::vector<std::string> stored(const std::string& column_sql) {
+  // The YAML of config(), on the current db_.
+  std::string yaml_of(const std::string& url, const std::string& extra,
+                      const std::string& identity = "[id]") {
+    return "source:\n  sqs:\n    queue_url: " + url +
+           "\n    endpoint_url: " + test::Emulator::shared().endpoint() +
+           "\n    region: us-east-1\n    poll_wait: 1s\n"
+           "sink:\n  type: sqlite\n  sqlite:\n    path: " +
+           db_ +
+           "\nmetrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
+           "normalize:\n  fields:\n"
+           "    - {name: id, from: /id, type: string, required: true}\n"
+           "    - {name: type, from: /type, type: string}\n"
+           "identity:\n  versions:\n    V1: " +
+           identity + "\n" + extra;
+  }
+  std::vector<std::string> stored(const std::string& column_sql,
+                                  const std::string& table = "records") {
     sqlite3* handle = nullptr;
     EXPECT_EQ(sqlite3_open(db_.c_str(), &handle), SQLITE_OK);
     sqlite3_stmt* statement = nullptr;
     std::vector<std::string> out;
-    const std::string sql = "SELECT " + column_sql + " FROM records ORDER BY 1";
+    const std::string sql = "SELECT " + column_sql + " FROM " + table + " ORDER BY 1";
     EXPECT_EQ(sqlite3_prepare_v2(handle, sql.c_str(), -1, &statement, nullptr), SQLITE_OK);
     while (sqlite3_step(statement) == SQLITE_ROW)
       out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)));
@@ -156,6 +162,120 @@ TEST_F(OperationsPipeline, FilteredStoredAndRejectedAddUpToWhatWasSent) {
   for (const auto& type : stored("json_extract(document, '$.type')"))
     EXPECT_TRUE(type == "OrderPlaced" || type == "OrderCancelled") << type;
   EXPECT_EQ(queue_total(url), 0) << "filtered messages are acked";
+}
+
+// route: each record in the table its type names, an unlisted type rejected with it
+// (route.unknown: reject), and a redelivered copy a duplicate in its own table.
+TEST_F(OperationsPipeline, RouteWritesEachRecordToTheTableItsTypeNames) {
+  const std::string url = make_queue("ops-route");
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> msgs;
+  for (int i = 0; i < 90; ++i) {
+    const char* type = i % 3 == 0 ? "OrderPlaced" : i % 3 == 1 ? "OrderCancelled" : "Refund";
+    msgs.push_back({R"({"id":"o-)" + std::to_string(i) + R"(","type":")" + type + "\"}", {}});
+  }
+  msgs.push_back(msgs.front());  // the same record again: a duplicate in orders_placed
+  send(url, msgs);
+  const auto summary = run_until_drained(config(url, R"(route:
+  field: type
+  tables: {OrderPlaced: orders_placed, OrderCancelled: orders_cancelled}
+  unknown: reject
+)",
+                                                "[id, type]"));
+  EXPECT_EQ(summary.written, 60u);
+  EXPECT_EQ(summary.duplicates, 1u);
+  EXPECT_EQ(summary.rejected_validation, 30u) << "Refund names no table";
+  EXPECT_EQ(summary.records_in_sink, 60u) << "the tables' records together";
+  const auto placed = stored("json_extract(document, '$.type')", "orders_placed");
+  const auto cancelled = stored("json_extract(document, '$.type')", "orders_cancelled");
+  EXPECT_EQ(placed, std::vector<std::string>(30, "OrderPlaced"));
+  EXPECT_EQ(cancelled, std::vector<std::string>(30, "OrderCancelled"));
+  EXPECT_TRUE(stored("hash").empty()) << "nothing in sink.table: every value listed or rejected";
+  const auto reasons = stored("detail", "rejects");
+  ASSERT_EQ(reasons.size(), 30u);
+  EXPECT_NE(reasons.front().find("route: type is \"Refund\""), std::string::npos)
+      << reasons.front();
+  EXPECT_EQ(queue_total(url), 0);
+}
+
+// sluice rejects: what a configuration rejected is listed, exported as JSON lines and,
+// after the fix, replayed through the new configuration: exactly the distinct records
+// stored, the copies found duplicates, what still fails left for another replay.
+TEST_F(OperationsPipeline, RejectsAreListedExportedAndReplayedAfterAFix) {
+  const std::string url = make_queue("ops-rejects");
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> msgs;
+  for (int i = 0; i < 120; ++i)
+    msgs.push_back({R"({"id":"r-)" + std::to_string(i) + R"(","type":")" +
+                        (i % 2 ? "Refund" : "OrderPlaced") + "\"}",
+                    {}});
+  for (int i = 1; i < 10; i += 2) msgs.push_back(msgs[i]);  // 5 refunds sent twice
+  msgs.push_back({R"({"id":"bad-1","type":)", {}});         // malformed: no fix helps
+  msgs.push_back({"not json\nat all", {}});
+  send(url, msgs);
+  const std::string before =
+      "route:\n  field: type\n  tables: {OrderPlaced: orders}\n"
+      "  unknown: reject\n";
+  const auto summary = run_until_drained(config(url, before, "[id, type]"));
+  ASSERT_EQ(summary.written, 60u);
+  ASSERT_EQ(summary.rejected_validation, 65u);
+  ASSERT_EQ(summary.rejected_malformed, 2u);
+  const std::string dir = ::testing::TempDir() + "/sluice-rejects-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/before.yaml") << yaml_of(url, before, "[id, type]");
+  std::ofstream(dir + "/after.yaml")
+      << yaml_of(url,
+                 "route:\n  field: type\n  tables: {OrderPlaced: orders, Refund: refunds}\n"
+                 "  unknown: reject\n",
+                 "[id, type]");
+  const std::string bin = SLUICE_BINARY;
+  auto rejects = [&](const std::string& args) {
+    return test::run_with_status(bin + " rejects " + args + " 2>&1");
+  };
+
+  const auto listed =
+      rejects("list --config " + dir + "/before.yaml --reason validation --limit 1000");
+  ASSERT_EQ(listed.first, 0) << listed.second;
+  EXPECT_EQ(std::count(listed.second.begin(), listed.second.end(), '\n'), 1 + 65 + 1)
+      << "a header, the rows, the count";
+  EXPECT_NE(listed.second.find("route: type is \"Refund\""), std::string::npos) << listed.second;
+  EXPECT_NE(listed.second.find("65 row(s)"), std::string::npos) << listed.second;
+
+  const auto exported =
+      rejects("export --config " + dir + "/before.yaml --out " + dir + "/r.jsonl");
+  ASSERT_EQ(exported.first, 0) << exported.second;
+  EXPECT_NE(exported.second.find("65 line(s)"), std::string::npos) << exported.second;
+  EXPECT_NE(exported.second.find("2 body(ies) that are not JSON left out"), std::string::npos)
+      << exported.second;
+  std::ifstream lines(dir + "/r.jsonl");
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n)
+    EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
+  EXPECT_EQ(n, 65);
+
+  const auto dry = rejects("replay --config " + dir + "/after.yaml --dry-run");
+  ASSERT_EQ(dry.first, 0) << dry.second;
+  EXPECT_NE(dry.second.find("would be stored 65"), std::string::npos) << dry.second;
+  EXPECT_NE(dry.second.find("still rejected 2 (malformed 2)"), std::string::npos) << dry.second;
+  EXPECT_TRUE(stored("hash", "refunds").empty()) << "a dry run writes nothing";
+
+  const auto replayed = rejects("replay --config " + dir + "/after.yaml");
+  ASSERT_EQ(replayed.first, 0) << replayed.second;
+  EXPECT_NE(replayed.second.find("67 row(s)"), std::string::npos) << replayed.second;
+  EXPECT_NE(replayed.second.find("stored 60, duplicates 5, filtered 0"), std::string::npos)
+      << replayed.second;
+  EXPECT_EQ(stored("json_extract(document, '$.type')", "refunds"),
+            std::vector<std::string>(60, "Refund"))
+      << "exactly the distinct records";
+  EXPECT_EQ(stored("hash", "orders").size(), 60u);
+
+  const auto again = rejects("replay --config " + dir + "/after.yaml");
+  ASSERT_EQ(again.first, 0) << again.second;
+  EXPECT_NE(again.second.find("2 row(s)"), std::string::npos)
+      << "only the malformed ones are left: " << again.second;
+  EXPECT_NE(again.second.find("stored 0"), std::string::npos) << again.second;
+  const auto all = rejects("list --config " + dir + "/after.yaml --all --limit 1000");
+  EXPECT_NE(all.second.find("replayed_at"), std::string::npos) << all.second;
+  EXPECT_NE(all.second.find("67 row(s)"), std::string::npos) << all.second;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(OperationsPipeline, AProducerIdIsTheIdentityAndAMissingOneIsRejected) {

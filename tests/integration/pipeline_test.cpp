@@ -75,7 +75,7 @@ TEST_F(PipelineTest, SqliteHoldsExactlyTheDistinctRecordsAndRejectsAreKept) {
   EXPECT_GT(summary.rejected_validation, 0u);
   EXPECT_GT(summary.rejected_schema_drift, 0u);
   EXPECT_EQ(queue_total(url), 0) << "everything acked: written, duplicate, or kept as a reject";
-  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms, {}});
   EXPECT_EQ(sink->count_records(), events.distinct_records);
   test::remove_sqlite(db);
 }
@@ -166,6 +166,25 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
                "\n  batch_size: 50\n  max_attempts: 3\n  postgres:\n    dsn: " + pg.dsn() + "\n"));
   config.container.max_in_flight = 100;
   config.container.min_concurrent_receives = config.container.max_concurrent_receives = 1;
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(test::free_port());
+  config.metrics_listen = endpoint.substr(7);
+  // The outage is an automatic pause (README): said by /readyz and sluice_paused.
+  auto get = [&](const std::string& path) {
+    aws::HttpRequest request;
+    request.url = aws::Url::parse(endpoint + path);
+    try {
+      return app::send_once(request);
+    } catch (const std::exception&) {
+      return aws::HttpResponse{};  // not listening (yet, or any more)
+    }
+  };
+  const std::string paused_series =
+      R"(sluice_paused{pipeline="default",reason="sink_unavailable"} )";
+  auto paused_by_the_sink = [&] {
+    const auto body = get("/metrics").body;
+    const auto at = body.find(paused_series);
+    return at == std::string::npos ? -1 : body[at + paused_series.size()] - '0';
+  };
   app::RunSummary summary;
   std::thread runner([&] { summary = run_until_drained(config); });
   // Stop the database once writing has begun, keep it down, bring it back.
@@ -175,12 +194,22 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
       break;
     std::this_thread::sleep_for(20ms);
   }
+  EXPECT_EQ(paused_by_the_sink(), 0) << "writing, not paused";
+  EXPECT_EQ(get("/readyz").status, 200);
   pg.stop();
   const int visible_while_down_start = queue_total(url);
+  EXPECT_TRUE(test::wait_until([&] { return paused_by_the_sink() == 1; }, 10s))
+      << "sluice_paused{reason=\"sink_unavailable\"} while the database is down";
+  const auto readyz = get("/readyz");
+  EXPECT_EQ(readyz.status, 503);
+  EXPECT_NE(readyz.body.find("sink_unavailable"), std::string::npos) << readyz.body;
   std::this_thread::sleep_for(6s);
   EXPECT_GT(queue_total(url), 0) << "nothing unwritten was acked while the database was down";
   EXPECT_LE(queue_total(url), visible_while_down_start);
   pg.start();
+  // Resumed by itself once the database answers (seen before the drain ends the run).
+  EXPECT_TRUE(test::wait_until([&] { return paused_by_the_sink() == 0; }, 60s))
+      << "the automatic pause ends with the outage";
   runner.join();
   EXPECT_EQ(pg.query("SELECT count(*) FROM " + table),
             std::to_string(events.distinct_records) + "\n");
@@ -210,7 +239,7 @@ TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   // Whatever it wrote was acked and deleted; whatever it did not is still queued.
-  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+  auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms, {}});
   const auto written = sink->count_records();
   EXPECT_EQ(written + static_cast<std::uint64_t>(queue_total(url)), events.distinct_records)
       << "nothing lost, nothing acked without its record";
@@ -248,7 +277,7 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   {
-    auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms});
+    auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms, {}});
     EXPECT_EQ(sink->count_records(), events.distinct_records) << "nothing lost, nothing twice";
   }  // closed before its files are removed
   EXPECT_EQ(queue_total(url), 0);

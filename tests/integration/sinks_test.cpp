@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "pipeline/transform.hpp"
@@ -48,7 +49,205 @@ void check_idempotent_batches(sinks::Sink& sink) {
   sink.write_rejects(std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q"}});
 }
 
+// route: records into several tables in one batch, each table with its own unique
+// index; outcomes in the batch's order; each table holds exactly its records.
+// `make(table, routes)` makes the sink under test.
+void check_routed_batches(
+    const std::function<std::unique_ptr<sinks::Sink>(const std::string&, std::vector<std::string>)>&
+        make,
+    const std::string& base) {
+  const std::string placed = base + "_placed", cancelled = base + "_cancelled";
+  auto sink = make(base, {placed, cancelled});
+  sink->open();
+  auto routed = [](pipeline::Record r, std::uint16_t route) {
+    r.route = route;
+    return r;
+  };
+  const std::vector<pipeline::Record> batch{
+      routed(record("A", 1, "m1"), 1), routed(record("B", 1, "m2"), 0),
+      routed(record("C", 1, "m3"), 2), routed(record("D", 1, "m4"), 1),
+      routed(record("A", 1, "m5"), 1), routed(record("C", 1, "m6"), 2)};
+  EXPECT_EQ(sink->write(batch).outcomes,
+            (std::vector<WriteOutcome>{WriteOutcome::inserted, WriteOutcome::inserted,
+                                       WriteOutcome::inserted, WriteOutcome::inserted,
+                                       WriteOutcome::duplicate, WriteOutcome::duplicate}));
+  EXPECT_EQ(sink->write(std::vector<pipeline::Record>{routed(record("D", 1, "m7"), 1),
+                                                      routed(record("E", 1, "m8"), 2)})
+                .outcomes,
+            (std::vector<WriteOutcome>{WriteOutcome::duplicate, WriteOutcome::inserted}))
+      << "a later batch finds the earlier one's rows in the routed table";
+  EXPECT_EQ(sink->count_records(), 5u) << "every table's records";
+  EXPECT_EQ(make(base, {})->count_records(), 1u);
+  EXPECT_EQ(make(placed, {})->count_records(), 2u);
+  EXPECT_EQ(make(cancelled, {})->count_records(), 2u);
+}
+
+// The rejects table as `sluice rejects` reads it: oldest first, by reason, in pages,
+// and marked replayed.
+void check_rejects_are_read_and_marked(sinks::Sink& sink) {
+  sink.open();
+  std::vector<sinks::RejectRow> rows;
+  for (int i = 0; i < 7; ++i)
+    rows.push_back({"m" + std::to_string(i), i % 2 ? "validation" : "malformed",
+                    "why " + std::to_string(i), R"({"n":)" + std::to_string(i) + "}", "q"});
+  sink.write_rejects(rows);
+  sinks::RejectQuery all;
+  const auto read = sink.read_rejects(all);
+  ASSERT_EQ(read.size(), 7u);
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(read[i].row.message_id, "m" + std::to_string(i)) << "oldest first";
+    EXPECT_EQ(read[i].row.body, rows[i].body);
+    EXPECT_EQ(read[i].row.detail, rows[i].detail);
+    EXPECT_EQ(read[i].rejected_at.size(), 24u) << read[i].rejected_at;  // ...T12:00:00.000Z
+    EXPECT_TRUE(read[i].replayed_at.empty());
+  }
+  sinks::RejectQuery validation;
+  validation.reason = "validation";
+  validation.limit = 2;
+  auto page = sink.read_rejects(validation);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[1].row.message_id, "m3");
+  validation.after_id = page.back().id;
+  page = sink.read_rejects(validation);
+  ASSERT_EQ(page.size(), 1u) << "the page after m3: m5 only";
+  EXPECT_EQ(page[0].row.message_id, "m5");
+  const std::vector<std::string> marked{read[1].id, read[4].id};
+  sink.mark_replayed(marked);
+  const auto left = sink.read_rejects(all);
+  ASSERT_EQ(left.size(), 5u) << "replayed rows are left out";
+  for (const auto& r : left) EXPECT_TRUE(r.row.message_id != "m1" && r.row.message_id != "m4");
+  all.replayed = true;
+  const auto every = sink.read_rejects(all);
+  ASSERT_EQ(every.size(), 7u);
+  EXPECT_FALSE(every[1].replayed_at.empty());
+  EXPECT_FALSE(every[4].replayed_at.empty());
+  EXPECT_TRUE(every[0].replayed_at.empty());
+}
+
 }  // namespace
+
+TEST(SqliteSink, RejectsAreReadAndMarkedReplayedAndAnOldTableGetsTheColumn) {
+  const std::string path =
+      ::testing::TempDir() + "/sluice-rejects-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(path);
+  {  // the rejects table as an earlier release made it
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE rejects (id INTEGER PRIMARY KEY, message_id TEXT, reason "
+                           "TEXT NOT NULL, detail TEXT, body TEXT, source TEXT, rejected_at TEXT "
+                           "NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  sinks::SqliteOptions options;
+  options.path = path;
+  auto sink = sinks::make_sqlite_sink(options);
+  check_rejects_are_read_and_marked(*sink);
+  sink->open();  // again: the column is there, nothing to add
+  test::remove_sqlite(path);
+}
+
+TEST(PostgresSink, RejectsAreReadAndMarkedReplayedAndAnOldTableGetsTheColumn) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "rj_records_" + std::to_string(getpid());
+  options.rejects_table = "rj_rejects_" + std::to_string(getpid());
+  pg.query("CREATE TABLE " + options.rejects_table +
+           " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
+           "text, source text, rejected_at timestamptz NOT NULL DEFAULT now())");
+  auto sink = sinks::make_postgres_sink(options);
+  check_rejects_are_read_and_marked(*sink);
+  EXPECT_EQ(
+      pg.query("SELECT count(*) FROM " + options.rejects_table + " WHERE replayed_at IS NOT NULL"),
+      "2\n");
+}
+
+TEST(MongoSink, RejectsAreReadAndMarkedReplayed) {
+  sinks::MongoOptions options;
+  options.uri = test::MongoWire::shared().uri();
+  options.database = "sluice_test";
+  options.collection = "rj_records_" + std::to_string(getpid());
+  options.rejects_collection = "rj_rejects_" + std::to_string(getpid());
+  options.write_concern = "1";
+  auto sink = sinks::make_mongo_sink(options);
+  check_rejects_are_read_and_marked(*sink);
+}
+
+TEST(SqliteSink, RoutedRecordsGoToTheirTables) {
+  const std::string path =
+      ::testing::TempDir() + "/sluice-routes-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(path);
+  check_routed_batches(
+      [&](const std::string& table, std::vector<std::string> routes) {
+        sinks::SqliteOptions options;
+        options.path = path;
+        options.table = table;
+        options.routes = std::move(routes);
+        return sinks::make_sqlite_sink(options);
+      },
+      "events");
+  test::remove_sqlite(path);
+}
+
+TEST(PostgresSink, RoutedRecordsGoToTheirTablesInOneTransaction) {
+  auto& pg = test::Postgres::shared();
+  const std::string base = "routed_" + std::to_string(getpid());
+  check_routed_batches(
+      [&](const std::string& table, std::vector<std::string> routes) {
+        sinks::PostgresOptions options;
+        options.dsn = pg.dsn();
+        options.table = table;
+        options.routes = std::move(routes);
+        options.columns = {{"skuId", pipeline::FieldType::string}};
+        return sinks::make_postgres_sink(options);
+      },
+      base);
+  EXPECT_EQ(
+      pg.query("SELECT string_agg(\"skuId\", ',' ORDER BY \"skuId\") FROM " + base + "_placed"),
+      "A,D\n");
+  // One transaction for the batch: a record refused in one table (jsonb takes no
+  // \u0000) leaves none of its batch mates in another.
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = base;
+  options.routes = {base + "_placed", base + "_cancelled"};
+  auto sink = sinks::make_postgres_sink(options);
+  auto fine = record("F", 1, "m9");
+  fine.route = 1;
+  auto refused = record("G", 1, "m10");
+  refused.document["skuId"] = std::string("G\0", 2);
+  refused.route = 2;
+  try {
+    sink->write(std::vector<pipeline::Record>{fine, refused});
+    ADD_FAILURE() << "PostgreSQL took a \\u0000 in jsonb";
+  } catch (const sinks::SinkError& e) {
+    EXPECT_EQ(e.kind(), sinks::SinkFailure::refused) << e.what();
+  }
+  EXPECT_EQ(pg.query("SELECT count(*) FROM " + base + "_placed WHERE \"skuId\" = 'F'"), "0\n");
+  EXPECT_EQ(pg.query("SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%UNIQUE%' AND "
+                     "tablename LIKE '" +
+                     base + "%'"),
+            "3\n")
+      << "a unique index on each table";
+}
+
+TEST(MongoSink, RoutedRecordsGoToTheirCollections) {
+  const std::string base = "routed_" + std::to_string(getpid());
+  check_routed_batches(
+      [&](const std::string& table, std::vector<std::string> routes) {
+        sinks::MongoOptions options;
+        options.uri = test::MongoWire::shared().uri();
+        options.database = "sluice_test";
+        options.collection = table;
+        options.routes = std::move(routes);
+        options.write_concern = "1";
+        return sinks::make_mongo_sink(options);
+      },
+      base);
+}
 
 TEST(SqliteSink, InsertFirstUnderAUniqueIndex) {
   const std::string path =
@@ -441,6 +640,8 @@ TEST(BatchWriter, ARecordFailingOnItsOwnIsRefusedAfterMaxRecordFailuresDeliverie
     void write_rejects(std::span<const sinks::RejectRow> rows) override {
       for (const auto& r : rows) rejects.push_back(r);
     }
+    std::vector<sinks::StoredReject> read_rejects(const sinks::RejectQuery&) override { return {}; }
+    void mark_replayed(std::span<const std::string>) override {}
     std::uint64_t count_records() override { return 0; }
     std::string describe() const override { return "failing"; }
     std::vector<sinks::RejectRow> rejects;

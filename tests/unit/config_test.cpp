@@ -536,6 +536,30 @@ TEST(Config, OperationsMistakesAreRefusedWithTheKeyAndTheReason) {
       << "YAML's plain scalars are typed, quoted ones are strings";
 }
 
+TEST(Config, RouteMistakesAreRefusedWithTheKey) {
+  EXPECT_TRUE(
+      has(error_of(with("route:\n  field: skuId\n")), {"route.tables", "expected at least one"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: [a, b]\n")),
+                  {"route.tables", "a mapping of value to table"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: records}\n")),
+                  {"route.tables: records is sink.table already"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: \"a$b\"}\n")),
+                  {"route.tables.A", "'a$b'", "without '$'"}));
+  EXPECT_TRUE(
+      has(error_of(with("route:\n  field: skuId\n  tables: {A: " + std::string(64, 't') + "}\n")),
+          {"route.tables.A", "1 to 63 bytes"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: a}\n  unknown: drop\n")),
+                  {"route.unknown", "'drop'", "default"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: nope\n  tables: {A: a}\n")),
+                  {"route.field = nope", "expected a field of normalize.fields"}));
+  const auto c = parse_config(
+      with("route:\n  field: skuId\n  tables: {A: t_a, B: t_b, C: t_a}\n  unknown: reject\n"));
+  EXPECT_EQ(c.sqlite.routes, (std::vector<std::string>{"t_a", "t_b"}));
+  EXPECT_EQ(c.postgres.routes, c.sqlite.routes);
+  EXPECT_EQ(c.mongodb.routes, c.sqlite.routes);
+  EXPECT_TRUE(c.transform.route_unknown_rejected);
+}
+
 // Found by fuzz_config: a byte that is no UTF-8 reached a JSON value and threw past
 // ConfigError. Raw bytes are refused with the line; an escape naming no character is
 // refused by yaml-cpp, also with the line.

@@ -252,3 +252,67 @@ TEST(Transform, SpecIsValidated) {
   spec.fields[1].name = "skuId";
   EXPECT_THROW(Transformer{spec}, std::invalid_argument);
 }
+
+TEST(Transform, RouteChoosesTheTableByAFieldsValue) {
+  auto spec = inventory_spec();
+  spec.route_field = "eventType";
+  spec.route_tables = {{"RECEIVED", "receipts"}, {"MOVED", "moves"}, {"ADJUSTED", "moves"}};
+  EXPECT_EQ(routed_tables(spec), (std::vector<std::string>{"receipts", "moves"}));
+  const Transformer t(spec);
+  auto body = [](const std::string& type) {
+    return R"({"skuId":"S","location":{"id":"L"},"quantity":1,"eventType":")" + type + "\"}";
+  };
+  EXPECT_EQ(record_of(t, body("RECEIVED")).route, 1);
+  EXPECT_EQ(record_of(t, body("MOVED")).route, 2);
+  EXPECT_EQ(record_of(t, body("ADJUSTED")).route, 2) << "two values, one table";
+  EXPECT_EQ(record_of(t, body("COUNTED")).route, 0) << "unknown: the sink's own table";
+  EXPECT_EQ(record_of(t, body("moved")).route, 0) << "values match exactly";
+
+  spec.route_unknown_rejected = true;
+  const Transformer strict(spec);
+  EXPECT_EQ(record_of(strict, body("MOVED")).route, 2);
+  const auto r = rejection_of(strict, body("COUNTED"));
+  EXPECT_EQ(r.reason, RejectReason::validation);
+  EXPECT_NE(r.detail.find("eventType is \"COUNTED\""), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("RECEIVED, MOVED, ADJUSTED"), std::string::npos) << r.detail;
+}
+
+TEST(Transform, ANumberRoutesAsJsonWritesIt) {
+  auto spec = inventory_spec();
+  spec.route_field = "quantity";
+  spec.route_tables = {{"7", "sevens"}};
+  const Transformer t(spec);
+  EXPECT_EQ(
+      record_of(t, R"({"skuId":"S","location":{"id":"L"},"quantity":"7","eventType":"E"})").route,
+      1)
+      << "an integer field from the text \"7\"";
+  EXPECT_EQ(
+      record_of(t, R"({"skuId":"S","location":{"id":"L"},"quantity":8,"eventType":"E"})").route, 0);
+}
+
+TEST(Transform, ARouteFieldOutsideTheIdentityIsRefused) {
+  auto spec = inventory_spec();
+  spec.route_field = "unitOfMeasure";
+  spec.route_tables = {{"EA", "each"}};
+  try {
+    const Transformer t(spec);
+    ADD_FAILURE() << "accepted a route field outside the identity";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("route.field = unitOfMeasure: expected one of "
+                                         "identity.versions.V1"),
+              std::string::npos)
+        << e.what();
+  }
+  spec.route_field = "nowhere";
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument);
+  spec.route_field = "";
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument) << "tables without a field";
+  // A producer's key: the route cannot be checked against it, and is not refused.
+  spec = inventory_spec();
+  spec.key = TransformSpec::Key::header;
+  spec.key_header = "producer-id";
+  spec.key_header_key = "attribute";
+  spec.route_field = "unitOfMeasure";
+  spec.route_tables = {{"EA", "each"}};
+  EXPECT_NO_THROW(Transformer{spec});
+}
