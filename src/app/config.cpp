@@ -36,6 +36,13 @@ namespace {
 
 // ------------------------------------------------------------------ value parsing
 
+// ASCII letters in lower case (SQLite compares names so; PostgreSQL's quoted names do not).
+std::string lowered(std::string text) {
+  for (auto& ch : text)
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  return text;
+}
+
 // A number as written (1.10 stays 1.10): the bounds of a decimal are compared exactly.
 std::string as_decimal_text(const YAML::Node& n, const std::string& key) {
   if (!n.IsScalar()) bad(key, n, "a number");
@@ -333,23 +340,27 @@ const std::vector<Option>& options() {
       // --- route
       {"route.field", "string", "",
        "Route records to tables by this normalized field's value (one of the identity's "
-       "fields: the unique index is per table). Empty: every record goes to sink.table.",
+       "fields, with identity.key: content: the unique index is per table). Empty: every "
+       "record goes to sink.table.",
        [](auto& c, auto& n, auto& k) { c.transform.route_field = as_string(n, k); }},
       {"route.tables", "map", "",
        "route.field's value -> the table (PostgreSQL, SQLite) or collection (MongoDB) for it, "
-       "e.g. {OrderPlaced: orders_placed}; each is created at start like sink.table. Values "
-       "are matched as text (a number as written in JSON: 7, 2.5, true).",
+       "e.g. {OrderPlaced: orders_placed}; each is created at start like sink.table. A key "
+       "is matched against the field's normalized value: text exactly (after the field's "
+       "case and trim), a number field by its value (7, 7.0 and \"7.00\" are one), a boolean "
+       "as true or false.",
        [](auto& c, auto& n, auto& k) {
          if (!n.IsMap() || n.size() == 0) bad(k, n, "a mapping of value to table, e.g. {A: t_a}");
          c.transform.route_tables.clear();
          for (const auto& entry : n) {
            const std::string value = as_string(entry.first, k);
            const std::string table = as_string(entry.second, k + "." + value);
-           if (table.empty() || table.size() > 63 || table.find('\0') != std::string::npos ||
-               table.find('$') != std::string::npos)
+           if (table.empty() || table.size() > 53 || table.find('\0') != std::string::npos ||
+               table.find('$') != std::string::npos || lowered(table).starts_with("sqlite_"))
              bad(k + "." + value, entry.second,
-                 "a table name of 1 to 63 bytes without '$' (PostgreSQL cuts longer names, "
-                 "MongoDB refuses '$')");
+                 "a table name of 1 to 53 bytes, without '$' and not starting with sqlite_ "
+                 "(its index uniq_NAME_hash must fit PostgreSQL's 63 bytes; MongoDB refuses '$'; "
+                 "SQLite keeps sqlite_ for itself)");
            c.transform.route_tables.emplace_back(value, table);
          }
        }},
@@ -972,12 +983,26 @@ void finalize(Loading& loading) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
+  // Every name the sink creates, as SQLite and MongoDB compare them (case aside): a
+  // routed table may be none of the others.
   const auto routes = pipeline::routed_tables(c.transform);
+  std::map<std::string, std::string> taken = {
+      {lowered(c.sqlite.table), "sink.table"},
+      {lowered(c.sqlite.rejects_table), "sink.rejects_table"},
+      {lowered("uniq_" + c.sqlite.table + "_hash"), "the unique index of sink.table"}};
   for (const auto& table : routes)
-    if (table == c.sqlite.table || table == c.sqlite.rejects_table)
-      throw ConfigError("route.tables: " + table + " is sink." +
-                        (table == c.sqlite.table ? "table" : "rejects_table") +
-                        " already (route.unknown: default sends what is not listed there)");
+    taken.emplace(lowered("uniq_" + table + "_hash"), "the unique index of " + table);
+  std::map<std::string, std::string> routed;  // lowered -> as written
+  for (const auto& [value, table] : c.transform.route_tables) {
+    const std::string key = "route.tables." + value + ": " + table;
+    if (const auto it = taken.find(lowered(table)); it != taken.end())
+      throw ConfigError(key + " is " + it->second +
+                        " already (names are compared without case, as SQLite and MongoDB do)");
+    if (const auto [it, added] = routed.emplace(lowered(table), table);
+        !added && it->second != table)
+      throw ConfigError(key + " and " + it->second +
+                        " differ only in case: one table to SQLite, refused by MongoDB");
+  }
   c.sqlite.routes = c.postgres.routes = c.mongodb.routes = routes;
   const auto lists = pipeline::field_lists(c.transform);
   // A message property the chosen source does not have would be null in every record.
@@ -1138,7 +1163,10 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
 YAML::Node load_yaml(const std::string& yaml_text, const std::string& origin) {
   // YAML is Unicode text; yaml-cpp does not check, and a stray byte would reach error
   // messages, logs and JSON documents.
-  if (!simdjson::validate_utf8(yaml_text.data(), yaml_text.size())) {
+  // UTF-16 and UTF-32 (with their byte-order mark) yaml-cpp reads, and converts.
+  const bool wide = yaml_text.starts_with("\xFE\xFF") || yaml_text.starts_with("\xFF\xFE") ||
+                    yaml_text.starts_with(std::string_view("\0\0\xFE\xFF", 4));
+  if (!wide && !simdjson::validate_utf8(yaml_text.data(), yaml_text.size())) {
     // A line break is never inside a character: the first line that fails is the one.
     std::size_t line = 1, start = 0;
     for (;; ++line) {

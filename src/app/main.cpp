@@ -248,6 +248,7 @@ int main(int argc, char** argv) {
 
   // rejects
   sluice::app::RejectsOptions rejects_options;
+  long long rejects_limit = 0;
   auto* rejects = app.add_subcommand(
       "rejects", "The rejects table of a pipeline's sink: list, export as JSON lines, replay");
   rejects->require_subcommand(1);
@@ -263,12 +264,12 @@ int main(int argc, char** argv) {
     sub->add_option("--config", rejects_options.config_path, "the pipeline's file")->required();
     sub->add_option("--pipeline", rejects_options.pipeline,
                     "the pipeline, when the file has several (its name)");
-    sub->add_option("--reason", rejects_options.reason,
-                    "only rows of this reason (malformed, validation, schema_drift, "
-                    "sink_refused)");
-    sub->add_option("--limit", rejects_options.limit,
-                    action == "list" ? "at most this many rows (default 100)"
-                                     : "at most this many rows (default: every one)");
+    sub->add_option("--reason", rejects_options.reason, "only rows of this reason")
+        ->check(CLI::IsMember(sluice::app::kRejectReasons));
+    sub->add_option("--limit", rejects_limit,
+                    action == "list" ? "at most this many rows (default 100; 0: every one)"
+                                     : "at most this many rows (default: every one)")
+        ->check(CLI::Range(0LL, 1000000000000LL));
     if (action != "replay")
       sub->add_flag("--all", rejects_options.all, "also the rows already replayed");
     if (action == "export")
@@ -276,7 +277,10 @@ int main(int argc, char** argv) {
           ->capture_default_str();
     if (action == "replay")
       sub->add_flag("--dry-run", rejects_options.dry_run, "say what would happen, change nothing");
-    sub->callback([&rejects_options, action = action] { rejects_options.action = action; });
+    sub->callback([&rejects_options, &rejects_limit, sub, action = action] {
+      rejects_options.action = action;
+      if (sub->count("--limit")) rejects_options.limit = static_cast<std::size_t>(rejects_limit);
+    });
   }
 
   try {

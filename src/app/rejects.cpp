@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "app/config.hpp"
 #include "app/run.hpp"
@@ -14,7 +16,14 @@
 namespace sluice::app {
 namespace {
 
+using Json = nlohmann::json;
+using std::chrono::system_clock;
+
 constexpr std::size_t kPage = 500;
+
+std::int64_t epoch_ms(system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 
 const PipelineConfig& chosen(const std::vector<PipelineConfig>& configs, const std::string& name) {
   std::string listed;
@@ -30,16 +39,52 @@ const PipelineConfig& chosen(const std::vector<PipelineConfig>& configs, const s
   throw ConfigError("--pipeline " + name + ": no such pipeline in the file (" + listed + ")");
 }
 
+// Where a pipeline's rejects rows are: its database and table.
+std::string rejects_place(const PipelineConfig& c) {
+  switch (c.sink) {
+    case SinkType::sqlite:
+      return "sqlite " + std::filesystem::weakly_canonical(c.sqlite.path).string() + " " +
+             c.sqlite.rejects_table;
+    case SinkType::postgres:
+      return "postgres " + c.postgres.dsn + " " + c.postgres.rejects_table;
+    case SinkType::mongodb:
+      return "mongodb " + c.mongodb.uri + " " + c.mongodb.database + " " +
+             c.mongodb.rejects_collection;
+  }
+  return {};
+}
+
+// What a pipeline reads besides the body and the message id: a row written before
+// the rows kept their properties cannot be replayed through it as it came.
+bool reads_properties(const PipelineConfig& c) {
+  using pipeline::MetaField;
+  const auto& spec = c.transform;
+  if (spec.key != pipeline::TransformSpec::Key::content) return true;
+  for (const auto& pattern : spec.filter)
+    if (pattern.is_object() && !spec.filter_headers.empty() &&
+        pattern.contains(spec.filter_headers))
+      return true;
+  for (const auto& [where, fields] : pipeline::field_lists(spec))
+    for (const auto& f : fields) {
+      if (f.header) return true;
+      if (f.meta && *f.meta != MetaField::message_id && *f.meta != MetaField::source &&
+          !pipeline::sns_envelope_key(*f.meta))
+        return true;
+    }
+  return false;
+}
+
 // Every row the options select, page by page (the rows are read `kPage` at a time, so
 // a table of millions is never in memory at once). `visit` returns false to stop.
 template <class Visit>
-void each_page(sinks::Sink& sink, const RejectsOptions& o, bool replayed, Visit visit) {
+void each_page(sinks::Sink& sink, const RejectsOptions& o, std::size_t limit, bool replayed,
+               Visit visit) {
   sinks::RejectQuery query;
   query.reason = o.reason;
   query.replayed = replayed;
   std::size_t seen = 0;
   for (;;) {
-    query.limit = o.limit ? std::min(kPage, o.limit - seen) : kPage;
+    query.limit = limit ? std::min(kPage, limit - seen) : kPage;
     if (query.limit == 0) return;
     auto rows = sink.read_rejects(query);
     if (rows.empty()) return;
@@ -54,12 +99,12 @@ std::string one_line(std::string text, std::size_t max) {
   return text.size() > max ? text.substr(0, max - 3) + "..." : text;
 }
 
-int list(sinks::Sink& sink, RejectsOptions o) {
-  if (o.limit == 0) o.limit = 100;
+int list(sinks::Sink& sink, const RejectsOptions& o) {
+  const std::size_t limit = o.limit.value_or(100);
   std::size_t n = 0;
   std::cout << "id\trejected_at\treason\tmessage_id\tdetail" << (o.all ? "\treplayed_at" : "")
             << "\n";
-  each_page(sink, o, o.all, [&](const std::vector<sinks::StoredReject>& rows) {
+  each_page(sink, o, limit, o.all, [&](const std::vector<sinks::StoredReject>& rows) {
     for (const auto& r : rows) {
       std::cout << r.id << "\t" << r.rejected_at << "\t" << r.row.reason << "\t" << r.row.message_id
                 << "\t" << one_line(r.row.detail, 160);
@@ -69,11 +114,13 @@ int list(sinks::Sink& sink, RejectsOptions o) {
     n += rows.size();
     return true;
   });
-  std::cerr << "sluice rejects: " << n << " row(s)" << (o.limit == n ? " (--limit)" : "") << "\n";
+  std::cerr << "sluice rejects: " << n << " row(s)"
+            << (limit && n == limit ? " (the --limit; more may follow)" : "") << "\n";
   return 0;
 }
 
-// Each body as one line: JSON minified (a body may span lines); a body that is no
+// Each body as one line, its text kept (numbers exactly as written): a line break in
+// valid JSON lies between tokens, where a space means the same. A body that is no
 // JSON (a malformed one) cannot be a JSON line and is left out, counted.
 int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
   std::ofstream file;
@@ -86,18 +133,24 @@ int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
   }
   std::ostream& out = o.out == "-" ? std::cout : file;
   simdjson::dom::parser parser;
-  std::size_t written = 0, not_json = 0;
-  each_page(sink, o, o.all, [&](const std::vector<sinks::StoredReject>& rows) {
+  std::size_t written = 0, not_json = 0, reported = 0;
+  each_page(sink, o, o.limit.value_or(0), o.all, [&](const std::vector<sinks::StoredReject>& rows) {
     for (const auto& r : rows) {
       simdjson::dom::element doc;
       if (parser.parse(r.row.body).get(doc)) {
         ++not_json;
         continue;
       }
-      out << simdjson::minify(doc) << "\n";
+      std::string line = r.row.body;
+      std::replace_if(
+          line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+      out << line << "\n";
       ++written;
     }
-    if (written && written % 10000 < rows.size()) std::cerr << "exported " << written << "\n";
+    if (written >= reported + 10000) {
+      reported = written;
+      std::cerr << "exported " << written << "\n";
+    }
     return true;
   });
   out.flush();
@@ -112,81 +165,188 @@ int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
   return 0;
 }
 
+// A rejects row as the transform reads a message: its body, id and source, and the
+// properties the row kept.
+struct ReplayedMessage {
+  pipeline::MessageView view;
+  Json properties;
+  std::map<std::string, std::string, std::less<>> headers;
+  std::string group_id, sequence_number, deduplication_id;
+};
+
+std::optional<std::string_view> stored_header(const void* context, std::string_view name) {
+  const auto& headers = static_cast<const ReplayedMessage*>(context)->headers;
+  const auto it = headers.find(name);
+  if (it == headers.end()) return std::nullopt;
+  return std::string_view(it->second);
+}
+
+// False when the row kept no properties (written by an earlier release).
+bool as_message(const sinks::StoredReject& r, ReplayedMessage& m) {
+  m.view.body = r.row.body;
+  m.view.message_id = r.row.message_id;
+  m.view.source = r.row.source;
+  m.view.received_time = system_clock::now();
+  m.view.receive_count = 1;
+  if (r.row.properties.empty()) return false;
+  const auto p = Json::parse(r.row.properties, nullptr, false);
+  if (!p.is_object()) return false;
+  auto text = [&](const char* key, std::string& into) -> std::optional<std::string_view> {
+    if (!p.contains(key) || !p[key].is_string()) return std::nullopt;
+    into = p[key].get<std::string>();
+    return std::string_view(into);
+  };
+  if (p.contains("receive_count") && p["receive_count"].is_number_integer())
+    m.view.receive_count = p["receive_count"].get<int>();
+  if (p.contains("sent_time_ms") && p["sent_time_ms"].is_number_integer())
+    m.view.sent_time =
+        system_clock::time_point(std::chrono::milliseconds(p["sent_time_ms"].get<std::int64_t>()));
+  if (p.contains("received_time_ms") && p["received_time_ms"].is_number_integer())
+    m.view.received_time = system_clock::time_point(
+        std::chrono::milliseconds(p["received_time_ms"].get<std::int64_t>()));
+  m.view.group_id = text("group_id", m.group_id);
+  m.view.sequence_number = text("sequence_number", m.sequence_number);
+  m.view.deduplication_id = text("deduplication_id", m.deduplication_id);
+  if (p.contains("headers") && p["headers"].is_object())
+    for (const auto& [name, value] : p["headers"].items())
+      if (value.is_string()) m.headers.emplace(name, value.get<std::string>());
+  m.view.header = &stored_header;
+  m.view.header_context = &m;
+  return true;
+}
+
+struct ReplayCounts {
+  std::size_t rows = 0, stored = 0, duplicates = 0, filtered = 0, refused = 0, failed = 0,
+              without_properties = 0;
+  std::map<std::string, std::size_t> still;  // reason -> rows still rejected
+  std::string example;                       // one still-failing row's reason, in full
+};
+
+// Writes `records`; a batch the database refuses as a whole is written record by record,
+// so that one refused record leaves only itself behind. Returns the outcomes.
+std::vector<sinks::WriteOutcome> write_each(sinks::Sink& sink,
+                                            const std::vector<pipeline::Record>& records,
+                                            std::vector<std::string>& refusals) {
+  try {
+    return sink.write(records).outcomes;
+  } catch (const sinks::SinkError& e) {
+    if (e.kind() != sinks::SinkFailure::refused) throw;
+  }
+  std::vector<sinks::WriteOutcome> outcomes;
+  for (const auto& record : records) {
+    try {
+      outcomes.push_back(sink.write(std::span(&record, 1)).outcomes.front());
+    } catch (const sinks::SinkError& e) {
+      if (e.kind() != sinks::SinkFailure::refused) throw;
+      outcomes.push_back(sinks::WriteOutcome::refused);
+      refusals.push_back(e.what());
+    }
+  }
+  return outcomes;
+}
+
 int replay(sinks::Sink& sink, const PipelineConfig& config, const RejectsOptions& o) {
   const pipeline::Transformer transformer(config.transform);
-  std::size_t stored = 0, duplicates = 0, filtered = 0, failed = 0, rows_seen = 0;
-  std::map<std::string, std::size_t> still;  // reason -> rows still rejected
-  std::string example;                       // one still-rejected row's reason, in full
-  each_page(sink, o, false, [&](const std::vector<sinks::StoredReject>& rows) {
+  const bool needs_properties = reads_properties(config);
+  ReplayCounts n;
+  each_page(sink, o, o.limit.value_or(0), false, [&](const std::vector<sinks::StoredReject>& rows) {
     std::vector<pipeline::Record> records;
     std::vector<std::string> record_ids, done;
     for (const auto& r : rows) {
-      pipeline::MessageView view;
-      view.body = r.row.body;
-      view.message_id = r.row.message_id;
-      view.receive_count = 1;
-      view.received_time = std::chrono::system_clock::now();
-      auto outcome = transformer.transform(view);
+      ReplayedMessage message;
+      if (!as_message(r, message) && needs_properties) {
+        ++n.without_properties;
+        continue;
+      }
+      auto outcome = transformer.transform(message.view);
       if (auto* record = std::get_if<pipeline::Record>(&outcome)) {
         records.push_back(std::move(*record));
         record_ids.push_back(r.id);
       } else if (std::holds_alternative<pipeline::Filtered>(outcome)) {
-        ++filtered;
+        ++n.filtered;
         done.push_back(r.id);
       } else {
         const auto& rejection = std::get<pipeline::Rejection>(outcome);
-        ++still[pipeline::to_string(rejection.reason)];
-        if (example.empty()) example = "row " + r.id + ": " + rejection.detail;
+        ++n.still[pipeline::to_string(rejection.reason)];
+        if (n.example.empty()) n.example = "row " + r.id + ": " + rejection.detail;
       }
     }
-    if (!o.dry_run && !records.empty()) {
-      const auto result = sink.write(records);
+    if (o.dry_run) {
+      n.stored += records.size();
+    } else if (!records.empty()) {
+      std::vector<std::string> refusals;
+      const auto outcomes = write_each(sink, records, refusals);
       for (std::size_t i = 0; i < records.size(); ++i) {
-        switch (result.outcomes[i]) {
+        switch (outcomes[i]) {
           case sinks::WriteOutcome::inserted:
-            ++stored;
+            ++n.stored;
             done.push_back(record_ids[i]);
             break;
           case sinks::WriteOutcome::duplicate:
-            ++duplicates;
+            ++n.duplicates;
             done.push_back(record_ids[i]);
             break;
+          case sinks::WriteOutcome::refused:
+            ++n.refused;
+            break;
           default:
-            ++failed;
+            ++n.failed;
         }
       }
-    } else {
-      stored += records.size();
+      if (!refusals.empty() && n.example.empty())
+        n.example = "refused by the database: " + refusals.front();
     }
     // Marked after the write: a replay stopped in between writes them again, as
     // duplicates.
     if (!o.dry_run && !done.empty()) sink.mark_replayed(done);
-    rows_seen += rows.size();
-    if (rows_seen % 10000 < rows.size()) std::cerr << "replayed " << rows_seen << " row(s)\n";
+    const std::size_t before = n.rows;
+    n.rows += rows.size();
+    if (n.rows / 10000 != before / 10000) std::cerr << "replayed " << n.rows << " row(s)\n";
     return true;
   });
   std::size_t rejected = 0;
   std::string reasons;
-  for (const auto& [reason, n] : still) {
-    rejected += n;
-    reasons += (reasons.empty() ? "" : ", ") + reason + " " + std::to_string(n);
+  for (const auto& [reason, count] : n.still) {
+    rejected += count;
+    reasons += (reasons.empty() ? "" : ", ") + reason + " " + std::to_string(count);
   }
   std::cout << "sluice rejects replay" << (o.dry_run ? " (dry run: nothing written)" : "") << ": "
-            << rows_seen << " row(s) of " << config.name << "\n"
-            << "  " << (o.dry_run ? "would be stored " : "stored ") << stored
-            << (o.dry_run ? "" : ", duplicates " + std::to_string(duplicates)) << ", filtered "
-            << filtered << (failed ? ", not written (the database) " + std::to_string(failed) : "")
-            << "\n"
-            << "  still rejected " << rejected << (reasons.empty() ? "" : " (" + reasons + ")")
-            << (rejected ? ", left for another replay" : "") << "\n";
-  if (!example.empty()) std::cout << "  e.g. " << one_line(example, 300) << "\n";
-  return failed ? 1 : 0;
+            << n.rows << " row(s) of " << config.name << "\n";
+  if (o.dry_run)
+    std::cout << "  would be written " << n.stored << " (new or duplicate), filtered " << n.filtered
+              << "\n";
+  else
+    std::cout << "  stored " << n.stored << ", duplicates " << n.duplicates << ", filtered "
+              << n.filtered << "\n";
+  std::cout << "  still rejected " << rejected << (reasons.empty() ? "" : " (" + reasons + ")");
+  if (n.refused) std::cout << ", refused by the database " << n.refused;
+  if (n.failed) std::cout << ", not written (the database failed) " << n.failed;
+  if (rejected + n.refused + n.failed) std::cout << ": left for another replay";
+  std::cout << "\n";
+  if (n.without_properties)
+    std::cout << "  left as they are " << n.without_properties
+              << " (rows of an earlier release keep no message properties, which this "
+                 "pipeline reads: replay them from the dead-letter queue or an export)\n";
+  if (!n.example.empty()) std::cout << "  e.g. " << one_line(n.example, 300) << "\n";
+  return n.failed ? 1 : 0;
 }
 
 }  // namespace
 
+std::string reject_properties(const Message& message, const driver::MessageMeta& meta) {
+  Json p = Json::object();
+  p["receive_count"] = message.receive_count();
+  if (meta.sent_time) p["sent_time_ms"] = epoch_ms(*meta.sent_time);
+  p["received_time_ms"] = epoch_ms(message.received_at());
+  if (meta.group_id) p["group_id"] = std::string(*meta.group_id);
+  if (meta.sequence_number) p["sequence_number"] = std::string(*meta.sequence_number);
+  if (meta.deduplication_id) p["deduplication_id"] = std::string(*meta.deduplication_id);
+  if (!message.headers().empty()) p["headers"] = message.headers();
+  // A header may hold any bytes (AMQP): replaced, never thrown on.
+  return p.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 int run_rejects(const RejectsOptions& o) {
-  std::unique_ptr<sinks::Sink> sink;
   const PipelineConfig* config = nullptr;
   std::vector<PipelineConfig> configs;
   try {
@@ -196,17 +356,29 @@ int run_rejects(const RejectsOptions& o) {
       throw ConfigError("dead_letter.table is false for pipeline " + config->name +
                         ": its rejects are in no table (the dead-letter queue's are: sluice "
                         "dlq peek)");
+    if (config->sink == SinkType::sqlite && !std::filesystem::exists(config->sqlite.path))
+      throw ConfigError("sink.sqlite.path: " + config->sqlite.path +
+                        ": no such database (has the pipeline run here?)");
+    // A table the file's pipelines share holds rows of each: a replay through one
+    // pipeline's configuration would take the others' rows too.
+    if (o.action == "replay")
+      for (const auto& other : configs)
+        if (&other != config && rejects_place(other) == rejects_place(*config))
+          throw ConfigError("pipelines " + config->name + " and " + other.name +
+                            " share one rejects table: a replay through " + config->name +
+                            " would take " + other.name +
+                            "'s rows too. Give each its own sink.rejects_table");
   } catch (const ConfigError& e) {
-    std::cerr << "sluice rejects: " << e.what() << "\n";
+    std::cerr << "sluice rejects " << o.action << ": " << e.what() << "\n";
     return 2;
   }
   try {
-    sink = sink_factory(*config)();
+    auto sink = sink_factory(*config)();
     sink->open();
     if (o.action == "list") return list(*sink, o);
     if (o.action == "export") return export_rows(*sink, o);
     return replay(*sink, *config, o);
-  } catch (const sinks::SinkError& e) {
+  } catch (const std::exception& e) {
     std::cerr << "sluice rejects " << o.action << ": " << e.what() << "\n";
     return 1;
   }

@@ -8,20 +8,35 @@
 //    identity, filter and route (after a fix), into its sink; a row stored (or found a
 //    duplicate) or filtered is marked replayed, one still rejected is left as it is.
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "driver/source_driver.hpp"
+#include "sluice/message.hpp"
 
 namespace sluice::app {
+
+// What a rejects row keeps of its message besides the body (RejectRow::properties), as
+// JSON: receive count, sent and received times, group, sequence number, deduplication
+// id and headers (SQS message attributes, AMQP headers), for a replay to see it whole.
+std::string reject_properties(const Message& message, const driver::MessageMeta& meta);
 
 struct RejectsOptions {
   std::string action;  // list | export | replay
   std::string config_path;
-  std::string pipeline;   // its name, when the file has several
-  std::string reason;     // only the rows of this reason
-  bool all = false;       // list and export: also the rows already replayed
-  std::size_t limit = 0;  // at most this many rows (0: every one; list: 100)
-  std::string out = "-";  // export: the file to write ("-": standard output)
-  bool dry_run = false;   // replay: say what would happen, write and mark nothing
+  std::string pipeline;              // its name, when the file has several
+  std::string reason;                // only the rows of this reason
+  bool all = false;                  // list and export: also the rows already replayed
+  std::optional<std::size_t> limit;  // at most this many rows (0: every one); list: 100
+  std::string out = "-";             // export: the file to write ("-": standard output)
+  bool dry_run = false;              // replay: say what would happen, write and mark nothing
 };
+
+// The reasons a rejects row can have (--reason).
+inline const std::vector<std::string> kRejectReasons = {
+    "malformed",       "validation",          "schema_drift",      "sink_refused",
+    "payload_missing", "payload_unavailable", "payload_too_large", "line_too_long"};
 
 // Exit code: 0 done, 1 the database failed, 2 bad usage or configuration.
 int run_rejects(const RejectsOptions& options);

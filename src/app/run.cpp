@@ -14,6 +14,7 @@
 #include "app/drain_detector.hpp"
 #include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
+#include "app/rejects.hpp"
 #include "app/shutdown.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sinks/writer.hpp"
@@ -217,9 +218,11 @@ class PipelineRun {
     container_->set_unusable_handler(
         [this](Message& message, const std::string& reason, const std::string& detail) {
           metrics_->record_rejected(reason);
-          writer_->submit_reject(sinks::RejectRow{std::string(message.id()), reason, detail,
-                                                  message.body(), message.source()},
-                                 message);
+          writer_->submit_reject(
+              sinks::RejectRow{std::string(message.id()), reason, detail, message.body(),
+                               message.source(),
+                               reject_properties(message, source_.read_meta(message))},
+              message);
         });
     // The queue: checked at start, its counts read on a thread of their own (the
     // backlog gauge and the drained check).
@@ -356,6 +359,9 @@ class PipelineRun {
       unresolved_.record(o, message.id());
     };
     events.batch_failed = [this](const std::string&) { metrics_->record_sink_failure(); };
+    events.properties = [this](const Message& message) {
+      return reject_properties(message, source_.read_meta(message));
+    };
     writer_ = std::make_unique<sinks::BatchWriter>(sink_factory(config_), config_.writer, events);
     return *writer_;
   }
@@ -397,7 +403,7 @@ class PipelineRun {
         config_.name, reason, message.id(), message.receive_count(), rejection.detail);
     return sinks::BatchWriter::Item{
         sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
-                         message.source()},
+                         message.source(), reject_properties(message, meta)},
         message};
   }
 

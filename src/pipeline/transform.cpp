@@ -100,6 +100,7 @@ struct Transformer::Version {
   Projection projection;
   std::vector<std::size_t> hash_indexes;  // positions of the hash fields in its values
   std::size_t route_index = 0;            // position of route_field, when routed
+  bool route_numeric = false;             // ... of a numeric type: matched by its value
 };
 
 std::vector<std::string> routed_tables(const TransformSpec& spec) {
@@ -151,12 +152,29 @@ Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
                                     : "route.tables: expected at least one value: table");
   const auto tables = routed_tables(spec_);
   if (tables.size() >= 0xffff) throw std::invalid_argument("route.tables: too many tables");
+  if (!spec_.route_field.empty() && spec_.key != TransformSpec::Key::content)
+    throw std::invalid_argument(
+        "route.field = " + spec_.route_field +
+        ": needs identity.key: content (the unique index is per table, and a producer's key "
+        "could name one record with two values of the field: stored once in each table)");
   for (const auto& [value, table] : spec_.route_tables) {
-    const auto k = std::find(tables.begin(), tables.end(), table) - tables.begin();
-    if (!route_of_.emplace(value, static_cast<std::uint16_t>(k + 1)).second)
+    const auto route = static_cast<std::uint16_t>(std::find(tables.begin(), tables.end(), table) -
+                                                  tables.begin() + 1);
+    if (!route_of_.emplace(value, route).second)
       throw std::invalid_argument("route.tables." + value + ": given twice");
     known_routes_ += (known_routes_.empty() ? "" : ", ") + value;
   }
+  // A numeric field's value is found by its number in any spelling (7, 7.0, 7.00); two
+  // keys that are one number must name one table.
+  std::string why;
+  for (const auto& [value, table] : spec_.route_tables)
+    if (auto number = canonical_decimal(value, std::nullopt, why)) {
+      const auto route = route_of_.at(value);
+      const auto [it, added] = route_of_number_.emplace(*number, route);
+      if (!added && it->second != route)
+        throw std::invalid_argument("route.tables." + value + ": the number " + *number +
+                                    " is given twice, for two tables");
+    }
   if (spec_.versions) {
     const auto& when = *spec_.versions;
     if (when.from.empty())
@@ -225,13 +243,21 @@ Transformer::Transformer(TransformSpec spec) : spec_(std::move(spec)) {
       // The unique index is per table: a record's identity must fix its table, or one
       // record could be stored once in each.
       const auto& identity = spec_.hash_versions.at(spec_.hash_version);
-      if (spec_.key == TransformSpec::Key::content &&
-          std::find(identity.begin(), identity.end(), spec_.route_field) == identity.end())
+      if (std::find(identity.begin(), identity.end(), spec_.route_field) == identity.end())
         throw std::invalid_argument("route.field = " + spec_.route_field +
                                     ": expected one of identity.versions." + spec_.hash_version +
                                     " (the unique index is per table: a field outside the "
                                     "identity could store one record in two tables)");
       version.route_index = *index;
+      const auto type = projection.fields()[*index].type;
+      version.route_numeric =
+          type == FieldType::integer || type == FieldType::number || type == FieldType::decimal;
+      if (version.route_numeric)
+        for (const auto& [value, table] : spec_.route_tables)
+          if (!route_of_number_.count(canonical_decimal(value, std::nullopt, why).value_or("")))
+            throw std::invalid_argument("route.tables." + value + ": route.field " +
+                                        spec_.route_field + " is a number (" + to_string(type) +
+                                        " in " + where + "): this key can never match");
     }
     // One business value hashes one way: an identity field has one type everywhere.
     if (!versions_.empty())
@@ -358,12 +384,21 @@ Outcome Transformer::transform(const MessageView& message) const {
   }
   Record record;
   if (!route_of_.empty()) {
+    // The normalized value: text as it is, a number by its value (canonical decimal).
     const auto& value = values[version->route_index];
-    const std::string text = value.is_string() ? value.get<std::string>()
-                             : value.is_null() ? std::string()
-                                               : value.dump();
-    const auto it = value.is_null() ? route_of_.end() : route_of_.find(text);
-    if (it != route_of_.end())
+    std::optional<std::string> text;
+    std::string why;
+    if (value.is_string())
+      text = version->route_numeric
+                 ? canonical_decimal(value.get_ref<const std::string&>(), std::nullopt, why)
+                 : value.get<std::string>();
+    else if (value.is_number())
+      text = canonical_decimal(value.dump(), std::nullopt, why);
+    else if (value.is_boolean())
+      text = value.dump();
+    const auto& table_of = version->route_numeric ? route_of_number_ : route_of_;
+    const auto it = text ? table_of.find(*text) : table_of.end();
+    if (it != table_of.end())
       record.route = it->second;
     else if (spec_.route_unknown_rejected)
       return Rejection{RejectReason::validation,

@@ -91,7 +91,8 @@ class Transformer {
   std::string discriminator_text_;                              // "/schemaVersion" for reasons
   std::string known_cases_;                                     // "1, 2" for reasons
   std::map<std::string, std::uint16_t, std::less<>> route_of_;  // value -> Record::route
-  std::string known_routes_;                                    // "A, B" for reasons
+  std::map<std::string, std::uint16_t, std::less<>> route_of_number_;  // canonical decimal ->
+  std::string known_routes_;                                           // "A, B" for reasons
   Filter filter_;
 };
 

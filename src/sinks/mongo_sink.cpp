@@ -254,6 +254,8 @@ class MongoSink final : public Sink {
                            BCON_UTF8(row.reason.c_str()), "detail", BCON_UTF8(row.detail.c_str()),
                            "body", BCON_UTF8(row.body.c_str()), "source",
                            BCON_UTF8(row.source.c_str()), "rejected_at", BCON_DATE_TIME(now_ms())));
+      if (!row.properties.empty())
+        BSON_APPEND_UTF8(doc.get(), "properties", row.properties.c_str());
       bson_error_t error;
       if (!mongoc_collection_insert_one(rejects_, doc.get(), nullptr, nullptr, &error))
         throw scrubbed(std::string("MongoDB insert reject: ") + error.message);
@@ -282,7 +284,8 @@ class MongoSink final : public Sink {
       bson_iter_t it;
       if (bson_iter_init(&it, doc)) {
         r.row = {string_field(it, "message_id"), string_field(it, "reason"),
-                 string_field(it, "detail"), string_field(it, "body"), string_field(it, "source")};
+                 string_field(it, "detail"),     string_field(it, "body"),
+                 string_field(it, "source"),     string_field(it, "properties")};
         while (bson_iter_next(&it)) {
           const std::string_view key = bson_iter_key(&it);
           if (key == "_id" && BSON_ITER_HOLDS_OID(&it)) {

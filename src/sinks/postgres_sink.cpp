@@ -117,24 +117,26 @@ class PostgresSink final : public Sink {
         exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + table + "_hash") +
              " ON " + sql_identifier(table) + " (hash)");
       }
-      exec(
-          "CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
-          " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
-          "text,"
-          " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz)");
-      // A rejects table of an earlier release gets the column; asked first, as ALTER
+      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
+           " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
+           "text,"
+           " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz,"
+           " properties text)");
+      // A rejects table of an earlier release gets the columns; asked first, as ALTER
       // TABLE locks the table even when it has nothing to do.
       const std::string rejects = sql_identifier(options_.rejects_table);
       Statement has;
       has.sql =
           "SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
-          "attname = 'replayed_at' AND NOT attisdropped";
+          "attname IN ('replayed_at', 'properties') AND NOT attisdropped";
       has.values = {rejects.c_str()};
       send(has);
       std::vector<std::string> count;
       collect_results(count, "rejects table's columns");
-      if (count.empty() || count.front() == "0")
-        exec("ALTER TABLE " + rejects + " ADD COLUMN IF NOT EXISTS replayed_at timestamptz");
+      if (count.empty() || count.front() != "2")
+        exec("ALTER TABLE " + rejects +
+             " ADD COLUMN IF NOT EXISTS replayed_at timestamptz,"
+             " ADD COLUMN IF NOT EXISTS properties text");
     } catch (...) {
       if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
         try {
@@ -310,10 +312,11 @@ class PostgresSink final : public Sink {
     ensure_open();
     for (const auto& row : rows) {
       const char* values[] = {row.message_id.c_str(), row.reason.c_str(), row.detail.c_str(),
-                              row.body.c_str(), row.source.c_str()};
+                              row.body.c_str(),       row.source.c_str(), row.properties.c_str()};
       Statement st;
       st.sql = "INSERT INTO " + sql_identifier(options_.rejects_table) +
-               " (message_id, reason, detail, body, source) VALUES ($1,$2,$3,$4,$5)";
+               " (message_id, reason, detail, body, source, properties)"
+               " VALUES ($1,$2,$3,$4,$5,NULLIF($6,''))";
       st.values.assign(std::begin(values), std::end(values));
       send(st);
       std::vector<std::string> none;
@@ -333,7 +336,7 @@ class PostgresSink final : public Sink {
                  "SELECT json_build_array(id::text, message_id, reason, detail, body, "
                  "source, to_char(rejected_at AT TIME ZONE 'UTC', ") +
              utc + "), coalesce(to_char(replayed_at AT TIME ZONE 'UTC', " + utc +
-             "), ''))::text FROM " + sql_identifier(options_.rejects_table) +
+             "), ''), properties)::text FROM " + sql_identifier(options_.rejects_table) +
              " WHERE id > $1::bigint AND ($2 = '' OR reason = $2) AND ($3::boolean OR "
              "replayed_at IS NULL) ORDER BY id LIMIT $4::bigint";
     st.values = {after.c_str(), query.reason.c_str(), replayed, limit.c_str()};
@@ -344,7 +347,7 @@ class PostgresSink final : public Sink {
     for (const auto& line : lines) {
       const auto a = nlohmann::json::parse(line);
       auto at = [&](int i) { return a[i].is_string() ? a[i].get<std::string>() : std::string(); };
-      rows.push_back({at(0), {at(1), at(2), at(3), at(4), at(5)}, at(6), at(7)});
+      rows.push_back({at(0), {at(1), at(2), at(3), at(4), at(5), at(8)}, at(6), at(7)});
     }
     return rows;
   }

@@ -50,10 +50,13 @@ class SinkError : public std::runtime_error {
 
 struct RejectRow {
   std::string message_id;
-  std::string reason;  // malformed | validation | schema_drift | sink_refused
+  std::string reason;  // malformed | validation | schema_drift | sink_refused | payload_...
   std::string detail;
   std::string body;
   std::string source;
+  // What the pipeline reads besides the body, as JSON (receive count, times, group,
+  // headers): a replay sees the message as it came. Empty: not kept.
+  std::string properties;
 };
 
 // A rejects table's row, as `sluice rejects` reads it.

@@ -69,24 +69,25 @@ class SqliteSink final : public Sink {
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id INTEGER PRIMARY KEY, message_id TEXT, reason TEXT NOT NULL, detail TEXT, body TEXT,"
          " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),"
-         " replayed_at TEXT)");
-    // A rejects table of an earlier release gets the column (another process may add
-    // it at the same moment: then its ALTER fails and the column is there).
-    if (!has_replayed_at()) {
+         " replayed_at TEXT, properties TEXT)");
+    // A rejects table of an earlier release gets the columns (another process may add
+    // one at the same moment: then its ALTER fails and the column is there).
+    for (const char* column : {"replayed_at", "properties"}) {
+      if (has_column(column)) continue;
       try {
-        exec("ALTER TABLE " + sql_identifier(options_.rejects_table) +
-             " ADD COLUMN replayed_at TEXT");
+        exec("ALTER TABLE " + sql_identifier(options_.rejects_table) + " ADD COLUMN " + column +
+             " TEXT");
       } catch (const SinkError&) {
-        if (!has_replayed_at()) throw;
+        if (!has_column(column)) throw;
       }
     }
     for (const auto& table : tables_)
       inserts_.push_back(prepare(
           "INSERT INTO " + sql_identifier(table) +
           " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING"));
-    insert_reject_ =
-        prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
-                " (message_id, reason, detail, body, source) VALUES (?1, ?2, ?3, ?4, ?5)");
+    insert_reject_ = prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
+                             " (message_id, reason, detail, body, source, properties)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, NULLIF(?6, ''))");
   }
 
   WriteResult write(std::span<const pipeline::Record> records) override {
@@ -124,9 +125,9 @@ class SqliteSink final : public Sink {
     try {
       for (const auto& row : rows) {
         sqlite3_reset(insert_reject_);
-        const std::string* values[] = {&row.message_id, &row.reason, &row.detail, &row.body,
-                                       &row.source};
-        for (int i = 0; i < 5; ++i)
+        const std::string* values[] = {&row.message_id, &row.reason, &row.detail,
+                                       &row.body,       &row.source, &row.properties};
+        for (int i = 0; i < 6; ++i)
           sqlite3_bind_text(insert_reject_, i + 1, values[i]->data(),
                             static_cast<int>(values[i]->size()), SQLITE_TRANSIENT);
         if (sqlite3_step(insert_reject_) != SQLITE_DONE) fail("insert reject");
@@ -141,7 +142,8 @@ class SqliteSink final : public Sink {
   std::vector<StoredReject> read_rejects(const RejectQuery& query) override {
     ensure_open();
     sqlite3_stmt* stmt = prepare(
-        "SELECT id, message_id, reason, detail, body, source, rejected_at, replayed_at FROM " +
+        "SELECT id, message_id, reason, detail, body, source, rejected_at, replayed_at, "
+        "properties FROM " +
         sql_identifier(options_.rejects_table) +
         " WHERE id > ?1 AND (?2 = '' OR reason = ?2) AND (?3 OR replayed_at IS NULL)"
         " ORDER BY id LIMIT ?4");
@@ -158,7 +160,8 @@ class SqliteSink final : public Sink {
     std::vector<StoredReject> rows;
     int step = SQLITE_ROW;
     while ((step = sqlite3_step(stmt)) == SQLITE_ROW)
-      rows.push_back({text(0), {text(1), text(2), text(3), text(4), text(5)}, text(6), text(7)});
+      rows.push_back(
+          {text(0), {text(1), text(2), text(3), text(4), text(5), text(8)}, text(6), text(7)});
     sqlite3_finalize(stmt);
     if (step != SQLITE_DONE) fail("read rejects");
     return rows;
@@ -224,10 +227,10 @@ class SqliteSink final : public Sink {
                       classify(sqlite3_extended_errcode(db_)));
     }
   }
-  bool has_replayed_at() {
-    sqlite3_stmt* stmt =
-        prepare("SELECT count(*) FROM pragma_table_info(?1) WHERE name = 'replayed_at'");
+  bool has_column(const char* column) {
+    sqlite3_stmt* stmt = prepare("SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2");
     sqlite3_bind_text(stmt, 1, options_.rejects_table.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, column, -1, SQLITE_STATIC);
     const bool has = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0) == 1;
     sqlite3_finalize(stmt);
     return has;

@@ -238,9 +238,11 @@ void BatchWriter::Core::refuse(const Sink& sink, Item& item, const pipeline::Rec
   if (events_.outcome) events_.outcome(WriteOutcome::refused, item.message);
   spdlog::warn("event=record_refused sink={} message_id={} {} reason=sink_refused detail=\"{}\"",
                sink.describe(), record.message_id, record.log_context, detail);
-  refused.push_back(Item{RejectRow{record.message_id, "sink_refused", std::move(detail),
-                                   item.message.body(), item.message.source()},
-                         item.message});
+  refused.push_back(
+      Item{RejectRow{record.message_id, "sink_refused", std::move(detail), item.message.body(),
+                     item.message.source(),
+                     events_.properties ? events_.properties(item.message) : std::string()},
+           item.message});
 }
 
 void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,

@@ -45,6 +45,8 @@ struct WriterEvents {
   // Each record's outcome, with its message (failed: nacked, delivered again later).
   std::function<void(WriteOutcome, const Message&)> outcome;
   std::function<void(const std::string& error)> batch_failed;
+  // A refused record's message properties for its rejects row (RejectRow::properties).
+  std::function<std::string(const Message&)> properties;
 };
 
 class BatchWriter {

@@ -199,14 +199,15 @@ TEST_F(OperationsPipeline, RouteWritesEachRecordToTheTableItsTypeNames) {
 
 // sluice rejects: what a configuration rejected is listed, exported as JSON lines and,
 // after the fix, replayed through the new configuration: exactly the distinct records
-// stored, the copies found duplicates, what still fails left for another replay.
+// stored, the copies found duplicates, what still fails left for another replay. The
+// fix filters on a message attribute: the rows keep their messages' attributes.
 TEST_F(OperationsPipeline, RejectsAreListedExportedAndReplayedAfterAFix) {
   const std::string url = make_queue("ops-rejects");
   std::vector<std::pair<std::string, std::map<std::string, std::string>>> msgs;
   for (int i = 0; i < 120; ++i)
     msgs.push_back({R"({"id":"r-)" + std::to_string(i) + R"(","type":")" +
                         (i % 2 ? "Refund" : "OrderPlaced") + "\"}",
-                    {}});
+                    {{"tenant", i % 4 == 1 ? "acme" : "globex"}}});
   for (int i = 1; i < 10; i += 2) msgs.push_back(msgs[i]);  // 5 refunds sent twice
   msgs.push_back({R"({"id":"bad-1","type":)", {}});         // malformed: no fix helps
   msgs.push_back({"not json\nat all", {}});
@@ -224,7 +225,7 @@ TEST_F(OperationsPipeline, RejectsAreListedExportedAndReplayedAfterAFix) {
   std::ofstream(dir + "/after.yaml")
       << yaml_of(url,
                  "route:\n  field: type\n  tables: {OrderPlaced: orders, Refund: refunds}\n"
-                 "  unknown: reject\n",
+                 "  unknown: reject\nfilter:\n  - attributes: {tenant: [acme]}\n",
                  "[id, type]");
   const std::string bin = SLUICE_BINARY;
   auto rejects = [&](const std::string& args) {
@@ -251,26 +252,44 @@ TEST_F(OperationsPipeline, RejectsAreListedExportedAndReplayedAfterAFix) {
     EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
   EXPECT_EQ(n, 65);
 
+  // The database will refuse one record (r-5, sent twice): it alone stays behind.
+  {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &handle), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(handle,
+                           "CREATE TABLE refunds (hash TEXT NOT NULL, message_id TEXT, document "
+                           "TEXT NOT NULL CHECK (json_extract(document, '$.id') <> 'r-5'), "
+                           "written_at TEXT)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(handle);
+  }
   const auto dry = rejects("replay --config " + dir + "/after.yaml --dry-run");
   ASSERT_EQ(dry.first, 0) << dry.second;
-  EXPECT_NE(dry.second.find("would be stored 65"), std::string::npos) << dry.second;
+  // Refunds of acme: 30, and 3 of the 5 sent twice; globex's 32 filtered.
+  EXPECT_NE(dry.second.find("would be written 33 (new or duplicate), filtered 32"),
+            std::string::npos)
+      << dry.second;
   EXPECT_NE(dry.second.find("still rejected 2 (malformed 2)"), std::string::npos) << dry.second;
   EXPECT_TRUE(stored("hash", "refunds").empty()) << "a dry run writes nothing";
 
   const auto replayed = rejects("replay --config " + dir + "/after.yaml");
   ASSERT_EQ(replayed.first, 0) << replayed.second;
   EXPECT_NE(replayed.second.find("67 row(s)"), std::string::npos) << replayed.second;
-  EXPECT_NE(replayed.second.find("stored 60, duplicates 5, filtered 0"), std::string::npos)
+  EXPECT_NE(replayed.second.find("stored 29, duplicates 2, filtered 32"), std::string::npos)
+      << replayed.second;
+  EXPECT_NE(replayed.second.find("refused by the database 2: left for another replay"),
+            std::string::npos)
       << replayed.second;
   EXPECT_EQ(stored("json_extract(document, '$.type')", "refunds"),
-            std::vector<std::string>(60, "Refund"))
-      << "exactly the distinct records";
+            std::vector<std::string>(29, "Refund"))
+      << "exactly the distinct records of acme the database takes";
   EXPECT_EQ(stored("hash", "orders").size(), 60u);
 
   const auto again = rejects("replay --config " + dir + "/after.yaml");
   ASSERT_EQ(again.first, 0) << again.second;
-  EXPECT_NE(again.second.find("2 row(s)"), std::string::npos)
-      << "only the malformed ones are left: " << again.second;
+  EXPECT_NE(again.second.find("4 row(s)"), std::string::npos)
+      << "only the malformed and the refused ones are left: " << again.second;
   EXPECT_NE(again.second.find("stored 0"), std::string::npos) << again.second;
   const auto all = rejects("list --config " + dir + "/after.yaml --all --limit 1000");
   EXPECT_NE(all.second.find("replayed_at"), std::string::npos) << all.second;

@@ -46,7 +46,8 @@ void check_idempotent_batches(sinks::Sink& sink) {
   EXPECT_EQ(sink.write(second).outcomes,
             (std::vector<WriteOutcome>{WriteOutcome::duplicate, WriteOutcome::inserted}));
   EXPECT_EQ(sink.count_records(), 3u);
-  sink.write_rejects(std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q"}});
+  sink.write_rejects(
+      std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q", ""}});
 }
 
 // route: records into several tables in one batch, each table with its own unique
@@ -89,7 +90,8 @@ void check_rejects_are_read_and_marked(sinks::Sink& sink) {
   std::vector<sinks::RejectRow> rows;
   for (int i = 0; i < 7; ++i)
     rows.push_back({"m" + std::to_string(i), i % 2 ? "validation" : "malformed",
-                    "why " + std::to_string(i), R"({"n":)" + std::to_string(i) + "}", "q"});
+                    "why " + std::to_string(i), R"({"n":)" + std::to_string(i) + "}", "q", ""});
+  rows[2].properties = R"({"receive_count":2,"headers":{"tenant":"acme"}})";
   sink.write_rejects(rows);
   sinks::RejectQuery all;
   const auto read = sink.read_rejects(all);
@@ -100,6 +102,7 @@ void check_rejects_are_read_and_marked(sinks::Sink& sink) {
     EXPECT_EQ(read[i].row.detail, rows[i].detail);
     EXPECT_EQ(read[i].rejected_at.size(), 24u) << read[i].rejected_at;  // ...T12:00:00.000Z
     EXPECT_TRUE(read[i].replayed_at.empty());
+    EXPECT_EQ(read[i].row.properties, rows[i].properties) << "kept for a replay, or empty";
   }
   sinks::RejectQuery validation;
   validation.reason = "validation";

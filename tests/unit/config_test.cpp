@@ -542,12 +542,21 @@ TEST(Config, RouteMistakesAreRefusedWithTheKey) {
   EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: [a, b]\n")),
                   {"route.tables", "a mapping of value to table"}));
   EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: records}\n")),
-                  {"route.tables: records is sink.table already"}));
+                  {"route.tables.A: records is sink.table already"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: REJECTS}\n")),
+                  {"route.tables.A: REJECTS is sink.rejects_table already", "without case"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: Orders, B: orders}\n")),
+                  {"route.tables.B: orders and Orders differ only in case"}));
+  EXPECT_TRUE(
+      has(error_of(with("route:\n  field: skuId\n  tables: {A: orders, B: uniq_orders_hash}\n")),
+          {"route.tables.B: uniq_orders_hash is the unique index of orders already"}));
+  EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: sqlite_x}\n")),
+                  {"route.tables.A", "not starting with sqlite_"}));
   EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: \"a$b\"}\n")),
                   {"route.tables.A", "'a$b'", "without '$'"}));
   EXPECT_TRUE(
-      has(error_of(with("route:\n  field: skuId\n  tables: {A: " + std::string(64, 't') + "}\n")),
-          {"route.tables.A", "1 to 63 bytes"}));
+      has(error_of(with("route:\n  field: skuId\n  tables: {A: " + std::string(54, 't') + "}\n")),
+          {"route.tables.A", "1 to 53 bytes"}));
   EXPECT_TRUE(has(error_of(with("route:\n  field: skuId\n  tables: {A: a}\n  unknown: drop\n")),
                   {"route.unknown", "'drop'", "default"}));
   EXPECT_TRUE(has(error_of(with("route:\n  field: nope\n  tables: {A: a}\n")),

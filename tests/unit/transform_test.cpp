@@ -307,12 +307,43 @@ TEST(Transform, ARouteFieldOutsideTheIdentityIsRefused) {
   EXPECT_THROW(Transformer{spec}, std::invalid_argument);
   spec.route_field = "";
   EXPECT_THROW(Transformer{spec}, std::invalid_argument) << "tables without a field";
-  // A producer's key: the route cannot be checked against it, and is not refused.
+  // A producer's key could name one record with two values of the field: refused.
   spec = inventory_spec();
   spec.key = TransformSpec::Key::header;
   spec.key_header = "producer-id";
   spec.key_header_key = "attribute";
-  spec.route_field = "unitOfMeasure";
-  spec.route_tables = {{"EA", "each"}};
+  spec.route_field = "eventType";
+  spec.route_tables = {{"MOVED", "moves"}};
+  try {
+    const Transformer t(spec);
+    ADD_FAILURE() << "accepted a route beside a producer's key";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("needs identity.key: content"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A numeric field routes by its value, however the producer or the key spells it; a
+// key that is no number, or one number given for two tables, is refused.
+TEST(Transform, ANumericFieldRoutesByItsValue) {
+  auto spec = inventory_spec();
+  spec.hash_versions["V1"].push_back("price");
+  spec.route_field = "price";
+  spec.route_tables = {{"7", "sevens"}, {"2.50", "halves"}};
+  const Transformer t(spec);
+  auto body = [](const std::string& price) {
+    return R"({"skuId":"S","location":{"id":"L"},"quantity":1,"eventType":"E","price":)" + price +
+           "}";
+  };
+  EXPECT_EQ(record_of(t, body("7")).route, 1);
+  EXPECT_EQ(record_of(t, body("7.0")).route, 1) << "a number field holds 7.0";
+  EXPECT_EQ(record_of(t, body("\"7.000\"")).route, 1);
+  EXPECT_EQ(record_of(t, body("2.5")).route, 2);
+  EXPECT_EQ(record_of(t, body("70")).route, 0);
+  spec.route_tables = {{"7", "sevens"}, {"cheap", "halves"}};
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument) << "a key that can never match";
+  spec.route_tables = {{"7", "sevens"}, {"7.0", "halves"}};
+  EXPECT_THROW(Transformer{spec}, std::invalid_argument) << "one number, two tables";
+  spec.route_tables = {{"7", "sevens"}, {"7.0", "sevens"}};
   EXPECT_NO_THROW(Transformer{spec});
 }
