@@ -75,7 +75,7 @@ bool reads_properties(const PipelineConfig& c) {
 }
 
 // Every row the options select, page by page (the rows are read `kPage` at a time, so
-// a table of millions is never in memory at once). `visit` returns false to stop.
+// a table of millions is never in memory at once).
 template <class Visit>
 void each_page(sinks::Sink& sink, const RejectsOptions& o, std::size_t limit, bool replayed,
                Visit visit) {
@@ -90,7 +90,7 @@ void each_page(sinks::Sink& sink, const RejectsOptions& o, std::size_t limit, bo
     if (rows.empty()) return;
     seen += rows.size();
     query.after_id = rows.back().id;
-    if (!visit(rows)) return;
+    visit(rows);
   }
 }
 
@@ -112,7 +112,6 @@ int list(sinks::Sink& sink, const RejectsOptions& o) {
       std::cout << "\n";
     }
     n += rows.size();
-    return true;
   });
   std::cerr << "sluice rejects: " << n << " row(s)"
             << (limit && n == limit ? " (the --limit; more may follow)" : "") << "\n";
@@ -151,7 +150,6 @@ int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
       reported = written;
       std::cerr << "exported " << written << "\n";
     }
-    return true;
   });
   out.flush();
   if (!out) {
@@ -169,7 +167,6 @@ int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
 // properties the row kept.
 struct ReplayedMessage {
   pipeline::MessageView view;
-  Json properties;
   std::map<std::string, std::string, std::less<>> headers;
   std::string group_id, sequence_number, deduplication_id;
 };
@@ -302,7 +299,6 @@ int replay(sinks::Sink& sink, const PipelineConfig& config, const RejectsOptions
     const std::size_t before = n.rows;
     n.rows += rows.size();
     if (n.rows / 10000 != before / 10000) std::cerr << "replayed " << n.rows << " row(s)\n";
-    return true;
   });
   std::size_t rejected = 0;
   std::string reasons;

@@ -220,8 +220,7 @@ class PipelineRun {
           metrics_->record_rejected(reason);
           writer_->submit_reject(
               sinks::RejectRow{std::string(message.id()), reason, detail, message.body(),
-                               message.source(),
-                               reject_properties(message, source_.read_meta(message))},
+                               message.source(), properties_of(message)},
               message);
         });
     // The queue: checked at start, its counts read on a thread of their own (the
@@ -359,11 +358,14 @@ class PipelineRun {
       unresolved_.record(o, message.id());
     };
     events.batch_failed = [this](const std::string&) { metrics_->record_sink_failure(); };
-    events.properties = [this](const Message& message) {
-      return reject_properties(message, source_.read_meta(message));
-    };
+    events.properties = [this](const Message& message) { return properties_of(message); };
     writer_ = std::make_unique<sinks::BatchWriter>(sink_factory(config_), config_.writer, events);
     return *writer_;
+  }
+
+  // What a rejects row keeps of its message for a replay (RejectRow::properties).
+  std::string properties_of(const Message& message) const {
+    return reject_properties(message, source_.read_meta(message));
   }
 
   std::optional<sinks::BatchWriter::Item> handle_one(Message& message) {
@@ -403,7 +405,7 @@ class PipelineRun {
         config_.name, reason, message.id(), message.receive_count(), rejection.detail);
     return sinks::BatchWriter::Item{
         sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
-                         message.source(), reject_properties(message, meta)},
+                         message.source(), properties_of(message)},
         message};
   }
 
