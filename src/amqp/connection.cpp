@@ -300,23 +300,30 @@ QueueInfo Connection::inspect_queue(std::uint16_t channel, const std::string& qu
 }
 
 QueueInfo Connection::declare_queue(std::uint16_t channel, const std::string& queue, bool quorum,
-                                    const std::string& dead_letter_exchange) {
-  amqp_table_entry_t arguments[2];
+                                    const std::string& dead_letter_exchange,
+                                    const std::string& dead_letter_routing_key) {
+  amqp_table_entry_t arguments[3];
   int count = 0;
-  if (quorum) {
-    arguments[count].key = amqp_cstring_bytes("x-queue-type");
+  auto add = [&](const char* key, const std::string& value) {
+    arguments[count].key = amqp_cstring_bytes(key);
     arguments[count].value.kind = AMQP_FIELD_KIND_UTF8;
-    arguments[count++].value.value.bytes = amqp_cstring_bytes("quorum");
-  }
-  if (!dead_letter_exchange.empty()) {
-    arguments[count].key = amqp_cstring_bytes("x-dead-letter-exchange");
-    arguments[count].value.kind = AMQP_FIELD_KIND_UTF8;
-    arguments[count++].value.value.bytes = amqp_cstring_bytes(dead_letter_exchange.c_str());
-  }
+    arguments[count++].value.value.bytes = amqp_cstring_bytes(value.c_str());
+  };
+  static const std::string kQuorum = "quorum";
+  if (quorum) add("x-queue-type", kQuorum);
+  if (!dead_letter_exchange.empty() || !dead_letter_routing_key.empty())
+    add("x-dead-letter-exchange", dead_letter_exchange);
+  if (!dead_letter_routing_key.empty()) add("x-dead-letter-routing-key", dead_letter_routing_key);
   auto* ok = amqp_queue_declare(state_, channel, amqp_cstring_bytes(queue.c_str()), 0, 1, 0, 0,
                                 amqp_table_t{count, arguments});
   check_reply(("declaring the queue '" + queue + "'").c_str());
   return {ok->message_count, ok->consumer_count};
+}
+
+void Connection::inspect_exchange(std::uint16_t channel, const std::string& exchange) {
+  amqp_exchange_declare(state_, channel, amqp_cstring_bytes(exchange.c_str()),
+                        amqp_cstring_bytes("direct"), 1, 0, 0, 0, amqp_empty_table);
+  check_reply(("looking up the exchange '" + exchange + "'").c_str());
 }
 
 void Connection::delete_queue(std::uint16_t channel, const std::string& queue) {

@@ -69,8 +69,13 @@ class Connection {
   // Passive declare: throws AmqpError with reply_code 404 when the queue is missing
   // (which closes the channel).
   QueueInfo inspect_queue(std::uint16_t channel, const std::string& queue);
+  // A durable queue; with a dead-letter routing key its dead letters go through
+  // `dead_letter_exchange` ("" is the default exchange: the key names a queue).
   QueueInfo declare_queue(std::uint16_t channel, const std::string& queue, bool quorum,
-                          const std::string& dead_letter_exchange);
+                          const std::string& dead_letter_exchange,
+                          const std::string& dead_letter_routing_key = "");
+  // Passive exchange.declare: throws AmqpError with reply_code 404 when it is missing.
+  void inspect_exchange(std::uint16_t channel, const std::string& exchange);
   void delete_queue(std::uint16_t channel, const std::string& queue);
   void qos(std::uint16_t channel, std::uint16_t prefetch, bool whole_channel);
   std::string consume(std::uint16_t channel, const std::string& queue, const std::string& tag);

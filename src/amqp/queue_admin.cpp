@@ -17,15 +17,19 @@ namespace sluice::amqp {
 namespace {
 
 int declare_or_inspect(const char* name, const std::string& url, const std::string& queue,
-                       bool create, bool quorum, const std::string& dead_letter_exchange) {
+                       bool create, bool quorum, const std::string& dead_letter_exchange,
+                       const std::string& dead_letter_queue = "") {
   try {
     amqp::ConnectionOptions o;
     o.uri = amqp::parse_uri(url);
     o.connection_name = "sluice-cli";
     amqp::Connection connection(o);
     connection.open_channel(1);
-    const auto info = create ? connection.declare_queue(1, queue, quorum, dead_letter_exchange)
-                             : connection.inspect_queue(1, queue);
+    if (create && !dead_letter_queue.empty())
+      connection.declare_queue(1, dead_letter_queue, quorum, "");
+    const auto info =
+        create ? connection.declare_queue(1, queue, quorum, dead_letter_exchange, dead_letter_queue)
+               : connection.inspect_queue(1, queue);
     if (create)
       std::cout << queue << "\n";
     else
@@ -46,12 +50,22 @@ int declare_or_inspect(const char* name, const std::string& url, const std::stri
 }  // namespace
 
 int queue_create(const std::string& url, const std::string& queue, bool quorum,
-                 const std::string& dead_letter_exchange) {
+                 const std::string& dead_letter_exchange, const std::string& dead_letter_queue) {
   if (queue.empty()) {
     std::cerr << "sluice queue create: --name: missing, expected a RabbitMQ queue name\n";
     return 2;
   }
-  return declare_or_inspect("queue create", url, queue, true, quorum, dead_letter_exchange);
+  if (!dead_letter_queue.empty() && !dead_letter_exchange.empty()) {
+    std::cerr << "sluice queue create: --dead-letter-queue and --dead-letter-exchange: give one "
+                 "(--dead-letter-queue dead-letters through the default exchange)\n";
+    return 2;
+  }
+  if (dead_letter_queue == queue) {
+    std::cerr << "sluice queue create: --dead-letter-queue is the queue itself\n";
+    return 2;
+  }
+  return declare_or_inspect("queue create", url, queue, true, quorum, dead_letter_exchange,
+                            dead_letter_queue);
 }
 
 ManagementApi::ManagementApi(boost::asio::any_io_executor executor, const std::string& amqp_url,

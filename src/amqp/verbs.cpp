@@ -1,5 +1,6 @@
 // The command-line verbs of the RabbitMQ source (driver/verbs.hpp): `publish
-// --amqp-url` (with confirms), `queue stats --amqp-url` and `queue create --amqp-url`.
+// --amqp-url` (with confirms), `queue stats --amqp-url`, `queue create --amqp-url` and
+// `dlq ... --queue` (dead_letter_verbs.cpp).
 #include "amqp/verbs.hpp"
 
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <iostream>
 
 #include "amqp/connection.hpp"
+#include "amqp/dead_letter_verbs.hpp"
 #include "amqp/queue_admin.hpp"
 #include "sluice/amqp/publisher.hpp"
 
@@ -26,7 +28,7 @@ struct PublishFlags {
 struct Flags {
   PublishFlags publish;
   std::string stats_url, stats_queue, management_url;
-  std::string create_url, create_dead_letter_exchange;
+  std::string create_url, create_dead_letter_exchange, create_dead_letter_queue;
   bool create_quorum = false;
   std::string autoscale_url, autoscale_queue, autoscale_management_url;
 };
@@ -132,6 +134,9 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
   create->add_flag("--quorum", flags->create_quorum, "RabbitMQ: a quorum queue");
   create->add_option("--dead-letter-exchange", flags->create_dead_letter_exchange,
                      "RabbitMQ: the queue's x-dead-letter-exchange");
+  create->add_option("--dead-letter-queue", flags->create_dead_letter_queue,
+                     "RabbitMQ: also declare this queue and dead-letter into it (through the "
+                     "default exchange: x-dead-letter-routing-key)");
 
   auto* autoscale = commands.autoscale;
   autoscale
@@ -174,8 +179,9 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
       "--amqp-url (RabbitMQ)", [flags] { return !flags->create_url.empty(); }, false,
       [flags, name] {
         return queue_create(flags->create_url, *name, flags->create_quorum,
-                            flags->create_dead_letter_exchange);
+                            flags->create_dead_letter_exchange, flags->create_dead_letter_queue);
       }};
+  add_dead_letter_verbs(commands, verbs);
   return verbs;
 }
 

@@ -35,7 +35,7 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
-// A shared verb (queue stats, queue create): the first source whose choosing flag was
+// A shared verb (queue stats, queue create, dlq): the first source whose choosing flag was
 // given runs it, else a source that answers it by default.
 int run_verb(const char* name, const std::vector<sluice::driver::SourceVerbs>& sources,
              std::optional<sluice::driver::SourceVerbs::Verb> sluice::driver::SourceVerbs::*verb) {
@@ -188,9 +188,48 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
-  // Each source's flags for publish, queue stats/create and autoscale, and its own verbs.
-  const sluice::driver::VerbCommands commands{&app,      pub,          stats,        create,
-                                              autoscale, &create_name, &scale.region};
+  // dlq: each source adds the flag that chooses it (SQS --queue-url, RabbitMQ --queue).
+  sluice::driver::DeadLetterRequest dead_letters;
+  auto* dlq = app.add_subcommand("dlq", "Dead-letter queues (SQS, RabbitMQ): stats, peek, redrive");
+  dlq->require_subcommand(1);
+  auto* dlq_stats = dlq->add_subcommand(
+      "stats",
+      "Counts, and the reasons of a sample (of an SQS FIFO queue: the head of each group)");
+  auto* dlq_peek = dlq->add_subcommand(
+      "peek",
+      "Show dead letters with their reasons without consuming them (SQS: visibility 0, and each "
+      "look adds one to ApproximateReceiveCount; RabbitMQ: fetched unacknowledged, then "
+      "requeued, marked redelivered)");
+  dlq_peek->add_option("--max", dead_letters.max, "how many (default 10)")
+      ->check(CLI::Range(1, 1000));
+  dlq_peek->add_flag("--json", dead_letters.json, "one JSON object per line");
+  auto* dlq_redrive = dlq->add_subcommand(
+      "redrive", "Move dead letters back: never removed before the destination confirmed them");
+  dlq_redrive->add_option("--to", dead_letters.to,
+                          "the queue to move them to: SQS its URL, RabbitMQ its name (through "
+                          "the default exchange)");
+  dlq_redrive->add_option("--rate", dead_letters.rate, "at most this many a second (0: no cap)")
+      ->check([](const std::string& text) -> std::string {
+        const double r = std::atof(text.c_str());
+        return r == 0 || (r >= 0.001 && r <= 100000) ? "" : "0 (no cap), or from 0.001 to 100000";
+      });
+  dlq_redrive->add_option("--max", dead_letters.max, "at most this many (0: all)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{100'000'000}));
+  dlq_redrive
+      ->add_option("--filter-reason", dead_letters.filter_reason,
+                   "only those dead-lettered for this reason (SQS: sluice-reject-reason, not on a "
+                   "FIFO queue; RabbitMQ: sluice-reject-reason, else x-death's reason)")
+      ->check([](const std::string& text) -> std::string {
+        return text.empty() ? "a reason (empty would pick nothing out)" : "";
+      });
+
+  // Each source's flags for publish, queue stats/create, dlq and autoscale, and its own verbs.
+  sluice::driver::VerbCommands commands{&app,      pub,          stats,        create,
+                                        autoscale, &create_name, &scale.region};
+  commands.dlq_stats = dlq_stats;
+  commands.dlq_peek = dlq_peek;
+  commands.dlq_redrive = dlq_redrive;
+  commands.dead_letters = &dead_letters;
   std::vector<sluice::driver::SourceVerbs> sources;
   for (const auto* driver : sluice::driver::registered_drivers())
     sources.push_back(driver->add_verbs(commands));
@@ -323,6 +362,12 @@ int main(int argc, char** argv) {
       code = run_verb("queue stats", sources, &sluice::driver::SourceVerbs::queue_stats);
     } else if (*create) {
       code = run_verb("queue create", sources, &sluice::driver::SourceVerbs::queue_create);
+    } else if (*dlq_stats) {
+      code = run_verb("dlq stats", sources, &sluice::driver::SourceVerbs::dlq_stats);
+    } else if (*dlq_peek) {
+      code = run_verb("dlq peek", sources, &sluice::driver::SourceVerbs::dlq_peek);
+    } else if (*dlq_redrive) {
+      code = run_verb("dlq redrive", sources, &sluice::driver::SourceVerbs::dlq_redrive);
     } else if (*ctl) {
       code = sluice::app::run_ctl(ctl_options);
     } else if (*rejects) {

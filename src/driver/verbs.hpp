@@ -1,7 +1,7 @@
 #pragma once
 // The command-line verbs a source answers beside `sluice run`. `publish`, `queue stats`,
-// `queue create` and `autoscale` are shared: the binary makes each with what every
-// source understands (what to publish, the queue's --name, the signal's options), each
+// `queue create`, `dlq stats|peek|redrive` and `autoscale` are shared: the binary makes each with
+// what every source understands (what to publish, the queue's --name, the signal's options), each
 // driver adds the flag that
 // chooses it (SQS: --queue-url, RabbitMQ: --amqp-url) and its own flags, and the
 // first driver in registration order whose choosing flag was given runs the verb (a
@@ -23,6 +23,15 @@ class App;
 
 namespace sluice::driver {
 
+// `sluice dlq stats|peek|redrive`: the flags every source understands.
+struct DeadLetterRequest {
+  std::size_t max = 0;        // peek: how many (0: 10); redrive: at most (0: all)
+  bool json = false;          // peek: one JSON object per line
+  std::string to;             // redrive: SQS a queue URL, RabbitMQ a queue name
+  double rate = 0;            // redrive: at most this many a second (0: no cap)
+  std::string filter_reason;  // redrive: only the dead letters of this reason
+};
+
 // The binary's verbs, for the drivers to add their flags to.
 struct VerbCommands {
   CLI::App* app = nullptr;  // the top level: for verbs of a source's own
@@ -32,6 +41,10 @@ struct VerbCommands {
   CLI::App* autoscale = nullptr;
   const std::string* queue_name = nullptr;  // queue create --name
   const std::string* region = nullptr;      // autoscale --region (AWS: also ECS, CloudWatch)
+  CLI::App* dlq_stats = nullptr;
+  CLI::App* dlq_peek = nullptr;
+  CLI::App* dlq_redrive = nullptr;
+  const DeadLetterRequest* dead_letters = nullptr;  // dlq's shared flags, read when it runs
 };
 
 // A verb that failed; exit code 2 when it is the user's to fix (a missing queue, a
@@ -100,6 +113,7 @@ struct SourceVerbs {
   };
   std::optional<Publish> publish;
   std::optional<Verb> queue_stats, queue_create;
+  std::optional<Verb> dlq_stats, dlq_peek, dlq_redrive;
   std::optional<Autoscale> autoscale;
   // Runs the source's own verb if the command line chose one of them.
   std::function<std::optional<int>()> run_own;

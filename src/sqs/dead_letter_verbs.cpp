@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "driver/verbs.hpp"
 #include "runtime/token_bucket.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/client.hpp"
@@ -30,16 +32,17 @@ constexpr const char* kReason = "sluice-reject-reason";
 constexpr const char* kSourceQueue = "sluice-source-queue";
 constexpr const char* kMessageId = "sluice-message-id";
 
+// SQS's own flags, and the ones every source shares (read when the verb runs).
 struct DlqFlags {
   std::string queue_url, endpoint_url, region;
-  std::size_t max = 0;  // peek: 10; redrive: 0 = all
-  bool json = false;
-  std::string to;
-  double rate = 0;
-  std::string filter_reason;
   int visibility_timeout = 30;
   std::string method = "auto";
-  CLI::App *stats = nullptr, *peek = nullptr, *redrive = nullptr;
+  const driver::DeadLetterRequest* shared = nullptr;
+};
+
+// The shared flags with SQS's, as the verbs read them.
+struct DlqRequest : driver::DeadLetterRequest, DlqFlags {
+  explicit DlqRequest(const DlqFlags& f) : driver::DeadLetterRequest(*f.shared), DlqFlags(f) {}
 };
 
 std::string attribute(const Message& m, const char* name) {
@@ -47,7 +50,7 @@ std::string attribute(const Message& m, const char* name) {
   return it == m.message_attributes.end() ? "" : it->second.string_value;
 }
 
-SqsClientOptions client_options(const DlqFlags& f) {
+SqsClientOptions client_options(const DlqRequest& f) {
   SqsClientOptions o;
   o.endpoint_url = f.endpoint_url;
   o.region = f.region;
@@ -56,7 +59,7 @@ SqsClientOptions client_options(const DlqFlags& f) {
 
 // Runs `body` on an I/O context; AWS errors become exit codes (2: the user's to fix).
 int run(const char* verb, const std::function<asio::awaitable<int>(SqsClient&)>& body,
-        const DlqFlags& f) {
+        const DlqRequest& f) {
   asio::io_context io;
   try {
     SqsClient client(io.get_executor(), client_options(f));
@@ -95,7 +98,7 @@ asio::awaitable<std::vector<Message>> look(SqsClient& client, const std::string&
   co_return found;
 }
 
-asio::awaitable<int> stats(SqsClient& client, const DlqFlags& f) {
+asio::awaitable<int> stats(SqsClient& client, const DlqRequest& f) {
   const auto a = co_await client.get_queue_attributes(f.queue_url);
   auto of = [&](const char* name) {
     const auto it = a.find(name);
@@ -118,7 +121,7 @@ asio::awaitable<int> stats(SqsClient& client, const DlqFlags& f) {
   co_return 0;
 }
 
-asio::awaitable<int> peek(SqsClient& client, const DlqFlags& f) {
+asio::awaitable<int> peek(SqsClient& client, const DlqRequest& f) {
   const auto found = co_await look(client, f.queue_url, f.max == 0 ? 10 : f.max);
   for (const auto& m : found) {
     const auto sent = m.sent_time();
@@ -156,7 +159,7 @@ bool unsupported(const aws::AwsError& e) {
   return e.http_status() == 404 || e.http_status() == 501;
 }
 
-asio::awaitable<int> move_task(SqsClient& client, const DlqFlags& f) {
+asio::awaitable<int> move_task(SqsClient& client, const DlqRequest& f) {
   // Named, not braced in the co_await: GCC 12 mis-compiles such temporaries.
   const std::vector<std::string> arn{"QueueArn"};
   const auto from = co_await client.get_queue_attributes(f.queue_url, arn);
@@ -169,7 +172,7 @@ asio::awaitable<int> move_task(SqsClient& client, const DlqFlags& f) {
   co_return 0;
 }
 
-asio::awaitable<int> copy(SqsClient& client, const DlqFlags& f) {
+asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   std::optional<runtime::TokenBucket> bucket;
@@ -292,7 +295,7 @@ asio::awaitable<std::string> arn_of(SqsClient& client, const std::string& url, c
   }
 }
 
-asio::awaitable<int> redrive(SqsClient& client, const DlqFlags& f) {
+asio::awaitable<int> redrive(SqsClient& client, const DlqRequest& f) {
   // Both queues exist, and are two: checked before anything is received.
   if (co_await arn_of(client, f.queue_url, "--queue-url") ==
       co_await arn_of(client, f.to, "--to")) {
@@ -329,73 +332,55 @@ asio::awaitable<int> redrive(SqsClient& client, const DlqFlags& f) {
 
 }  // namespace
 
-std::function<std::optional<int>()> add_dead_letter_verbs(CLI::App& app) {
+void add_dead_letter_verbs(const driver::VerbCommands& commands, driver::SourceVerbs& verbs) {
   auto f = std::make_shared<DlqFlags>();
-  auto* dlq = app.add_subcommand("dlq", "SQS dead-letter queues: stats, peek, redrive");
-  dlq->require_subcommand(1);
-  auto common = [&](CLI::App* verb) {
-    verb->add_option("--queue-url", f->queue_url, "the dead-letter queue")->required();
+  f->shared = commands.dead_letters;
+  for (auto* verb : {commands.dlq_stats, commands.dlq_peek, commands.dlq_redrive}) {
+    verb->add_option("--queue-url", f->queue_url, "SQS: the dead-letter queue");
     verb->add_option("--endpoint-url", f->endpoint_url, "SQS endpoint");
     verb->add_option("--region", f->region, "AWS region");
-  };
-  f->stats = dlq->add_subcommand(
-      "stats",
-      "Counts, and the reject reasons of a sample (of a FIFO queue: the head of each group)");
-  common(f->stats);
-  f->peek = dlq->add_subcommand(
-      "peek",
-      "Show dead letters with their reasons without consuming them (visibility 0; each look "
-      "adds one to their ApproximateReceiveCount, as any receive does)");
-  common(f->peek);
-  f->peek->add_option("--max", f->max, "how many (default 10)")->check(CLI::Range(1, 1000));
-  f->peek->add_flag("--json", f->json, "one JSON object per line");
-  f->redrive = dlq->add_subcommand(
-      "redrive", "Move dead letters back: never deleted before the destination has them");
-  common(f->redrive);
-  f->redrive->add_option("--to", f->to, "the queue to move them to (the source queue)")->required();
-  f->redrive->add_option("--rate", f->rate, "at most this many a second (0: no cap)")
-      ->check([](const std::string& text) -> std::string {
-        const double r = std::atof(text.c_str());
-        return r == 0 || (r >= 0.001 && r <= 100000) ? "" : "0 (no cap), or from 0.001 to 100000";
-      });
-  f->redrive->add_option("--max", f->max, "at most this many (0: all)")
-      ->check(CLI::Range(std::size_t{0}, std::size_t{100'000'000}));
-  f->redrive
-      ->add_option("--filter-reason", f->filter_reason,
-                   "only those rejected for this reason (sluice-reject-reason); not on a FIFO "
-                   "dead-letter queue")
-      ->check([](const std::string& text) -> std::string {
-        return text.empty() ? "a reason (empty would pick nothing out)" : "";
-      });
-  f->redrive
+  }
+  auto* redrive_flags = commands.dlq_redrive;
+  redrive_flags
       ->add_option("--visibility-timeout", f->visibility_timeout,
-                   "seconds a message is hidden while it is moved (a killed redrive's "
+                   "SQS: seconds a message is hidden while it is moved (a killed redrive's "
                    "messages come back after it)")
       ->check(CLI::Range(1, 43200))
       ->capture_default_str();
-  f->redrive
+  redrive_flags
       ->add_option("--method", f->method,
-                   "auto: StartMessageMoveTask when nothing is picked out and the service has "
-                   "it, else copy; move-task; copy (receive, send, delete)")
+                   "SQS: auto: StartMessageMoveTask when nothing is picked out and the service "
+                   "has it, else copy; move-task; copy (receive, send, delete)")
       ->check(CLI::IsMember({"auto", "move-task", "copy"}))
       ->capture_default_str();
-  return [f]() -> std::optional<int> {
-    if (*f->stats)
-      return run(
-          "stats", [f](SqsClient& c) { return stats(c, *f); }, *f);
-    if (*f->peek)
-      return run(
-          "peek", [f](SqsClient& c) { return peek(c, *f); }, *f);
-    if (*f->redrive) {
-      if (f->to == f->queue_url) {
-        std::cerr << "sluice dlq redrive: --to is the dead-letter queue itself\n";
-        return 2;
-      }
-      return run(
-          "redrive", [f](SqsClient& c) { return redrive(c, *f); }, *f);
-    }
-    return std::nullopt;
-  };
+  auto chosen = [f] { return !f->queue_url.empty(); };
+  verbs.dlq_stats =
+      driver::SourceVerbs::Verb{"--queue-url (SQS)", chosen, false, [f] {
+                                  const DlqRequest r(*f);
+                                  return run(
+                                      "stats", [&r](SqsClient& c) { return stats(c, r); }, r);
+                                }};
+  verbs.dlq_peek =
+      driver::SourceVerbs::Verb{"--queue-url (SQS)", chosen, false, [f] {
+                                  const DlqRequest r(*f);
+                                  return run(
+                                      "peek", [&r](SqsClient& c) { return peek(c, r); }, r);
+                                }};
+  verbs.dlq_redrive = driver::SourceVerbs::Verb{
+      "--queue-url (SQS) with --to", chosen, false, [f]() -> int {
+        const DlqRequest r(*f);
+        if (r.to.empty()) {
+          std::cerr << "sluice dlq redrive: --to: missing, expected the queue URL to move the "
+                       "dead letters to\n";
+          return 2;
+        }
+        if (r.to == r.queue_url) {
+          std::cerr << "sluice dlq redrive: --to is the dead-letter queue itself\n";
+          return 2;
+        }
+        return run(
+            "redrive", [&r](SqsClient& c) { return redrive(c, r); }, r);
+      }};
 }
 
 }  // namespace sluice::sqs

@@ -5,14 +5,11 @@
 //   redrive  moves them back to a queue: the service's StartMessageMoveTask when it has
 //            one and nothing is to be picked out; otherwise receive, send, and delete
 //            only what the destination confirmed, at a capped rate, with progress.
-#include <CLI/CLI.hpp>
-#include <functional>
-#include <optional>
+#include "driver/verbs.hpp"
 
 namespace sluice::sqs {
 
-// Adds `dlq` and its verbs to `app`; the function returned runs the verb chosen
-// (nullopt when none was).
-std::function<std::optional<int>()> add_dead_letter_verbs(CLI::App& app);
+// Adds SQS's flags to the binary's `dlq` verbs (--queue-url chooses SQS), and the verbs.
+void add_dead_letter_verbs(const driver::VerbCommands& commands, driver::SourceVerbs& verbs);
 
 }  // namespace sluice::sqs

@@ -561,9 +561,8 @@ driver::SourceVerbs add_sqs_verbs(const driver::VerbCommands& commands) {
             "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesVisible",
             "ApproximateAgeOfOldestMessage"});
       }};
-  auto dead_letters = add_dead_letter_verbs(*commands.app);
-  verbs.run_own = [flags, dead_letters]() -> std::optional<int> {
-    if (auto code = dead_letters()) return code;
+  add_dead_letter_verbs(commands, verbs);
+  verbs.run_own = [flags]() -> std::optional<int> {
     if (*flags->round_trip_command) return run_round_trip(flags->round_trip);
     if (*flags->topic_create) return run_topic_create(flags->topic);
     if (*flags->bucket_create)

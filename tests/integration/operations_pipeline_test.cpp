@@ -525,6 +525,121 @@ TEST_F(OperationsPipeline, RedriveMovesDeadLettersBackAndAKilledRedriveLosesNone
   EXPECT_EQ(summary.duplicates, summary.received - 1000);
 }
 
+// sluice dlq on RabbitMQ: a dead-letter queue filled by the broker (basic.reject into
+// x-dead-letter-routing-key: reason "rejected" in x-death) and by a producer that names
+// its reason (sluice-reject-reason); peek and stats requeue what they looked at; a
+// redrive picked by reason at a capped rate moves exactly those, with confirms; one to an
+// exchange that routes nowhere moves none (mandatory returns); one killed with SIGKILL
+// half-way, then run again, loses none; the pipeline then stores every record once.
+TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveLosesNone) {
+  auto& rabbit = test::RabbitMq::shared();
+  const std::string queue = "ops-rdl-" + std::to_string(getpid()), dlq = queue + "-dlq";
+  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
+  test::run_command(bin + " queue create" + url + " --name " + queue + " --dead-letter-queue " +
+                    dlq + " 2>&1");
+  auto publish = [&](const std::string& routing_key, const std::vector<std::string>& bodies,
+                     const std::string& flags) {
+    const std::string lines = ::testing::TempDir() + "/ops-rdl.jsonl";
+    {
+      std::ofstream out(lines);
+      for (const auto& body : bodies) out << body << "\n";
+    }
+    test::run_command(bin + " publish" + url + " --routing-key " + routing_key + " --file " +
+                      lines + flags + " 2>&1");
+  };
+  db_ = ::testing::TempDir() + "/sluice-ops-rdl-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db_);
+  const auto cfg = app::parse_config(
+      "source:\n  type: rabbitmq\n  rabbitmq:\n    url: " + rabbit.uri() + "\n    queue: " + queue +
+      "\n    dead_letter_exchange: true\nsink:\n  type: sqlite\n  sqlite:\n    path: " + db_ +
+      "\nmetrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
+      "normalize:\n  fields:\n"
+      "    - {name: id, from: /id, type: string, required: true}\n"
+      "    - {name: type, from: /type, type: string}\n"
+      "identity:\n  versions:\n    V1: [id]\n");
+
+  // 20 rejected by the pipeline (no id): the broker dead-letters them.
+  std::vector<std::string> bad;
+  for (int i = 0; i < 20; ++i) bad.push_back(R"({"type":"no-id-)" + std::to_string(i) + R"("})");
+  publish(queue, bad, "");
+  const auto rejected = run_until_drained(cfg);
+  EXPECT_EQ(rejected.records_in_sink, 0u);
+  ASSERT_EQ(rabbit.queue(dlq).ready, 20);
+  // 1,000 more whose producer named the reason.
+  std::vector<std::string> validation, drift;
+  for (int i = 0; i < 1000; ++i)
+    (i % 10 < 7 ? validation : drift)
+        .push_back(R"({"id":"d-)" + std::to_string(i) + R"(","type":"t"})");
+  publish(dlq, validation, " --header sluice-reject-reason=validation");
+  publish(dlq, drift, " --header sluice-reject-reason=schema_drift");
+  ASSERT_EQ(rabbit.queue(dlq).ready, 1020);
+  const std::string on = url + " --queue " + dlq;
+
+  const auto peeked = test::run_with_status(bin + " dlq peek --max 5 --json" + on + " 2>/dev/null");
+  ASSERT_EQ(peeked.first, 0) << peeked.second;
+  std::size_t lines = 0;
+  for (std::size_t at = 0; (at = peeked.second.find('\n', at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 5u) << peeked.second;
+  const auto first = nlohmann::json::parse(peeked.second.substr(0, peeked.second.find('\n')));
+  EXPECT_EQ(first["reason"], "rejected") << first;  // x-death's, the broker's
+  EXPECT_EQ(first["source_queue"], queue) << first;
+  EXPECT_EQ(first["routing_key"], queue) << first;
+  EXPECT_EQ(first["death_count"], 1) << first;
+  EXPECT_EQ(rabbit.queue(dlq).ready, 1020) << "peek consumes nothing";
+  const auto stats = test::run_with_status(bin + " dlq stats" + on + " 2>&1");
+  ASSERT_EQ(stats.first, 0) << stats.second;
+  EXPECT_NE(stats.second.find("1020 ready"), std::string::npos) << stats.second;
+  EXPECT_NE(stats.second.find("rejected  20"), std::string::npos) << stats.second;
+  EXPECT_NE(stats.second.find("from           " + queue), std::string::npos) << stats.second;
+
+  // An exchange that routes nowhere: every one returned, every one left.
+  const auto nowhere = test::run_with_status(bin + " dlq redrive --to-exchange amq.direct " +
+                                             "--routing-key nowhere --max 5" + on + " 2>&1");
+  EXPECT_EQ(nowhere.first, 1) << nowhere.second;
+  EXPECT_NE(nowhere.second.find("0 moved, 5 failed"), std::string::npos) << nowhere.second;
+  EXPECT_NE(nowhere.second.find("312 NO_ROUTE"), std::string::npos) << nowhere.second;
+  const auto missing =
+      test::run_with_status(bin + " dlq redrive --to no-such-queue" + on + " 2>&1");
+  EXPECT_EQ(missing.first, 2) << missing.second;
+  EXPECT_NE(missing.second.find("--to no-such-queue: not found"), std::string::npos)
+      << missing.second;
+  EXPECT_EQ(rabbit.queue(dlq).ready, 1020);
+
+  const auto started = std::chrono::steady_clock::now();
+  const auto picked = test::run_with_status(
+      bin + " dlq redrive --to " + queue + " --filter-reason validation --rate 400" + on + " 2>&1");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_EQ(picked.first, 0) << picked.second;
+  EXPECT_NE(picked.second.find("700 moved, 0 failed"), std::string::npos) << picked.second;
+  EXPECT_GE(seconds, (700 - 10) / 400.0) << "700 at 400 a second cannot take less";
+  EXPECT_EQ(rabbit.queue(dlq).ready, 320);
+  EXPECT_EQ(rabbit.queue(queue).ready, 700);
+
+  // The rest at 100 a second, killed after about a second, then run again.
+  const pid_t killed = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "100", "--amqp-url",
+                                     rabbit.uri(), "--queue", dlq});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  ::kill(killed, SIGKILL);
+  EXPECT_EQ(wait_exit(killed), -SIGKILL);
+  long left = -1;  // the broker requeues what the dead connection held
+  for (int i = 0; i < 50 && (left = rabbit.queue(dlq).ready) + rabbit.queue(queue).ready < 1020;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_GT(left, 0) << "killed half-way";
+  EXPECT_LT(left, 320) << "it had started";
+  const auto rest = test::run_with_status(bin + " dlq redrive --to " + queue + on + " 2>&1");
+  ASSERT_EQ(rest.first, 0) << rest.second;
+  EXPECT_EQ(rabbit.queue(dlq).ready, 0);
+
+  // The 1,000 stored once; the 20 without an id rejected again, back in the dead letters.
+  const auto summary = run_until_drained(cfg);
+  EXPECT_EQ(summary.records_in_sink, 1000u);
+  EXPECT_EQ(summary.written, 1000u);
+  EXPECT_EQ(summary.duplicates, summary.received - 1000 - 20);
+  EXPECT_EQ(rabbit.queue(dlq).ready, 20);
+}
+
 // Three pipelines in one process, one file: an SQS standard queue and an SQS FIFO queue
 // into SQLite files of their own, a RabbitMQ queue into PostgreSQL; the normalize and
 // identity keys written once, beside `pipelines:`. Each ends with exactly its distinct
