@@ -432,6 +432,13 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
       << metrics;
   EXPECT_NE(metrics.find("sluice_setting{name=\"max_in_flight\",pipeline=\"default\"} 20"),
             std::string::npos);
+  // The concurrency a database sees and the pace (README: what Lambda's
+  // MaximumConcurrency does): each a setting series.
+  for (const char* setting : {"sink_writers", "worker_threads", "max_messages_per_second"})
+    EXPECT_NE(metrics.find("sluice_setting{name=\"" + std::string(setting) +
+                           "\",pipeline=\"default\"} "),
+              std::string::npos)
+        << setting;
   // The SQS calls that make the bill: receives and deletes made while it worked.
   const auto value_of = [&](const std::string& name) {
     const std::string series = "\n" + name + "{pipeline=\"default\"} ";
