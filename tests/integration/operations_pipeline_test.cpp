@@ -297,6 +297,72 @@ TEST_F(OperationsPipeline, RejectsAreListedExportedAndReplayedAfterAFix) {
   std::filesystem::remove_all(dir);
 }
 
+// A rejects table written by an earlier release (no replayed_at, no properties columns)
+// is read and given the columns; a replay killed with SIGKILL half-way, then run again,
+// ends with exactly the distinct records and every row marked (what the killed run had
+// written but not marked is written again: a duplicate).
+TEST_F(OperationsPipeline, RejectsOfAnEarlierReleaseAndAKilledReplayLoseNone) {
+  const std::string url = make_queue("ops-old-rejects");
+  db_ = ::testing::TempDir() + "/sluice-ops-old-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db_);
+  constexpr int kRows = 40000;
+  {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &handle), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(handle,
+                           "CREATE TABLE rejects (id INTEGER PRIMARY KEY, message_id TEXT, reason "
+                           "TEXT NOT NULL, detail TEXT, body TEXT, source TEXT, rejected_at TEXT "
+                           "NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')));"
+                           "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE "
+                           "i < 39999) INSERT INTO rejects (message_id, reason, detail, body, "
+                           "source) SELECT 'm-' || i, 'validation', 'missing required field id', "
+                           "'{\"id\":\"old-' || (i % 30000) || '\",\"type\":\"t\"}', 'q' FROM n",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(handle);
+  }
+  const std::string file =
+      ::testing::TempDir() + "/sluice-ops-old-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(file) << yaml_of(url, "");
+  const std::string bin = SLUICE_BINARY;
+  const auto listed =
+      test::run_with_status(bin + " rejects list --limit 3 --config " + file + " 2>&1");
+  ASSERT_EQ(listed.first, 0) << listed.second;
+  EXPECT_NE(listed.second.find("missing required field id"), std::string::npos) << listed.second;
+  auto scalar = [&](const std::string& sql) {
+    sqlite3* handle = nullptr;
+    sqlite3_open(db_.c_str(), &handle);
+    sqlite3_stmt* statement = nullptr;
+    long value = -1;
+    if (sqlite3_prepare_v2(handle, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK &&
+        sqlite3_step(statement) == SQLITE_ROW)
+      value = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    sqlite3_close(handle);
+    return value;
+  };
+  EXPECT_EQ(scalar("SELECT count(*) FROM pragma_table_info('rejects') WHERE name IN "
+                   "('replayed_at', 'properties')"),
+            2)
+      << "the earlier table got the columns";
+
+  const pid_t killed = spawn_sluice({"rejects", "replay", "--config", file});
+  for (int i = 0; i < 1000 && scalar("SELECT count(*) FROM records") <= 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(killed, SIGKILL);
+  EXPECT_EQ(wait_exit(killed), -SIGKILL);
+  const long marked = scalar("SELECT count(*) FROM rejects WHERE replayed_at IS NOT NULL");
+  EXPECT_LT(marked, kRows) << "killed half-way";
+  EXPECT_GT(scalar("SELECT count(*) FROM records"), 0) << "it had started";
+  const auto rest = test::run_with_status(bin + " rejects replay --config " + file + " 2>&1");
+  ASSERT_EQ(rest.first, 0) << rest.second;
+  EXPECT_NE(rest.second.find(std::to_string(kRows - marked) + " row(s)"), std::string::npos)
+      << rest.second;
+  EXPECT_EQ(scalar("SELECT count(*) FROM records"), 30000) << "exactly the distinct records";
+  EXPECT_EQ(scalar("SELECT count(*) FROM rejects WHERE replayed_at IS NULL"), 0);
+  std::filesystem::remove(file);
+}
+
 TEST_F(OperationsPipeline, AProducerIdIsTheIdentityAndAMissingOneIsRejected) {
   const std::string url = make_queue("ops-identity");
   send(url, {
@@ -806,6 +872,18 @@ TEST(OperationsPipelineConfig, SeveralPipelinesMistakesAreRefused) {
       << check.second;
   EXPECT_NE(check.second.find("pipeline b:\nsource: sqs http://127.0.0.1:1/0/b"), std::string::npos)
       << check.second;
+  // Two pipelines writing one PostgreSQL rejects table: a replay through one is refused
+  // (it would take the other's rows), before any connection; a listing is not.
+  std::ofstream(path) << base +
+                             "sink:\n  type: postgres\n  postgres:\n    dsn: host=127.0.0.1 "
+                             "port=1 user=u\npipelines:\n" +
+                             one + two;
+  const auto replay = test::run_with_status(
+      std::string(SLUICE_BINARY) + " rejects replay --pipeline a --config " + path + " 2>&1");
+  EXPECT_EQ(replay.first, 2) << replay.second;
+  EXPECT_NE(replay.second.find("pipelines a and b share one rejects table"), std::string::npos)
+      << replay.second;
+  std::filesystem::remove(path);
 }
 
 // Redrive's guards: --to the dead-letter queue itself (by ARN, whatever the spelling),
