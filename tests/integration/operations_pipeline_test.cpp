@@ -16,12 +16,14 @@
 #include <regex>
 #include <thread>
 
+#include "amqp/connection.hpp"
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
 #include "support/rabbitmq.hpp"
+#include "support/wait.hpp"
 
 using namespace sluice;
 
@@ -658,11 +660,12 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   EXPECT_NE(stats.second.find("rejected  20"), std::string::npos) << stats.second;
   EXPECT_NE(stats.second.find("from           " + queue), std::string::npos) << stats.second;
 
-  // An exchange that routes nowhere: every one returned, every one left.
+  // An exchange that routes nowhere: every one returned, every one left (--max counts
+  // the moved ones, so each is tried once; the count at the start ends the run).
   const auto nowhere = test::run_with_status(bin + " dlq redrive --to-exchange amq.direct " +
                                              "--routing-key nowhere --max 5" + on + " 2>&1");
   EXPECT_EQ(nowhere.first, 1) << nowhere.second;
-  EXPECT_NE(nowhere.second.find("0 moved, 5 failed"), std::string::npos) << nowhere.second;
+  EXPECT_NE(nowhere.second.find("0 moved, 1020 failed"), std::string::npos) << nowhere.second;
   EXPECT_NE(nowhere.second.find("312 NO_ROUTE"), std::string::npos) << nowhere.second;
   const auto missing =
       test::run_with_status(bin + " dlq redrive --to no-such-queue" + on + " 2>&1");
@@ -681,6 +684,17 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   EXPECT_GE(seconds, (700 - 10) / 400.0) << "700 at 400 a second cannot take less";
   EXPECT_EQ(rabbit.queue(dlq).ready, 320);
   EXPECT_EQ(rabbit.queue(queue).ready, 700);
+
+  // SIGTERM: the window in flight is finished (confirmed, acknowledged), nothing is
+  // moved twice, and it says it stopped (exit 1).
+  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "100",
+                                      "--amqp-url", rabbit.uri(), "--queue", dlq});
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  ::kill(stopped, SIGTERM);
+  EXPECT_EQ(wait_exit(stopped), 1);
+  const long after_term = rabbit.queue(dlq).ready;
+  EXPECT_LT(after_term, 320) << "it had moved some";
+  EXPECT_EQ(after_term + rabbit.queue(queue).ready, 1020) << "none twice, none lost";
 
   // The rest at 100 a second, killed after about a second, then run again.
   const pid_t killed = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "100", "--amqp-url",
@@ -704,6 +718,130 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   EXPECT_EQ(summary.written, 1000u);
   EXPECT_EQ(summary.duplicates, summary.received - 1000 - 20);
   EXPECT_EQ(rabbit.queue(dlq).ready, 20);
+}
+
+// Redrive's guards on RabbitMQ, from a review: messages equal but for a header, one
+// routed and one returned by a headers exchange, each settled as the broker did (the
+// returned one stays); a redrive into a queue that dead-letters straight back (TTL 0)
+// moves each message once and ends; a dead letter whose x-death is not what the broker
+// writes is shown, not fatal.
+TEST_F(OperationsPipeline, RabbitMqRedriveKeepsWhatTheBrokerReturnsAndEnds) {
+  auto& rabbit = test::RabbitMq::shared();
+  amqp::ConnectionOptions o;
+  o.uri = amqp::parse_uri(rabbit.uri());
+  amqp::Connection admin(o);
+  admin.open_channel(1);
+  const std::string tag = std::to_string(getpid());
+  const std::string dlq = "ops-rg-dlq-" + tag, routed = "ops-rg-routed-" + tag,
+                    exchange = "ops-rg-headers-" + tag, bounce = "ops-rg-bounce-" + tag;
+  admin.declare_queue(1, dlq, false, "");
+  admin.declare_queue(1, routed, false, "");
+  amqp_exchange_declare(admin.raw(), 1, amqp_cstring_bytes(exchange.c_str()),
+                        amqp_cstring_bytes("headers"), 0, 0, 1, 0, amqp_empty_table);
+  admin.check_reply("exchange.declare");
+  amqp_table_entry_t match[2];
+  match[0].key = amqp_cstring_bytes("x-match");
+  match[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  match[0].value.value.bytes = amqp_cstring_bytes("all");
+  match[1].key = amqp_cstring_bytes("route");
+  match[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  match[1].value.value.bytes = amqp_cstring_bytes("yes");
+  amqp_queue_bind(admin.raw(), 1, amqp_cstring_bytes(routed.c_str()),
+                  amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes(""),
+                  amqp_table_t{2, match});
+  admin.check_reply("queue.bind");
+  // Ten equal bodies without a message id, route=yes and route=no in turn.
+  auto publish_raw = [&](const std::string& queue, const std::string& body, const char* key,
+                         const char* value) {
+    amqp_table_entry_t header{};
+    header.key = amqp_cstring_bytes(key);
+    header.value.kind = AMQP_FIELD_KIND_UTF8;
+    header.value.value.bytes = amqp_cstring_bytes(value);
+    amqp_basic_properties_t p{};
+    p._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+    p.delivery_mode = 2;
+    p.headers = {1, &header};
+    ASSERT_EQ(amqp_basic_publish(admin.raw(), 1, amqp_cstring_bytes(""),
+                                 amqp_cstring_bytes(queue.c_str()), 0, 0, &p,
+                                 amqp_cstring_bytes(body.c_str())),
+              AMQP_STATUS_OK);
+  };
+  for (int i = 0; i < 10; ++i)
+    publish_raw(dlq, R"({"event":"ping"})", "route", i % 2 ? "no" : "yes");
+  ASSERT_TRUE(
+      test::wait_until([&] { return rabbit.queue(dlq).ready == 10; }, std::chrono::seconds(10)));
+  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
+  const auto headers = test::run_with_status(bin + " dlq redrive --to-exchange " + exchange + url +
+                                             " --queue " + dlq + " 2>&1");
+  EXPECT_EQ(headers.first, 1) << headers.second;
+  EXPECT_NE(headers.second.find("5 moved, 5 failed"), std::string::npos) << headers.second;
+  EXPECT_EQ(rabbit.queue(routed).ready, 5);
+  EXPECT_EQ(rabbit.queue(dlq).ready, 5);
+  const auto left = test::run_with_status(bin + " dlq peek --json --max 10" + url + " --queue " +
+                                          dlq + " 2>/dev/null");
+  EXPECT_EQ(std::count(left.second.begin(), left.second.end(), '\n'), 5) << left.second;
+  for (std::size_t at = 0, end; (end = left.second.find('\n', at)) != std::string::npos;
+       at = end + 1)
+    EXPECT_EQ(nlohmann::json::parse(left.second.substr(at, end - at))["headers"]["route"], "no")
+        << "the returned ones stayed, none of the routed ones";
+
+  // A queue whose messages die at once, back into the dead-letter queue.
+  {
+    amqp_table_entry_t arguments[3];
+    arguments[0].key = amqp_cstring_bytes("x-message-ttl");
+    arguments[0].value.kind = AMQP_FIELD_KIND_I32;
+    arguments[0].value.value.i32 = 0;
+    arguments[1].key = amqp_cstring_bytes("x-dead-letter-exchange");
+    arguments[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    arguments[1].value.value.bytes = amqp_cstring_bytes("");
+    arguments[2].key = amqp_cstring_bytes("x-dead-letter-routing-key");
+    arguments[2].value.kind = AMQP_FIELD_KIND_UTF8;
+    arguments[2].value.value.bytes = amqp_cstring_bytes(dlq.c_str());
+    amqp_queue_declare(admin.raw(), 1, amqp_cstring_bytes(bounce.c_str()), 0, 0, 0, 1,
+                       amqp_table_t{3, arguments});
+    admin.check_reply("queue.declare");
+  }
+  const auto bounced = test::run_with_status("timeout 60 " + bin + " dlq redrive --to " + bounce +
+                                             url + " --queue " + dlq + " 2>&1");
+  EXPECT_EQ(bounced.first, 0) << bounced.second;
+  EXPECT_NE(bounced.second.find("5 moved, 0 failed"), std::string::npos) << bounced.second;
+  EXPECT_NE(bounced.second.find("ended after the 5 dead letters there were at the start"),
+            std::string::npos)
+      << bounced.second;
+
+  // x-death as a producer may forge it: numbers where the broker writes strings.
+  {
+    amqp_table_entry_t fields[2];
+    fields[0].key = amqp_cstring_bytes("reason");
+    fields[0].value.kind = AMQP_FIELD_KIND_I32;
+    fields[0].value.value.i32 = 5;
+    fields[1].key = amqp_cstring_bytes("queue");
+    fields[1].value.kind = AMQP_FIELD_KIND_I32;
+    fields[1].value.value.i32 = 7;
+    amqp_field_value_t death{};
+    death.kind = AMQP_FIELD_KIND_TABLE;
+    death.value.table = {2, fields};
+    amqp_table_entry_t header{};
+    header.key = amqp_cstring_bytes("x-death");
+    header.value.kind = AMQP_FIELD_KIND_ARRAY;
+    header.value.value.array = {1, &death};
+    amqp_basic_properties_t p{};
+    p._flags = AMQP_BASIC_HEADERS_FLAG;
+    p.headers = {1, &header};
+    ASSERT_EQ(
+        amqp_basic_publish(admin.raw(), 1, amqp_cstring_bytes(""), amqp_cstring_bytes(dlq.c_str()),
+                           0, 0, &p, amqp_cstring_bytes("{}")),
+        AMQP_STATUS_OK);
+  }
+  ASSERT_TRUE(
+      test::wait_until([&] { return rabbit.queue(dlq).ready == 6; }, std::chrono::seconds(10)))
+      << "the 5 that bounced are back, and the forged one";
+  const auto forged = test::run_with_status(bin + " dlq stats" + url + " --queue " + dlq + " 2>&1");
+  EXPECT_EQ(forged.first, 0) << forged.second;
+  EXPECT_NE(forged.second.find("expired  5"), std::string::npos) << forged.second;
+  EXPECT_NE(forged.second.find("(none: not dead-lettered by the broker)  1"), std::string::npos)
+      << forged.second;
+  for (const auto& name : {dlq, routed, bounce}) admin.delete_queue(1, name);
 }
 
 // Three pipelines in one process, one file: an SQS standard queue and an SQS FIFO queue
