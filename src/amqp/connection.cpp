@@ -320,6 +320,25 @@ QueueInfo Connection::declare_queue(std::uint16_t channel, const std::string& qu
   return {ok->message_count, ok->consumer_count};
 }
 
+amqp_frame_t Connection::wait_method(std::chrono::steady_clock::time_point deadline,
+                                     const char* what) {
+  for (;;) {
+    amqp_frame_t frame;
+    timeval tv{1, 0};
+    const int status = amqp_simple_wait_frame_noblock(state_, &frame, &tv);
+    if (status == AMQP_STATUS_TIMEOUT) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw AmqpError(AmqpError::Kind::timeout, 0,
+                        std::string("no ") + what + " from the broker in time");
+      continue;
+    }
+    if (status != AMQP_STATUS_OK)
+      throw AmqpError(AmqpError::Kind::connection, 0,
+                      std::string("waiting for a ") + what + ": " + amqp_error_string2(status));
+    if (frame.frame_type == AMQP_FRAME_METHOD) return frame;
+  }
+}
+
 void Connection::inspect_exchange(std::uint16_t channel, const std::string& exchange) {
   amqp_exchange_declare(state_, channel, amqp_cstring_bytes(exchange.c_str()),
                         amqp_cstring_bytes("direct"), 1, 0, 0, 0, amqp_empty_table);

@@ -90,6 +90,11 @@ class Connection {
   void reject(std::uint16_t channel, std::uint64_t tag, bool requeue);
   void send_method(std::uint16_t channel, amqp_method_number_t id, void* decoded);
 
+  // The next method frame (heartbeats are answered while it waits). Throws AmqpError:
+  // timeout past `deadline` ("no <what> from the broker in time"), connection when the
+  // socket fails.
+  amqp_frame_t wait_method(std::chrono::steady_clock::time_point deadline, const char* what);
+
   // Throws AmqpError after a synchronous call whose reply was not normal, answering
   // a close from the broker (close-ok) as the protocol asks.
   void check_reply(const char* what);

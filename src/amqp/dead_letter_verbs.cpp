@@ -318,18 +318,7 @@ std::vector<bool> await_confirms(Connection& c, const std::vector<Outgoing>& win
   std::vector<bool> confirmed(window.size(), false), returned(window.size(), false);
   const auto give_up = Clock::now() + std::chrono::seconds(30);
   while (!pending.empty()) {
-    amqp_frame_t frame;
-    timeval tv{1, 0};
-    const int status = amqp_simple_wait_frame_noblock(c.raw(), &frame, &tv);
-    if (status == AMQP_STATUS_TIMEOUT) {
-      if (Clock::now() > give_up)
-        throw AmqpError(AmqpError::Kind::timeout, 0, "no confirm from the broker in 30 s");
-      continue;
-    }
-    if (status != AMQP_STATUS_OK)
-      throw AmqpError(AmqpError::Kind::connection, 0,
-                      std::string("waiting for confirms: ") + amqp_error_string2(status));
-    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    const amqp_frame_t frame = c.wait_method(give_up, "confirm");
     const auto& method = frame.payload.method;
     auto settle = [&](std::uint64_t tag, bool multiple, bool ok) {
       for (auto it = pending.begin(); it != pending.end();) {

@@ -111,18 +111,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
         // The confirms of this window (acks, nacks, returns before their ack).
         const auto give_up = Clock::now() + options_.confirm_timeout;
         while (!by_seq.empty()) {
-          amqp_frame_t frame;
-          timeval tv{1, 0};
-          const int status = amqp_simple_wait_frame_noblock(connection_->raw(), &frame, &tv);
-          if (status == AMQP_STATUS_TIMEOUT) {
-            if (Clock::now() > give_up)
-              throw AmqpError(AmqpError::Kind::timeout, 0, "no confirm from the broker in time");
-            continue;
-          }
-          if (status != AMQP_STATUS_OK)
-            throw AmqpError(AmqpError::Kind::connection, 0,
-                            std::string("waiting for confirms: ") + amqp_error_string2(status));
-          if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+          const amqp_frame_t frame = connection_->wait_method(give_up, "confirm");
           const auto& method = frame.payload.method;
           auto settle = [&](std::uint64_t tag, bool multiple, bool ok) {
             for (auto it = by_seq.begin(); it != by_seq.end();) {
