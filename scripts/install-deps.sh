@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libexpat1-dev libjemalloc-dev libutf8proc-dev libre2-dev libhowardhinnant-date-dev
   python3-botocore python3-pika gnuplot-nox
   postgresql rabbitmq-server
+  prometheus
 )
 
 missing=()
@@ -24,8 +25,8 @@ if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # postgresql and rabbitmq-server try to start system services; we run our
-  # own instances on private ports, so keep the packaged services down.
+  # postgresql, rabbitmq-server and prometheus try to start system services; we run
+  # our own instances on private ports, so keep the packaged services down.
   printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   rm -f /usr/sbin/policy-rc.d

@@ -133,6 +133,26 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                       .Name("sluice_queue_backlog_messages")
                       .Help("ApproximateNumberOfMessages(NotVisible) of the queue")
                       .Register(r);
+  dead_letter_backlog_ = &BuildGauge()
+                              .Name("sluice_dead_letter_backlog_messages")
+                              .Help(
+                                  "Messages in the pipeline's dead-letter queue (SQS: "
+                                  "source.sqs.dead_letter_queue_url), read every 5 s")
+                              .Register(r);
+  ready_ = &BuildGauge()
+                .Name("sluice_ready")
+                .Help(
+                    "1 while the pipeline is ready (/readyz 200): started, receiving, not "
+                    "paused, its sink available")
+                .Register(r)
+                .Add({});
+  oldest_age_ = &BuildGauge()
+                     .Name("sluice_oldest_message_age_seconds")
+                     .Help(
+                         "The longest a message received in the latest 10 s had waited since "
+                         "it was sent (0: none received)")
+                     .Register(r)
+                     .Add({});
   backlog_visible_ = &backlog.Add({{"state", "visible"}});
   backlog_in_flight_ = &backlog.Add({{"state", "not_visible"}});
   poll_latency_ = &BuildHistogram()
@@ -262,6 +282,14 @@ double PipelineMetrics::active_seconds() const {
 }
 
 void PipelineMetrics::update(const ContainerStats& stats) {
+  // The oldest age of a window of 10 s: a gauge that neither forgets a late message
+  // between two scrapes nor remembers it for ever.
+  if (const auto now = std::chrono::steady_clock::now();
+      now - window_started_ >= std::chrono::seconds(10)) {
+    const auto oldest = window_oldest_ms_.exchange(-1, std::memory_order_relaxed);
+    oldest_age_->Set(oldest < 0 ? 0.0 : static_cast<double>(oldest) / 1000.0);
+    window_started_ = now;
+  }
   in_flight_->Set(static_cast<double>(stats.in_flight));
   acks_pending_->Set(static_cast<double>(stats.pending_acks));
   // Counters from the container's totals: add what is new since the last update.
@@ -376,6 +404,20 @@ void PipelineMetrics::record_batch(std::size_t size, std::chrono::nanoseconds la
 void PipelineMetrics::record_sink_failure() {
   sink_batch_failures_->Increment();
 }
+void PipelineMetrics::set_dead_letter_backlog(double messages) {
+  dead_letter_backlog_->Add({}).Set(messages);
+}
+
+void PipelineMetrics::observe_message_age(std::chrono::system_clock::time_point sent,
+                                          std::chrono::system_clock::time_point received) {
+  const auto age = std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(received - sent).count());
+  auto seen = window_oldest_ms_.load(std::memory_order_relaxed);
+  while (age > seen &&
+         !window_oldest_ms_.compare_exchange_weak(seen, age, std::memory_order_relaxed)) {
+  }
+}
+
 void PipelineMetrics::set_backlog(double visible, double not_visible) {
   backlog_visible_->Set(visible);
   backlog_in_flight_->Set(not_visible);

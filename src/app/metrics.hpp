@@ -75,6 +75,15 @@ class PipelineMetrics : public ContainerObserver {
   // From one thread (the main loop).
   void update(const ContainerStats& stats);
   void set_backlog(double visible, double not_visible);
+  // sluice_dead_letter_backlog_messages: the dead-letter queue's messages (made on the
+  // first reading: a pipeline without a dead-letter queue has no series).
+  void set_dead_letter_backlog(double messages);
+  // sluice_ready: 1 while /readyz would answer 200 for this pipeline.
+  void set_ready(bool ready) { ready_->Set(ready ? 1 : 0); }
+  // How long a message waited between its sending and its receipt; any thread.
+  // sluice_oldest_message_age_seconds is the longest of the latest window (update()).
+  void observe_message_age(std::chrono::system_clock::time_point sent,
+                           std::chrono::system_clock::time_point received);
   // sluice_setting{name=...}: max_in_flight, sink_writers, ... (for sluice plan).
   void set_setting(const std::string& name, double value);
   AutoscaleGauges& autoscale() { return *autoscale_; }
@@ -141,6 +150,11 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Gauge* lease_remaining_;
   prometheus::Gauge* backlog_visible_;
   prometheus::Gauge* backlog_in_flight_;
+  prometheus::Family<prometheus::Gauge>* dead_letter_backlog_;
+  prometheus::Gauge* ready_;
+  prometheus::Gauge* oldest_age_;
+  std::atomic<std::int64_t> window_oldest_ms_{-1};  // -1: no message in the window yet
+  std::chrono::steady_clock::time_point window_started_ = std::chrono::steady_clock::now();
   prometheus::Histogram* poll_latency_;
   prometheus::Histogram* handler_latency_;
   prometheus::Histogram* sink_latency_;

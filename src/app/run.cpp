@@ -266,6 +266,7 @@ class PipelineRun {
   bool sample(const RunOptions& options) {
     const auto stats = container_->stats();
     metrics_->update(stats);
+    metrics_->set_ready(ready() && control_.state() == "running");
     // The sink down: the pipeline holds what it has (no permits free, so no receives)
     // and keeps their leases; said on entry and exit.
     if (const bool down = !writer_->healthy(); down != sink_unavailable_) {
@@ -288,6 +289,8 @@ class PipelineRun {
             ? static_cast<double>(queue_in_flight)
             : static_cast<double>(stats.in_flight + metrics_->source_unacknowledged());
     metrics_->set_backlog(static_cast<double>(visible), in_flight);
+    if (const long dead = counts_.dead_letters.load(); dead >= 0)
+      metrics_->set_dead_letter_backlog(static_cast<double>(dead));
     autoscale_.sample(static_cast<double>(visible), in_flight, Clock::now());
     const bool drained =
         options.until_drained && !stats.paused &&
@@ -370,6 +373,7 @@ class PipelineRun {
 
   std::optional<sinks::BatchWriter::Item> handle_one(Message& message) {
     const auto meta = source_.read_meta(message);
+    if (meta.sent_time) metrics_->observe_message_age(*meta.sent_time, message.received_at());
     pipeline::MessageView view;
     view.body = message.body();
     view.message_id = message.id();

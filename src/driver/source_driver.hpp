@@ -71,6 +71,7 @@ struct QueueCounts {
   std::atomic<long> in_flight{-1};          // delivered to any consumer, not yet acknowledged;
                                             // -1: the queue does not say (RabbitMQ over AMQP)
   std::atomic<std::int64_t> read_at_ns{0};  // steady clock; 0: never read
+  std::atomic<long> dead_letters{-1};       // in the dead-letter queue; -1: none known
 };
 
 // What `sluice run` needs to know of its queue apart from the container: whether it
@@ -108,8 +109,8 @@ struct SourceFigure {
 // message has (message_id, received_time, receive_count, source).
 struct MessageMeta {
   std::optional<std::chrono::system_clock::time_point> sent_time;
-  std::optional<std::string_view> group_id;         // an ordered group
-  std::optional<std::string_view> sequence_number;  // its place in the group
+  std::optional<std::string_view> group_id;          // an ordered group
+  std::optional<std::string_view> sequence_number;   // its place in the group
   std::optional<std::string_view> deduplication_id;  // the producer's (identity.key)
 };
 

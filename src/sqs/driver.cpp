@@ -213,12 +213,19 @@ class SqsQueueProbe final : public driver::QueueProbe {
         io_,
         [this, &counts]() -> asio::awaitable<void> {
           asio::steady_timer timer(io_);
-          for (;;) {
+          for (int round = 0;; ++round) {
             try {
               const auto attrs = co_await client_->get_queue_attributes(options_.queue_url);
               counts.ready = std::stol(attrs.at("ApproximateNumberOfMessages"));
               counts.in_flight = std::stol(attrs.at("ApproximateNumberOfMessagesNotVisible"));
               counts.read_at_ns = Clock::now().time_since_epoch().count();
+              // The dead-letter queue every 5 s: for the alert, not the drain check.
+              if (!options_.dead_letter_queue_url.empty() && round % 10 == 0) {
+                const auto dead =
+                    co_await client_->get_queue_attributes(options_.dead_letter_queue_url);
+                counts.dead_letters = std::stol(dead.at("ApproximateNumberOfMessages")) +
+                                      std::stol(dead.at("ApproximateNumberOfMessagesNotVisible"));
+              }
             } catch (const std::exception& e) {
               spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
             }
