@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -107,6 +108,8 @@ using BatchHandler = std::function<void(std::span<Message>)>;
 using UnusableHandler =
     std::function<void(Message&, const std::string& reason, const std::string& detail)>;
 
+inline constexpr std::int64_t kNoLeaseDue = std::numeric_limits<std::int64_t>::min();
+
 struct ContainerStats {
   std::uint64_t received = 0;
   std::uint64_t acked = 0;   // acks confirmed by the queue (handed over: a source without confirms)
@@ -122,8 +125,10 @@ struct ContainerStats {
   std::uint64_t handoffs = 0;     // hand-offs to the workers (each may wake one); 0 inline
   std::uint64_t failed_acks = 0;  // deletes given up (those messages come back)
   std::int64_t pending_acks = 0;  // acked, not yet confirmed by the queue (hold permits)
-  std::int64_t lease_remaining_min_ms = -1;  // least lease left at the latest heartbeat
-  std::int64_t in_flight = 0;                // held now
+  // Least lease left at the latest heartbeat among messages due for extension; negative
+  // when one had already run out; kNoLeaseDue when none was due.
+  std::int64_t lease_remaining_min_ms = kNoLeaseDue;
+  std::int64_t in_flight = 0;  // held now
   std::int64_t in_flight_peak = 0;
   bool paused = false;          // pause() in force
   int concurrent_receives = 0;  // receive loops running now

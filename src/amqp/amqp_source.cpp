@@ -580,6 +580,7 @@ class AmqpSource final : public spi::Source {
   void lose_connection() {
     for (auto channel : pool_.channels()) drop_channel(channel, "connection lost");
     set_connection(nullptr);
+    gauge("amqp_connection_blocked", 0);  // a new connection starts unblocked
     retries_.clear();
     report_unacknowledged();
     // Commands for the lost leases are answered as they come (abandoned).

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+
+#include "app/rejects.hpp"
 
 namespace sluice::app {
 using prometheus::BuildCounter;
@@ -77,6 +80,8 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                    .Name("sluice_messages_rejected_total")
                    .Help("Messages rejected, by reason")
                    .Register(r);
+  // Each known reason at 0 from the start: the first reject is a rate like the others.
+  for (const auto& reason : kRejectReasons) rejected_->Add({{"reason", reason}});
   settled_ = &BuildCounter()
                   .Name("sluice_messages_settled_total")
                   .Help("Messages settled, by outcome")
@@ -107,7 +112,8 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                           .Name("sluice_heartbeat_lease_remaining_min_seconds")
                           .Help(
                               "Least lease left on a held message at the latest heartbeat "
-                              "round (towards 0: the heartbeat lags; -1: nothing was due)")
+                              "round (towards 0: the heartbeat lags; negative: one ran out "
+                              "before it was extended; NaN: nothing was due)")
                           .Register(r)
                           .Add({});
   for (const auto& spec : figures) {
@@ -282,8 +288,9 @@ double PipelineMetrics::active_seconds() const {
 }
 
 void PipelineMetrics::update(const ContainerStats& stats) {
-  // The oldest age of a window of 10 s: a gauge that neither forgets a late message
-  // between two scrapes nor remembers it for ever.
+  // The oldest age of each window of 10 s (0 when none was received): alerts read its
+  // max_over_time over a few minutes, so a scrape interval longer than the window
+  // loses nothing that lasts.
   if (const auto now = std::chrono::steady_clock::now();
       now - window_started_ >= std::chrono::seconds(10)) {
     const auto oldest = window_oldest_ms_.exchange(-1, std::memory_order_relaxed);
@@ -298,8 +305,9 @@ void PipelineMetrics::update(const ContainerStats& stats) {
       static_cast<double>(stats.visibility_extensions - seen_extensions_));
   seen_failed_acks_ = stats.failed_acks;
   seen_extensions_ = stats.visibility_extensions;
-  lease_remaining_->Set(stats.lease_remaining_min_ms < 0
-                            ? -1.0
+  // NaN while no held message is near its lease (no value to compare: no alert).
+  lease_remaining_->Set(stats.lease_remaining_min_ms == kNoLeaseDue
+                            ? std::numeric_limits<double>::quiet_NaN()
                             : static_cast<double>(stats.lease_remaining_min_ms) / 1000.0);
 }
 
@@ -405,7 +413,13 @@ void PipelineMetrics::record_sink_failure() {
   sink_batch_failures_->Increment();
 }
 void PipelineMetrics::set_dead_letter_backlog(double messages) {
-  dead_letter_backlog_->Add({}).Set(messages);
+  if (messages < 0) {
+    if (dead_letter_gauge_) dead_letter_backlog_->Remove(dead_letter_gauge_);
+    dead_letter_gauge_ = nullptr;
+    return;
+  }
+  if (!dead_letter_gauge_) dead_letter_gauge_ = &dead_letter_backlog_->Add({});
+  dead_letter_gauge_->Set(messages);
 }
 
 void PipelineMetrics::observe_message_age(std::chrono::system_clock::time_point sent,

@@ -75,8 +75,8 @@ class PipelineMetrics : public ContainerObserver {
   // From one thread (the main loop).
   void update(const ContainerStats& stats);
   void set_backlog(double visible, double not_visible);
-  // sluice_dead_letter_backlog_messages: the dead-letter queue's messages (made on the
-  // first reading: a pipeline without a dead-letter queue has no series).
+  // sluice_dead_letter_backlog_messages: the dead-letter queue's messages; negative
+  // (none known: no dead-letter queue, or its reading failed): no series. One thread.
   void set_dead_letter_backlog(double messages);
   // sluice_ready: 1 while /readyz would answer 200 for this pipeline.
   void set_ready(bool ready) { ready_->Set(ready ? 1 : 0); }
@@ -151,6 +151,7 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Gauge* backlog_visible_;
   prometheus::Gauge* backlog_in_flight_;
   prometheus::Family<prometheus::Gauge>* dead_letter_backlog_;
+  prometheus::Gauge* dead_letter_gauge_ = nullptr;
   prometheus::Gauge* ready_;
   prometheus::Gauge* oldest_age_;
   std::atomic<std::int64_t> window_oldest_ms_{-1};  // -1: no message in the window yet

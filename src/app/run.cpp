@@ -289,8 +289,7 @@ class PipelineRun {
             ? static_cast<double>(queue_in_flight)
             : static_cast<double>(stats.in_flight + metrics_->source_unacknowledged());
     metrics_->set_backlog(static_cast<double>(visible), in_flight);
-    if (const long dead = counts_.dead_letters.load(); dead >= 0)
-      metrics_->set_dead_letter_backlog(static_cast<double>(dead));
+    metrics_->set_dead_letter_backlog(static_cast<double>(counts_.dead_letters.load()));
     autoscale_.sample(static_cast<double>(visible), in_flight, Clock::now());
     const bool drained =
         options.until_drained && !stats.paused &&
@@ -312,6 +311,7 @@ class PipelineRun {
   // finish, then the writers.
   void stop_container(Clock::time_point deadline) {
     ready_ = false;
+    metrics_->set_ready(false);
     if (watching_) watch_->stop();
     watching_ = false;
     control_.attach(nullptr);

@@ -46,7 +46,7 @@ struct CoreCounters {
       dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
       handler_calls{0}, failed_acks{0}, handoffs{0};
   std::atomic<std::int64_t> pending_acks{0};
-  std::atomic<std::int64_t> lease_remaining_min_ms{-1};  // at the latest heartbeat round
+  std::atomic<std::int64_t> lease_remaining_min_ms{kNoLeaseDue};  // at the latest heartbeat round
   std::atomic<std::int64_t> in_flight{0}, in_flight_peak{0};
   LatencyAverage poll_latency, handler_latency;
 };

@@ -51,7 +51,7 @@ asio::awaitable<void> Heartbeat::run(std::chrono::milliseconds interval) {
     timer_.expires_after(interval);
     auto [ec] = co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec || closed_) co_return;
-    std::int64_t remaining_min = -1;
+    std::int64_t remaining_min = kNoLeaseDue;
     auto due = settlement_.due_for_extension(threshold_ms, remaining_min);
     // How close held messages came to being delivered again (a starved heartbeat
     // shows as this falling towards 0).

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <optional>
 
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
@@ -183,14 +184,15 @@ std::vector<StatePtr> Settlement::due_for_extension(std::int64_t threshold_ms,
                                                     std::int64_t& remaining_min_ms) {
   std::vector<StatePtr> due;
   const auto now = detail::steady_now_ms();
-  remaining_min_ms = -1;
+  std::optional<std::int64_t> least;
   std::lock_guard lock(held_mutex_);
   for (const auto& state : held_)
     if (!state->settled() && state->visible_until_ms - now < threshold_ms) {
       const auto remaining = state->visible_until_ms - now;
-      remaining_min_ms = remaining_min_ms < 0 ? remaining : std::min(remaining_min_ms, remaining);
+      least = least ? std::min(*least, remaining) : remaining;
       due.push_back(state);
     }
+  remaining_min_ms = least.value_or(kNoLeaseDue);
   return due;
 }
 

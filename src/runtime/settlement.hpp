@@ -60,7 +60,8 @@ class Settlement final : public detail::Settler {
   // The source lost the lease on these messages (a closed channel): dropped unacked.
   void lease_lost(std::uint64_t lease);
   // The held messages whose lease runs out within `threshold_ms`; sets
-  // `remaining_min_ms` to the least lease left among them (-1: none).
+  // `remaining_min_ms` to the least lease left among them (negative: one ran out
+  // already; kNoLeaseDue: none is due).
   std::vector<StatePtr> due_for_extension(std::int64_t threshold_ms,
                                           std::int64_t& remaining_min_ms);
 

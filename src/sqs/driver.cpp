@@ -213,21 +213,33 @@ class SqsQueueProbe final : public driver::QueueProbe {
         io_,
         [this, &counts]() -> asio::awaitable<void> {
           asio::steady_timer timer(io_);
+          bool dead_letters_failing = false;
           for (int round = 0;; ++round) {
             try {
               const auto attrs = co_await client_->get_queue_attributes(options_.queue_url);
               counts.ready = std::stol(attrs.at("ApproximateNumberOfMessages"));
               counts.in_flight = std::stol(attrs.at("ApproximateNumberOfMessagesNotVisible"));
               counts.read_at_ns = Clock::now().time_since_epoch().count();
-              // The dead-letter queue every 5 s: for the alert, not the drain check.
-              if (!options_.dead_letter_queue_url.empty() && round % 10 == 0) {
+            } catch (const std::exception& e) {
+              spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
+            }
+            // The dead-letter queue every 5 s: for the alert, not the drain check. A
+            // reading that fails (sqs:GetQueueAttributes refused on it) is said once per
+            // streak and the gauge goes (-1: no series) rather than keep an old count.
+            if (!options_.dead_letter_queue_url.empty() && round % 10 == 0) {
+              try {
                 const auto dead =
                     co_await client_->get_queue_attributes(options_.dead_letter_queue_url);
                 counts.dead_letters = std::stol(dead.at("ApproximateNumberOfMessages")) +
                                       std::stol(dead.at("ApproximateNumberOfMessagesNotVisible"));
+                dead_letters_failing = false;
+              } catch (const std::exception& e) {
+                counts.dead_letters = -1;
+                if (!dead_letters_failing)
+                  spdlog::warn("event=dead_letter_stats_failed queue={} error=\"{}\"",
+                               options_.dead_letter_queue_url, e.what());
+                dead_letters_failing = true;
               }
-            } catch (const std::exception& e) {
-              spdlog::debug("event=queue_stats_failed error=\"{}\"", e.what());
             }
             timer.expires_after(milliseconds(500));
             co_await timer.async_wait(asio::use_awaitable);

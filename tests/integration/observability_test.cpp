@@ -170,7 +170,7 @@ TEST_F(DeployPrometheus, EveryDashboardQueryAndRuleExpressionHasSeries) {
          !(value_of(R"(sum(sluice_records_written_total{pipeline="orders"}))") > 0 &&
            value_of(R"(sum(sluice_records_written_total{pipeline="events"}))") > 0 &&
            value_of("max(sluice_dead_letter_backlog_messages)") >= 30 &&
-           value_of("count(sluice:messages_received:rate1m)") >= 2))
+           value_of("count(sluice:messages_received:rate5m)") >= 2))
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ASSERT_GT(value_of(R"(sum(sluice_records_written_total{pipeline="events"}))"), 0)
       << "Prometheus scraped the live pipelines";
