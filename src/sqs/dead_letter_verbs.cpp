@@ -173,6 +173,16 @@ asio::awaitable<int> move_task(SqsClient& client, const DlqRequest& f) {
 }
 
 asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {
+  // The count now is the most this run looks at: a message that dies again comes back
+  // as a new one (its consumer fails again, a queue whose messages expire into this
+  // one) and is left for the next run instead of going round.
+  const std::vector<std::string> counts{"ApproximateNumberOfMessages",
+                                        "ApproximateNumberOfMessagesNotVisible"};
+  const auto at_start = co_await client.get_queue_attributes(f.queue_url, counts);
+  std::size_t budget = 0;
+  for (const auto& name : counts)
+    if (const auto it = at_start.find(name); it != at_start.end()) budget += std::stoul(it->second);
+  std::set<std::string> seen;  // message ids received in this run
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   std::optional<runtime::TokenBucket> bucket;
@@ -195,7 +205,7 @@ asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {
   auto last_progress = Clock::now();
   std::size_t last_moved = 0;
   int empty_rounds = 0;
-  while ((f.max == 0 || moved < f.max) && empty_rounds < 2) {
+  while ((f.max == 0 || moved < f.max) && empty_rounds < 2 && seen.size() < budget) {
     int wanted = 10;
     if (f.max > 0) wanted = static_cast<int>(std::min<std::size_t>(10, f.max - moved));
     if (bucket) {
@@ -217,6 +227,7 @@ asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {
     std::vector<SendMessageEntry> entries;
     std::vector<std::string> receipts, ids;
     for (auto& m : received) {
+      seen.insert(m.message_id);
       const auto refused = refusals.find(m.message_id);
       if ((!f.filter_reason.empty() && attribute(m, kReason) != f.filter_reason) ||
           (refused != refusals.end() && refused->second >= kMaxRefusals)) {
@@ -278,7 +289,14 @@ asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {
     }
   }
   if (!release.empty()) co_await client.change_message_visibility_batch(f.queue_url, release);
+  // Refused, and not tried again before the run ended: failed too.
+  for (const auto& [id, n] : refusals)
+    if (n < kMaxRefusals) ++failed;
   progress(true);
+  if (seen.size() >= budget && empty_rounds < 2 && (f.max == 0 || moved < f.max))
+    std::cerr << "sluice dlq redrive: ended after the " << budget
+              << " dead letters there were at the start (any that arrived since are left for "
+                 "another run)\n";
   co_return failed == 0 ? 0 : 1;
 }
 

@@ -36,12 +36,14 @@ const std::string kDeploy = std::string(SLUICE_SOURCE_DIR) + "/deploy/";
 class DeployPrometheus : public test::PipelineFixture {};
 
 // GET url?query=... on Prometheus' API: the parsed answer (an empty object when it
-// did not answer).
+// did not answer, or not in JSON).
 json query(const std::string& api, const std::string& promql) {
   aws::HttpRequest request;
   request.url = aws::Url::parse(api + "/api/v1/query?query=" + text::uri_encode(promql, false));
   try {
-    return json::parse(app::send_once(request).body, nullptr, false);
+    // A Prometheus still starting answers 503 with a text body.
+    auto answer = json::parse(app::send_once(request).body, nullptr, false);
+    return answer.is_object() ? answer : json::object();
   } catch (const std::exception&) {
     return json::object();
   }
