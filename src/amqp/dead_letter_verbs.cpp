@@ -305,7 +305,6 @@ struct Outgoing {
   std::string routing_key;
   amqp_basic_properties_t properties{};
   std::vector<amqp_table_entry_t> headers;  // without sluice-reject-reason
-  std::string fingerprint;
 };
 
 // The broker's answers to one window of publishes: the confirmed ones (acked and not
@@ -354,8 +353,10 @@ std::vector<bool> await_confirms(Connection& c, const std::vector<Outgoing>& win
         const auto returned_as = fingerprint(copy.properties, key, copy.body);
         amqp_destroy_message(&copy);
         bool matched = false;
+        // Computed only here: a return is rare, a digest per message published is not.
         for (const auto& [seq, i] : pending)
-          if (!returned[i] && window[i].fingerprint == returned_as) {
+          if (!returned[i] && fingerprint(window[i].properties, window[i].routing_key,
+                                          window[i].letter.message->body) == returned_as) {
             returned[i] = matched = true;
             break;
           }
@@ -492,8 +493,8 @@ int redrive(Connection& c, const Flags& f) {
   action.sa_handler = request_stop;
   action.sa_flags = SA_RESTART;  // a blocked call goes on; the loop looks between calls
   sigemptyset(&action.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
+  struct sigaction old_int {};
+  struct sigaction old_term {};
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
   struct Restore {
@@ -544,7 +545,6 @@ int redrive(Connection& c, const Flags& f) {
           const auto& all = o.properties.headers;
           for (int i = 0; i < all.num_entries; ++i)
             if (text(all.entries[i].key) != kReasonHeader) o.headers.push_back(all.entries[i]);
-          o.properties.headers = {static_cast<int>(o.headers.size()), o.headers.data()};
         }
         window.push_back(std::move(o));
       }
@@ -552,8 +552,8 @@ int redrive(Connection& c, const Flags& f) {
       if (window.empty()) continue;
       const std::uint64_t first_seq = next_seq;
       for (auto& o : window) {
-        if (!o.headers.empty()) o.properties.headers.entries = o.headers.data();  // moved since
-        o.fingerprint = fingerprint(o.properties, o.routing_key, o.letter.message->body);
+        if (o.properties._flags & AMQP_BASIC_HEADERS_FLAG)  // o is where it stays now
+          o.properties.headers = {static_cast<int>(o.headers.size()), o.headers.data()};
         const int status = amqp_basic_publish(
             c.raw(), kPublish, amqp_cstring_bytes(exchange.c_str()),
             amqp_cstring_bytes(o.routing_key.c_str()), 1, 0, &o.properties, o.letter.message->body);

@@ -842,6 +842,22 @@ TEST_F(OperationsPipeline, RabbitMqRedriveKeepsWhatTheBrokerReturnsAndEnds) {
   EXPECT_NE(forged.second.find("(none: not dead-lettered by the broker)  1"), std::string::npos)
       << forged.second;
   for (const auto& name : {dlq, routed, bounce}) admin.delete_queue(1, name);
+
+  // A quorum dead-letter queue counts each look as a delivery: the second look warns.
+  const std::string quorum = "ops-rg-quorum-" + tag, quorum_dlq = quorum + "-dlq";
+  test::run_command(bin + " queue create --quorum" + url + " --name " + quorum +
+                    " --dead-letter-queue " + quorum_dlq + " 2>&1");
+  publish_raw(quorum_dlq, "{}", "route", "yes");
+  ASSERT_TRUE(test::wait_until([&] { return rabbit.queue(quorum_dlq).ready == 1; },
+                               std::chrono::seconds(10)));
+  const std::string look = bin + " dlq peek" + url + " --queue " + quorum_dlq + " 2>&1";
+  const auto first_look = test::run_with_status(look);
+  EXPECT_EQ(first_look.second.find("counts deliveries"), std::string::npos) << first_look.second;
+  const auto second_look = test::run_with_status(look);
+  EXPECT_NE(second_look.second.find("this queue counts deliveries (x-delivery-count"),
+            std::string::npos)
+      << second_look.second;
+  for (const auto& name : {quorum, quorum_dlq}) admin.delete_queue(1, name);
 }
 
 // Three pipelines in one process, one file: an SQS standard queue and an SQS FIFO queue
