@@ -18,6 +18,9 @@
 #               (their drivers), common/; sqs/ also aws/, s3/ and sns/ (its verbs publish
 #               to a topic); amqp/ also aws/ (its verbs read the management API over
 #               HTTP: only its driver library links it)
+#   tracing/ -> the core's public headers (sluice/tracing.hpp), common/: spans and their
+#               OTLP exporter, below the core so that the core, the sinks and the
+#               publishers can all record spans
 #   runtime/ -> the core's public headers and the SPI: the core knows no source
 #   pipeline/, common/ -> pure: common/ only
 cmake_policy(VERSION 3.20)
@@ -29,6 +32,7 @@ set(rules
   "src/cloudwatch|aws/,common/,sluice/aws/,sluice/cloudwatch/"
   "src/ecs|aws/,common/,sluice/aws/,sluice/ecs/"
   "src/scale|sluice/scale/"
+  "src/tracing|common/,sluice"
   "src/runtime|common/,sluice,sluice/spi/"
   "src/driver|sluice,sluice/spi/"
   "src/sqs|sluice/spi/,runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/,sluice/sns/"

@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libssl-dev libsimdjson-dev nlohmann-json3-dev
   libmongoc-dev libbson-dev libpq-dev libsqlite3-dev sqlite3 librabbitmq-dev
   prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
+  libprotobuf-dev protobuf-compiler libncurses-dev tmux
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libexpat1-dev libjemalloc-dev libutf8proc-dev libre2-dev libhowardhinnant-date-dev
   python3-botocore python3-pika gnuplot-nox

@@ -30,6 +30,10 @@
 
 namespace sluice {
 
+namespace tracing {
+class Tracer;
+}
+
 enum class ListenerMode {
   single,  // one handler call per message
   batch,   // one handler call per received batch, settled per message
@@ -181,6 +185,9 @@ class Container {
   bool paused() const;
 
   void set_observer(std::shared_ptr<ContainerObserver> observer);  // before start()
+  // Before start(): a `receive` span per receive, a `process` span per message
+  // (sluice/tracing.hpp). Without one, nothing is traced and nothing is paid.
+  void set_tracer(std::shared_ptr<tracing::Tracer> tracer);
   // Before start(); without one, such messages are rejected with "reason: detail".
   // Messages whose payload failed for a passing reason are retried, never given here.
   void set_unusable_handler(UnusableHandler handler);

@@ -15,6 +15,10 @@
 
 namespace sluice {
 
+namespace tracing {
+struct SpanContext;
+}
+
 namespace detail {
 struct MessageState;
 struct MessageAccess;
@@ -51,6 +55,14 @@ class Message {
   // own redrive policy (SQS: hidden for 12 h).
   void reject(std::string reason);
   bool settled() const;
+
+  // Traced by the container (Container::set_tracer): the context of its `process`
+  // span, for a handler that sends on (a single listener's publishers find it by
+  // themselves, as tracing::current()); null otherwise.
+  const tracing::SpanContext* trace_context() const;
+  // Adds an attribute to its `process` span (nothing when it is not sampled, or once
+  // the message is settled).
+  void set_trace_attribute(std::string_view key, std::string_view value);
 
   bool valid() const { return state_ != nullptr; }
 

@@ -222,6 +222,8 @@ class AmqpSource final : public spi::Source {
 
   std::string describe() const override { return describe_; }
   std::string message_source() const override { return message_source_; }
+  std::string messaging_system() const override { return "rabbitmq"; }
+  std::string destination_name() const override { return options_.queue; }
 
   void set_concurrency(int min, int max) override { push(ReconfigureCommand{min, max}); }
 

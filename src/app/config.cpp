@@ -110,7 +110,8 @@ using Option = config::Option<PipelineConfig>;
 
 // The keys of the process, not of one pipeline (one metrics server, one log level).
 bool is_process_key(const std::string& key) {
-  return key.starts_with("metrics.") || key.starts_with("admin.") || key == "logging.level";
+  return key.starts_with("metrics.") || key.starts_with("admin.") ||
+         key.starts_with("tracing.") || key == "logging.level";
 }
 
 // The names of the registered drivers, for source.type.
@@ -485,6 +486,50 @@ const std::vector<Option>& options() {
        "/resume, GET /pipelines (sluice ctl). With SLUICE_ADMIN_TOKEN set, every admin request "
        "needs Authorization: Bearer TOKEN; a metrics.listen that is not loopback requires it.",
        [](auto& c, auto& n, auto& k) { c.admin_enabled = as_bool(n, k); }},
+      // --- traces (the process's: one exporter for every pipeline)
+      {"tracing.otlp_endpoint", "string", "",
+       "An OpenTelemetry collector's OTLP/HTTP base URL (http://HOST:4318): spans go to its "
+       "/v1/traces, protobuf-encoded, in batches, from a thread of their own; when it is slow "
+       "or down they are dropped and counted (sluice_trace_spans_dropped_total), never waited "
+       "for. Empty: no spans (trace contexts are still read, passed on and logged).",
+       [](auto& c, auto& n, auto& k) {
+         c.tracer.otlp_endpoint = n.IsNull() ? "" : as_string(n, k);
+         try {
+           tracing::validate(c.tracer);
+         } catch (const std::invalid_argument& e) {
+           bad(k, n, std::string("an http:// or https:// URL (") + e.what() + ")");
+         }
+       },
+       "OTEL_EXPORTER_OTLP_ENDPOINT"},
+      {"tracing.sampling_ratio", "number", "1",
+       "The share of traces Sluice starts that are recorded (0 to 1). A message whose producer "
+       "sent a trace context follows the producer's decision instead (parent-based sampling).",
+       [](auto& c, auto& n, auto& k) {
+         double ratio = -1;
+         const std::string text = n.IsScalar() ? n.Scalar() : "";
+         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ratio);
+         if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+             !(ratio >= 0 && ratio <= 1))
+           bad(k, n, "a number from 0 to 1");
+         c.tracer.sampling_ratio = ratio;
+       },
+       "SLUICE_TRACING_SAMPLING_RATIO"},
+      {"tracing.producer_as_parent", "boolean", "true",
+       "A message's process span is a child of its producer's span (one trace from the "
+       "request that sent it to the row written). false: it starts a trace of its own, linked "
+       "to the producer's.",
+       [](auto& c, auto& n, auto& k) { c.tracer.producer_as_parent = as_bool(n, k); }},
+      {"tracing.service_name", "string", "sluice", "The service.name of Sluice's spans.",
+       [](auto& c, auto& n, auto& k) {
+         c.tracer.service_name = as_string(n, k);
+         if (c.tracer.service_name.empty()) bad(k, n, "a name");
+       },
+       "OTEL_SERVICE_NAME"},
+      {"tracing.max_queue_spans", "integer", "8192",
+       "Spans waiting for export at most; beyond, new ones are dropped and counted.",
+       [](auto& c, auto& n, auto& k) {
+         c.tracer.max_queue_spans = static_cast<std::size_t>(as_int(n, k, 1, 10'000'000));
+       }},
       {"autoscale.period", "duration", "1m",
        "The in-flight scaling signal's averaging period (exported as sluice_autoscale_* and "
        "GET /autoscale).",
@@ -676,11 +721,12 @@ const std::vector<FieldOption>& field_options() {
        [](auto& f, auto& n, auto& k) { f.pattern = as_string(n, k); }},
       {"meta",
        "enum: message_id | sent_time | received_time | receive_count | source | group_id | "
-       "sequence_number | sns_message_id | sns_topic_arn | sns_timestamp | sns_subject | "
-       "sns_signature | sns_signature_version | sns_signing_cert_url",
+       "sequence_number | trace_id | sns_message_id | sns_topic_arn | sns_timestamp | "
+       "sns_subject | sns_signature | sns_signature_version | sns_signing_cert_url",
        "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
        "MessageGroupId and SequenceNumber (a decimal string; null when the queue does not send "
-       "them). sns_* are the SNS envelope's MessageId, TopicArn, Timestamp, Subject, Signature, "
+       "them). trace_id is the trace of the message's processing (32 hex digits: its producer's "
+       "trace when it carried one; null when tracing is off). sns_* are the SNS envelope's MessageId, TopicArn, Timestamp, Subject, Signature, "
        "SignatureVersion and SigningCertURL (with decode.sns_envelope; null when absent).",
        [](auto& f, auto& n, auto& k) {
          static const std::pair<const char*, pipeline::MetaField> names[] = {
@@ -691,6 +737,7 @@ const std::vector<FieldOption>& field_options() {
              {"source", pipeline::MetaField::source},
              {"group_id", pipeline::MetaField::group_id},
              {"sequence_number", pipeline::MetaField::sequence_number},
+             {"trace_id", pipeline::MetaField::trace_id},
              {"sns_message_id", pipeline::MetaField::sns_message_id},
              {"sns_topic_arn", pipeline::MetaField::sns_topic_arn},
              {"sns_timestamp", pipeline::MetaField::sns_timestamp},
@@ -1249,7 +1296,8 @@ std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
       if (written == "name")
         throw ConfigError(where + ".name: a pipeline's name is its key under pipelines");
       if (written == "pipelines" || written == "metrics" || written.starts_with("metrics.") ||
-          written == "admin" || written.starts_with("admin.") || written == "logging.level")
+          written == "admin" || written.starts_with("admin.") || written == "tracing" ||
+          written.starts_with("tracing.") || written == "logging.level")
         refused = written;
       else if (written == "logging" && value.IsMap() && value["level"].IsDefined())
         refused = "logging.level";

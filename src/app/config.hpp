@@ -17,6 +17,7 @@
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"
+#include "sluice/tracing.hpp"
 
 namespace sluice::app {
 
@@ -49,6 +50,7 @@ struct PipelineConfig {
   std::string metrics_listen = "127.0.0.1:9464";
   bool admin_enabled = false;  // pause/resume/status on the metrics server
   std::string admin_token;     // SLUICE_ADMIN_TOKEN: never from the file, never printed
+  tracing::TracerOptions tracer;  // tracing.*: the process's
   std::string log_level = "info";
   std::vector<std::string> log_fields;  // business fields carried in log lines
   // Said once at start: keys of earlier releases read under their new names.

@@ -456,7 +456,21 @@ std::string PipelineMetrics::serialize() const {
   return prometheus::TextSerializer().Serialize(collect());
 }
 
-std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines) {
+namespace {
+prometheus::MetricFamily counter_family(std::string name, std::string help, std::uint64_t value) {
+  prometheus::MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric metric;
+  metric.counter.value = static_cast<double>(value);
+  family.metric.push_back(std::move(metric));
+  return family;
+}
+}  // namespace
+
+std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines,
+                          const tracing::Tracer* tracer) {
   std::vector<prometheus::MetricFamily> merged;
   std::map<std::string, std::size_t> index;
   for (const auto* p : pipelines)
@@ -470,6 +484,23 @@ std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines) 
                     std::make_move_iterator(family.metric.end()));
       }
     }
+  if (tracer) {
+    const auto s = tracer->stats();
+    merged.push_back(counter_family("sluice_trace_spans_started_total",
+                                    "Sampled spans made (receive, process, batch write).",
+                                    s.spans_started));
+    merged.push_back(counter_family("sluice_trace_spans_exported_total",
+                                    "Spans the collector accepted.", s.spans_exported));
+    merged.push_back(counter_family(
+        "sluice_trace_spans_dropped_total",
+        "Spans dropped: the export queue was full, or the collector failed or refused them.",
+        s.spans_dropped));
+    merged.push_back(counter_family("sluice_trace_export_requests_total",
+                                    "OTLP/HTTP export requests sent.", s.export_requests));
+    merged.push_back(counter_family("sluice_trace_export_failures_total",
+                                    "Export requests that failed (no answer, or not 2xx).",
+                                    s.export_failures));
+  }
   return prometheus::TextSerializer().Serialize(merged);
 }
 

@@ -21,6 +21,7 @@
 #include "sinks/sink.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"
+#include "sluice/tracing.hpp"
 
 namespace sluice::app {
 
@@ -43,7 +44,9 @@ double histogram_quantile(const prometheus::ClientMetric::Histogram& histogram, 
 class PipelineMetrics;
 // The exposition of several pipelines' metrics: one family per name, its series from
 // each pipeline (told apart by their pipeline label).
-std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines);
+// With the process's tracer's figures (sluice_trace_*), when it has one.
+std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines,
+                          const tracing::Tracer* tracer = nullptr);
 
 class PipelineMetrics : public ContainerObserver {
  public:

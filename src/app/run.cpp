@@ -146,8 +146,10 @@ class RunControl : public PipelineControl {
 // metrics. The process (run_pipelines) opens, samples and stops every one.
 class PipelineRun {
  public:
-  PipelineRun(const PipelineConfig& config, std::chrono::milliseconds drained_for)
+  PipelineRun(const PipelineConfig& config, std::chrono::milliseconds drained_for,
+              std::shared_ptr<tracing::Tracer> tracer)
       : config_(config),
+        tracer_(std::move(tracer)),
         source_(*config.source_driver),
         metrics_(std::make_shared<PipelineMetrics>(source_.figures())),
         transformer_(config.transform),
@@ -212,6 +214,7 @@ class PipelineRun {
       return 2;
     }
     container_->set_observer(metrics_);
+    if (tracer_) container_->set_tracer(tracer_);
     control_.attach(container_.get());
     // A message whose S3 payload is missing (or can never fit): rejected like a
     // malformed one, its row in the rejects table first.
@@ -362,7 +365,17 @@ class PipelineRun {
     };
     events.batch_failed = [this](const std::string&) { metrics_->record_sink_failure(); };
     events.properties = [this](const Message& message) { return properties_of(message); };
-    writer_ = std::make_unique<sinks::BatchWriter>(sink_factory(config_), config_.writer, events);
+    auto options = config_.writer;
+    if (tracer_) {
+      options.tracer = tracer_;
+      options.db_system = config_.sink == SinkType::sqlite     ? "sqlite"
+                          : config_.sink == SinkType::postgres ? "postgresql"
+                                                               : "mongodb";
+      options.db_collection = config_.sink == SinkType::sqlite     ? config_.sqlite.table
+                              : config_.sink == SinkType::postgres ? config_.postgres.table
+                                                                   : config_.mongodb.collection;
+    }
+    writer_ = std::make_unique<sinks::BatchWriter>(sink_factory(config_), options, events);
     return *writer_;
   }
 
@@ -384,6 +397,11 @@ class PipelineRun {
     view.group_id = meta.group_id;
     view.sequence_number = meta.sequence_number;
     view.deduplication_id = meta.deduplication_id;
+    std::string trace_id;
+    if (const auto* trace = message.trace_context()) {
+      trace_id = trace->trace_id_hex();
+      view.trace_id = trace_id;
+    }
     view.header = &message_header;
     view.header_context = &message;
     auto result = transformer_.transform(view);
@@ -405,8 +423,9 @@ class PipelineRun {
     const std::string reason = pipeline::to_string(rejection.reason);
     metrics_->record_rejected(reason);
     spdlog::warn(
-        "event=rejected pipeline={} reason={} message_id={} receive_count={} detail=\"{}\"",
-        config_.name, reason, message.id(), message.receive_count(), rejection.detail);
+        "event=rejected pipeline={} reason={} message_id={}{} receive_count={} detail=\"{}\"",
+        config_.name, reason, message.id(), sinks::trace_field(message), message.receive_count(),
+        rejection.detail);
     return sinks::BatchWriter::Item{
         sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
                          message.source(), properties_of(message)},
@@ -414,6 +433,7 @@ class PipelineRun {
   }
 
   const PipelineConfig& config_;
+  std::shared_ptr<tracing::Tracer> tracer_;  // the process's, or null
   const driver::SourceDriver& source_;
   std::shared_ptr<PipelineMetrics> metrics_;
   const pipeline::Transformer transformer_;
@@ -444,11 +464,25 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
   // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
   // does not answer) stops it too, with exit code 0.
   const StopSignal stop_signal;
+  const auto& first = configs.front();  // the process's keys (metrics, admin) are everyone's
+  // One exporter for every pipeline; its last spans get a second at the end.
+  std::shared_ptr<tracing::Tracer> tracer;
+  if (!first.tracer.otlp_endpoint.empty()) {
+    tracer = tracing::Tracer::make(first.tracer);
+    spdlog::info("event=tracing endpoint={} sampling_ratio={} producer_as_parent={}",
+                 first.tracer.otlp_endpoint, first.tracer.sampling_ratio,
+                 first.tracer.producer_as_parent);
+  }
+  struct TracerFlush {
+    std::shared_ptr<tracing::Tracer> tracer;
+    ~TracerFlush() {
+      if (tracer) tracer->shutdown(std::chrono::seconds(1));
+    }
+  } tracer_flush{tracer};
   std::vector<std::unique_ptr<PipelineRun>> runs;
   for (const auto& config : configs) {
-    runs.push_back(std::make_unique<PipelineRun>(config, options.drained_for));
+    runs.push_back(std::make_unique<PipelineRun>(config, options.drained_for, tracer));
   }
-  const auto& first = configs.front();  // the process's keys (metrics, admin) are everyone's
   // Stops what was opened, in the same order as a full stop.
   auto abandon = [&](int code) {
     const auto deadline = Clock::now() + first.container.shutdown_deadline;
@@ -475,7 +509,7 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
   if (!first.metrics_listen.empty()) {
     try {
       server = std::make_unique<MetricsServer>(
-          first.metrics_listen, [&] { return serialize_all(all_metrics); },
+          first.metrics_listen, [&] { return serialize_all(all_metrics, tracer.get()); },
           [&] {
             return std::all_of(runs.begin(), runs.end(), [](const auto& r) { return r->ready(); });
           },

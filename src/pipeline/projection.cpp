@@ -616,6 +616,9 @@ std::optional<Rejection> Projection::project(const element& root, const element&
         case MetaField::sequence_number:
           if (message.sequence_number) value = *message.sequence_number;
           break;
+        case MetaField::trace_id:
+          if (message.trace_id) value = *message.trace_id;
+          break;
         default: {
           std::string_view text;
           if (!envelope[sns_envelope_key(*f.meta)].get_string().get(text)) {  // unwrap_sns: set

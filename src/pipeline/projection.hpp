@@ -43,6 +43,7 @@ enum class MetaField {
   source,
   group_id,         // an ordered group (SQS FIFO MessageGroupId)
   sequence_number,  // its position in the queue (SQS FIFO SequenceNumber, a decimal string)
+  trace_id,         // the trace its processing belongs to (32 hex digits), when traced
   // The SNS envelope's own fields (decode.sns_envelope): null when absent.
   sns_message_id,
   sns_topic_arn,
@@ -131,6 +132,7 @@ struct MessageProperties {
   std::optional<std::string_view> group_id;
   std::optional<std::string_view> sequence_number;
   std::optional<std::string_view> deduplication_id;  // SQS FIFO's MessageDeduplicationId
+  std::optional<std::string_view> trace_id;          // its process span's trace, when traced
   // A header (SQS message attribute, AMQP header) by name; null: the source has none.
   std::optional<std::string_view> (*header)(const void* context, std::string_view name) = nullptr;
   const void* header_context = nullptr;

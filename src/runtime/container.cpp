@@ -112,6 +112,8 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
   // On the I/O thread, once the source is open: the stages from what it can do.
   void compose() {
     core.capabilities = core.source->capabilities();
+    if (core.tracing)
+      core.tracing->set_source(core.source->messaging_system(), core.source->destination_name());
     const auto& capabilities = core.capabilities;
     const bool batch = core.options.listener_mode == ListenerMode::batch;
     core.dispatch = capabilities.ordered_groups ? runtime::make_ordered_groups(batch)
@@ -357,6 +359,12 @@ void Container::set_observer(std::shared_ptr<ContainerObserver> observer) {
   if (impl_->state.load() != Impl::State::idle)
     throw std::logic_error("Container::set_observer: call it before start()");
   impl_->core.observer = std::move(observer);
+}
+void Container::set_tracer(std::shared_ptr<tracing::Tracer> tracer) {
+  if (impl_->state.load() != Impl::State::idle)
+    throw std::logic_error("Container::set_tracer: call it before start()");
+  impl_->core.tracing =
+      tracer ? std::make_unique<runtime::ContainerTracing>(std::move(tracer)) : nullptr;
 }
 void Container::set_unusable_handler(UnusableHandler handler) {
   if (impl_->state.load() != Impl::State::idle)

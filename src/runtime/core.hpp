@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "runtime/dispatch.hpp"
+#include "runtime/message_trace.hpp"
 #include "runtime/source.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sluice/container.hpp"
@@ -64,6 +65,7 @@ struct Core {
   // set_concurrent_receives, on the I/O thread, under the container's options mutex).
   ContainerOptions options;
   std::shared_ptr<ContainerObserver> observer;  // set before start()
+  std::unique_ptr<ContainerTracing> tracing;     // set before start(); null: not traced
   boost::asio::io_context io;
   // Made by start() before the I/O thread runs; what it can do is known once it is
   // open (set on the I/O thread before the first receive loop starts, and seen by the

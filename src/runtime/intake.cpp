@@ -217,6 +217,8 @@ asio::awaitable<void> Intake::receive_loop(int id) {
     }
     std::vector<StatePtr> states;
     const auto started = CoreClock::now();
+    const auto started_wall = core_.tracing ? std::chrono::system_clock::now()
+                                            : std::chrono::system_clock::time_point{};
     bool receive_failed = false;
     // A receive is never cancelled by a pause: an SQS long poll dropped by the client
     // stays open at the service, which hides what it takes for a visibility timeout.
@@ -267,6 +269,7 @@ asio::awaitable<void> Intake::receive_loop(int id) {
     if (count == 0) counters.empty_receives.fetch_add(1, std::memory_order_relaxed);
     if (bucket_) bucket_->returned(taken, static_cast<int>(count));
     settlement_.hold(states, taken);
+    if (core_.tracing && !states.empty()) core_.tracing->received(states, started_wall);
     if (!states.empty() && !co_await workers_.take(core_.dispatch->admit(std::move(states)).ready))
       co_return;  // cancelled: what is left is held and unstarted, the stop releases it
     if (auto_concurrency_) {

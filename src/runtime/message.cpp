@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/message_state.hpp"
+#include "runtime/message_trace.hpp"
 
 namespace sluice {
 namespace detail {
@@ -190,6 +191,7 @@ struct MessageState::Rare {
   ~Rare() { delete maps.load(); }
 };
 
+MessageState::MessageState() = default;
 MessageState::~MessageState() {
   delete rare_.load();
 }
@@ -289,6 +291,18 @@ void Message::reject(std::string reason) {
 }
 bool Message::settled() const {
   return state_->outcome.load() != detail::Outcome::none;
+}
+const tracing::SpanContext* Message::trace_context() const {
+  auto* trace = state_->trace.get();
+  if (!trace) return nullptr;
+  std::lock_guard lock(trace->mutex);
+  return trace->started ? &trace->process.context() : nullptr;
+}
+void Message::set_trace_attribute(std::string_view key, std::string_view value) {
+  auto* trace = state_->trace.get();
+  if (!trace) return;
+  std::lock_guard lock(trace->mutex);
+  if (trace->process.recording()) trace->process.set_attribute(key, std::string(value));
 }
 
 }  // namespace sluice

@@ -14,6 +14,8 @@
 
 namespace sluice::detail {
 
+struct MessageTrace;  // runtime/message_trace.hpp
+
 // How a message ended. `lost` is never asked for by a handler: the source lost the
 // lease on it (an AMQP channel closed, a consumer cancelled by the server), so it is
 // dropped without any acknowledgement and the queue delivers it again.
@@ -118,8 +120,11 @@ struct MessageState {
   std::uint32_t held_slot = 0;  // its place in the core's held set (under its lock)
   std::atomic<Outcome> outcome{Outcome::none};
   std::atomic<bool> started{false};  // a handler has it
+  // Its trace context and process span, when the container traces (set on the I/O
+  // thread when it is received, before any other thread sees the message).
+  std::unique_ptr<MessageTrace> trace;
 
-  MessageState() = default;
+  MessageState();  // out of line: MessageTrace is complete only there
   MessageState(const MessageState&) = delete;
   MessageState& operator=(const MessageState&) = delete;
   ~MessageState();

@@ -90,8 +90,8 @@ void Settlement::settle(const StatePtr& state, Outcome outcome, std::string reas
       break;  // nothing to tell the source: the lease is gone
     case Outcome::reject: {
       counters.rejected.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("container={} event=rejected message_id={} reason=\"{}\"", core_.options.name,
-                   state->text.id(), reason);
+      spdlog::warn("container={} event=rejected message_id={}{} reason=\"{}\"",
+                   core_.options.name, state->text.id(), trace_field(*state), reason);
       // The message stays held (its permit taken, its group waiting) until the source
       // has it safe: never lose a rejected message.
       ++pending_rejects_;
@@ -113,21 +113,24 @@ asio::awaitable<void> Settlement::reject(StatePtr state, std::string reason) {
     if (co_await core_.source->reject(state, reason))
       core_.counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
   } catch (...) {
-    spdlog::error("container={} event=dead_letter_failed message_id={} error=\"{}\"",
-                  core_.options.name, state->text.id(), describe_current_exception());
+    spdlog::error("container={} event=dead_letter_failed message_id={}{} error=\"{}\"",
+                  core_.options.name, state->text.id(), trace_field(*state),
+                  describe_current_exception());
     core_.source->retry(state, backoff_for(state->receive_count));
     outcome = Outcome::retry;
   }
-  finish(state, outcome);
+  finish(state, outcome, reason);
 }
 
 void Settlement::mark_started(const StatePtr& state) {
+  if (core_.tracing) core_.tracing->started(state);
   state->started = true;
   started_unfinished_.fetch_add(1);
 }
 
 // The message is done with: its permit comes back, its group may move on.
-void Settlement::finish(const StatePtr& state, Outcome outcome) {
+void Settlement::finish(const StatePtr& state, Outcome outcome, const std::string& reason) {
+  if (core_.tracing) core_.tracing->settled(state, outcome, reason);
   // The stop set `stopping` before it looked: one of the two sees the other's write.
   if (state->started.load() && started_unfinished_.fetch_sub(1) == 1 && core_.stopping.load())
     drained_.notify();

@@ -74,7 +74,7 @@ class Settlement final : public detail::Settler {
 
  private:
   boost::asio::awaitable<void> reject(StatePtr state, std::string reason);
-  void finish(const StatePtr& state, detail::Outcome outcome);
+  void finish(const StatePtr& state, detail::Outcome outcome, const std::string& reason = {});
   std::chrono::milliseconds backoff_for(int receive_count) const;
 
   Core& core_;

@@ -9,6 +9,7 @@
 
 #include "runtime/log_exceptions.hpp"
 #include "runtime/settlement.hpp"
+#include "sluice/tracing.hpp"
 
 namespace sluice::runtime {
 namespace asio = boost::asio;
@@ -181,15 +182,18 @@ void WorkerStage::run_single(const StatePtr& state) {
   const auto started = CoreClock::now();
   bool ok = true;
   try {
+    // Its publishers send on the message's trace.
+    tracing::ScopedContext traced(message.trace_context());
     handlers_.single(message);
   } catch (const std::exception& e) {
     ok = false;
-    spdlog::warn("container={} event=handler_failed message_id={} receive_count={} error=\"{}\"",
-                 core_.options.name, state->text.id(), state->receive_count, e.what());
+    spdlog::warn(
+        "container={} event=handler_failed message_id={}{} receive_count={} error=\"{}\"",
+        core_.options.name, state->text.id(), trace_field(*state), state->receive_count, e.what());
   } catch (...) {
     ok = false;
-    spdlog::warn("container={} event=handler_failed message_id={} error=unknown",
-                 core_.options.name, state->text.id());
+    spdlog::warn("container={} event=handler_failed message_id={}{} error=unknown",
+                 core_.options.name, state->text.id(), trace_field(*state));
   }
   finish_handler(started, ok);
   settle_after_handler(state, ok);
@@ -226,9 +230,10 @@ void WorkerStage::settle_unusable(const StatePtr& state) {
   settlement_.mark_started(state);
   const auto& problem = *state->problem();
   spdlog::warn(
-      "container={} event=unusable_message message_id={} receive_count={} reason={} "
+      "container={} event=unusable_message message_id={}{} receive_count={} reason={} "
       "detail=\"{}\"",
-      core_.options.name, state->text.id(), state->receive_count, problem.reason, problem.detail);
+      core_.options.name, state->text.id(), trace_field(*state), state->receive_count,
+      problem.reason, problem.detail);
   if (problem.retry) {
     detail::settle_once(state, Outcome::retry);
     return;

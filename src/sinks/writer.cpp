@@ -35,6 +35,7 @@ struct BatchWriter::Core {
 
   void run(Sink& sink);
   void write_records(Sink& sink, std::vector<Item>& items);
+  tracing::Span trace_write(std::span<Item> items) const;
   void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
                    std::vector<Item>& refused);
   void refuse(const Sink& sink, Item& item, const pipeline::Record& record, std::string detail,
@@ -236,13 +237,37 @@ void BatchWriter::Core::write_records(Sink& sink, std::vector<Item>& items) {
 void BatchWriter::Core::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
                                std::string detail, std::vector<Item>& refused) {
   if (events_.outcome) events_.outcome(WriteOutcome::refused, item.message);
-  spdlog::warn("event=record_refused sink={} message_id={} {} reason=sink_refused detail=\"{}\"",
-               sink.describe(), record.message_id, record.log_context, detail);
+  spdlog::warn(
+      "event=record_refused sink={} message_id={}{} {} reason=sink_refused detail=\"{}\"",
+      sink.describe(), record.message_id, trace_field(item.message), record.log_context, detail);
   refused.push_back(
       Item{RejectRow{record.message_id, "sink_refused", std::move(detail), item.message.body(),
                      item.message.source(),
                      events_.properties ? events_.properties(item.message) : std::string()},
            item.message});
+}
+
+tracing::Span BatchWriter::Core::trace_write(std::span<Item> items) const {
+  if (!options_.tracer) return {};
+  std::vector<tracing::Link> links;
+  links.reserve(items.size());
+  for (const auto& item : items)
+    if (const auto* context = item.message.trace_context()) links.push_back({*context, {}});
+  const std::string operation = options_.db_system == "mongodb" ? "insertMany" : "INSERT";
+  auto span = options_.tracer->start_linked_span(operation + " " + options_.db_collection,
+                                                 tracing::SpanKind::client, std::move(links));
+  if (span.recording()) {
+    span.set_attribute("db.system.name", options_.db_system);
+    span.set_attribute("db.collection.name", options_.db_collection);
+    span.set_attribute("db.operation.name", operation);
+    span.set_attribute("db.operation.batch.size", static_cast<std::int64_t>(items.size()));
+  }
+  return span;
+}
+
+std::string trace_field(const Message& message) {
+  const auto* context = message.trace_context();
+  return context ? " trace_id=" + context->trace_id_hex() : std::string();
 }
 
 void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
@@ -251,8 +276,10 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
   std::chrono::milliseconds backoff = options_.retry_base;
   for (int attempt = 1;; ++attempt) {
     const auto started = Clock::now();
+    auto span = trace_write(items);
     try {
       WriteResult result = sink.write(records);
+      span.end();
       if (events_.batch_written) events_.batch_written(records.size(), Clock::now() - started);
       healthy_ = true;
       auto reason = [&](std::size_t i) -> std::string {
@@ -265,6 +292,10 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
           case WriteOutcome::inserted:
           case WriteOutcome::duplicate:
             if (events_.outcome) events_.outcome(result.outcomes[i], items[i].message);
+            if (options_.tracer)
+              items[i].message.set_trace_attribute(
+                  "sluice.record",
+                  result.outcomes[i] == WriteOutcome::inserted ? "inserted" : "duplicate");
             items[i].message.ack();  // written now, or already there: durable either way
             break;
           case WriteOutcome::failed:
@@ -277,8 +308,9 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
             }
             if (events_.outcome) events_.outcome(WriteOutcome::failed, items[i].message);
             spdlog::warn(
-                "event=record_write_failed sink={} message_id={} {} action=nack error=\"{}\"",
-                sink.describe(), records[i].message_id, records[i].log_context, reason(i));
+                "event=record_write_failed sink={} message_id={}{} {} action=nack error=\"{}\"",
+                sink.describe(), records[i].message_id, trace_field(items[i].message),
+                records[i].log_context, reason(i));
             items[i].message.nack();
             break;
           case WriteOutcome::refused:
@@ -290,6 +322,11 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
     } catch (const std::exception& e) {
       const auto* sink_error = dynamic_cast<const SinkError*>(&e);
       const SinkFailure kind = sink_error ? sink_error->kind() : SinkFailure::transient;
+      if (span.recording()) {
+        span.set_attribute("error.type", std::string(to_string(kind)));
+        span.set_error(e.what());
+        span.end();
+      }
       if (kind == SinkFailure::refused) {
         // Something in here is refused for good: write each half on its own, down to
         // the refused records; the others are written (log2(n) extra round trips per

@@ -23,6 +23,7 @@
 
 #include "sinks/sink.hpp"
 #include "sluice/message.hpp"
+#include "sluice/tracing.hpp"
 
 namespace sluice::sinks {
 
@@ -38,7 +39,15 @@ struct WriterOptions {
   std::chrono::milliseconds retry_max{5000};
   bool rejects_table = true;
   bool dead_letter_queue = false;  // the container sends rejects to a DLQ
+  // Traces: a span per batch write ("INSERT events"), linked to the process span of
+  // each message it carries; OpenTelemetry's database conventions name its attributes.
+  std::shared_ptr<tracing::Tracer> tracer;
+  std::string db_system;      // "sqlite", "postgresql", "mongodb"
+  std::string db_collection;  // the table or collection
 };
+
+// " trace_id=<hex>" for a log line about a traced message, else "".
+std::string trace_field(const Message& message);
 
 struct WriterEvents {
   std::function<void(std::size_t batch, std::chrono::nanoseconds latency)> batch_written;

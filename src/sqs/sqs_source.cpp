@@ -312,6 +312,11 @@ class SqsSource final : public spi::Source {
 
   std::string describe() const override { return options_.queue_url; }
   std::string message_source() const override { return options_.queue_url; }
+  std::string messaging_system() const override { return "aws_sqs"; }
+  std::string destination_name() const override {  // the URL's last segment
+    const auto slash = options_.queue_url.find_last_of('/');
+    return slash == std::string::npos ? options_.queue_url : options_.queue_url.substr(slash + 1);
+  }
 
  private:
   void warn(const std::string& what) {

@@ -137,6 +137,10 @@ class Source {
   virtual std::string describe() const = 0;
   // What Message::source() says for each of its messages (the queue's URL or address).
   virtual std::string message_source() const = 0;
+  // For traces, as OpenTelemetry's messaging conventions name them: the system
+  // ("aws_sqs", "rabbitmq"; empty: not said) and the queue's name.
+  virtual std::string messaging_system() const { return {}; }
+  virtual std::string destination_name() const { return message_source(); }
 };
 
 }  // namespace sluice::spi
