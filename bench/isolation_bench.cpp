@@ -145,7 +145,7 @@ Outcome run_scenario(const std::string& scenario, int count, int run, boost::asi
     for (std::size_t start = 0; start < events.bodies.size(); start += 1000) {
       std::vector<sqs::SendMessageEntry> entries;
       for (std::size_t i = start; i < std::min(events.bodies.size(), start + 1000); ++i)
-        entries.push_back({"", events.bodies[i], {}, {}, {}, {}});
+        entries.push_back({"", events.bodies[i], {}, {}, {}, {}, {}});
       test::run(io, publisher.send_batch(std::move(entries)));
     }
   }

@@ -42,6 +42,12 @@ if [[ ! -x tools/emulator/node_modules/.bin/node ]] || [[ ! -d tools/emulator/no
   echo "install-deps: installing the SQS emulator (npm ci)"
   (cd tools/emulator && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# OpenTelemetry's JS SDK and protobuf definitions for the tracing tests (a traced Node
+# producer, a loopback OTLP receiver), pinned by tools/otel's lockfile.
+if [[ ! -d tools/otel/node_modules/otlp-proto ]]; then
+  echo "install-deps: installing the OpenTelemetry test tools (npm ci)"
+  (cd tools/otel && npm ci --no-audit --no-fund --loglevel=error)
+fi
 # CongoDB, the MongoDB-wire server for the MongoDB sink tests: its dependencies pinned
 # by tools/mongo-wire's lockfile, the server itself unpacked from its npm package (a
 # plain install of that package fails on dependency versions that do not exist).

@@ -120,8 +120,8 @@ struct TracerOptions {
   // request that sent it to the row written). Off: it starts a trace of its own and
   // links to the producer's (for producers whose traces must stay short).
   bool producer_as_parent = true;
-  std::size_t max_queue_spans = 8192;          // waiting for export; beyond: dropped
-  std::size_t max_export_batch = 1024;         // spans per request
+  std::size_t max_queue_spans = 8192;   // waiting for export; beyond: dropped
+  std::size_t max_export_batch = 1024;  // spans per request
   std::chrono::milliseconds export_interval{1000};
   std::chrono::milliseconds export_timeout{5000};  // a request, connect included
 };

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "amqp/connection.hpp"
+#include "sluice/tracing.hpp"
 #include "common/crypto.hpp"
 
 namespace sluice::amqp {
@@ -50,8 +51,15 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
   PublishReport report;
   report.total = messages.size();
   std::set<std::string> causes;
-  for (auto& m : messages)
+  const auto* trace = tracing::current();  // a handler's message, passed on in the headers
+  for (auto& m : messages) {
     if (m.message_id.empty()) m.message_id = id_prefix_ + std::to_string(++id_counter_);
+    if (trace && trace->valid() && !m.headers.count(std::string(tracing::kTraceparent))) {
+      m.headers[std::string(tracing::kTraceparent)] = tracing::format_traceparent(*trace);
+      if (!trace->trace_state.empty())
+        m.headers[std::string(tracing::kTracestate)] = trace->trace_state;
+    }
+  }
   std::vector<int> attempts(messages.size(), 0);
   std::vector<std::size_t> todo(messages.size());
   for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;

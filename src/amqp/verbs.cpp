@@ -63,6 +63,11 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
     m.body = std::move(body);
     m.routing_key = options.routing_key;
     m.headers = request.headers;
+    if (request.trace) {
+      m.headers[std::string(tracing::kTraceparent)] = tracing::format_traceparent(*request.trace);
+      if (!request.trace->trace_state.empty())
+        m.headers[std::string(tracing::kTracestate)] = request.trace->trace_state;
+    }
     messages.push_back(std::move(m));
   }
   const std::size_t total = messages.size();

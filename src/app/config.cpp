@@ -110,8 +110,8 @@ using Option = config::Option<PipelineConfig>;
 
 // The keys of the process, not of one pipeline (one metrics server, one log level).
 bool is_process_key(const std::string& key) {
-  return key.starts_with("metrics.") || key.starts_with("admin.") ||
-         key.starts_with("tracing.") || key == "logging.level";
+  return key.starts_with("metrics.") || key.starts_with("admin.") || key.starts_with("tracing.") ||
+         key == "logging.level";
 }
 
 // The names of the registered drivers, for source.type.
@@ -726,7 +726,8 @@ const std::vector<FieldOption>& field_options() {
        "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
        "MessageGroupId and SequenceNumber (a decimal string; null when the queue does not send "
        "them). trace_id is the trace of the message's processing (32 hex digits: its producer's "
-       "trace when it carried one; null when tracing is off). sns_* are the SNS envelope's MessageId, TopicArn, Timestamp, Subject, Signature, "
+       "trace when it carried one; null when tracing is off). sns_* are the SNS envelope's "
+       "MessageId, TopicArn, Timestamp, Subject, Signature, "
        "SignatureVersion and SigningCertURL (with decode.sns_envelope; null when absent).",
        [](auto& f, auto& n, auto& k) {
          static const std::pair<const char*, pipeline::MetaField> names[] = {

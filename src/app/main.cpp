@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
                   "(examples/orders-pipeline.yaml: two payload versions)")
       ->check(CLI::IsMember({"inventory", "orders"}))
       ->capture_default_str();
+  pub->add_option("--traceparent", publish.traceparent,
+                  "a W3C trace context every message carries (default: TRACEPARENT and "
+                  "TRACESTATE from the environment); consumers' spans join that trace");
   pub->add_option("--header", publish.headers,
                   "NAME=VALUE on every message, repeatable: an SQS message attribute (String), "
                   "an AMQP header")

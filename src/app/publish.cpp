@@ -1,5 +1,6 @@
 #include "app/publish.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -115,6 +116,26 @@ int run_publish(const PublishOptions& options, const std::vector<driver::SourceV
   for (const auto& header : options.headers) {
     const auto eq = header.find('=');
     request.headers[header.substr(0, eq)] = header.substr(eq + 1);
+  }
+  // The caller's trace (a script run inside a traced job): the flag, else the
+  // environment variables OpenTelemetry names for carrying a context to a process.
+  {
+    const char* env = std::getenv("TRACEPARENT");
+    const std::string traceparent = !options.traceparent.empty() ? options.traceparent
+                                    : env                        ? env
+                                                                 : "";
+    if (!traceparent.empty()) {
+      const char* state = std::getenv("TRACESTATE");
+      request.trace = tracing::parse_traceparent(traceparent, state ? state : "");
+      if (!request.trace) {
+        std::cerr << "sluice publish: "
+                  << (options.traceparent.empty() ? "TRACEPARENT" : "--traceparent") << ": got '"
+                  << traceparent
+                  << "', expected a W3C traceparent: 00-<32 hex trace id>-<16 hex span id>-<2 hex "
+                     "flags>, lowercase, ids not all zeros\n";
+        return 2;
+      }
+    }
   }
   request.concurrency = options.concurrency;
   request.progress = options.progress;

@@ -18,6 +18,7 @@ struct PublishOptions {
   unsigned seed = 1;
   std::string events = "inventory";  // what --generate makes: inventory or orders
   std::vector<std::string> headers;  // NAME=VALUE on every message
+  std::string traceparent;           // --traceparent; empty: TRACEPARENT from the environment
   // A share of the events padded to large_bytes (a "padding" field), to exercise large
   // payloads.
   double large_share = 0.0;

@@ -603,6 +603,18 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
                 << (received ? cpu / static_cast<double>(received) * 1e6 : 0)
                 << " us CPU/message)\n";
   }
+  if (tracer) {
+    tracer->shutdown(std::chrono::seconds(1));  // the last spans, before the figures
+    const auto t = tracer->stats();
+    if (!options.quiet)
+      std::cout << "  traces              " << t.spans_exported << " spans exported, "
+                << t.spans_dropped << " dropped, " << t.export_failures << " failed exports ("
+                << first.tracer.otlp_endpoint << ")\n";
+    spdlog::info(
+        "event=traces spans_started={} spans_exported={} spans_dropped={} "
+        "export_requests={} export_failures={}",
+        t.spans_started, t.spans_exported, t.spans_dropped, t.export_requests, t.export_failures);
+  }
   if (!all_stopped)  // a writer thread is stuck in a database call: cannot join it
     exit_now(5,
              "event=stop_deadline writers_abandoned=true (their records are not acked: they "

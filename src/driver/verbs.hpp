@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/tracing.hpp"
+
 namespace CLI {
 class App;
 }
@@ -84,6 +86,9 @@ struct QueueMetrics {
 struct PublishRequest {
   std::vector<std::string> bodies;
   std::map<std::string, std::string> headers;  // on every message (SQS: String attributes)
+  // The caller's trace context (--traceparent, or TRACEPARENT and TRACESTATE in the
+  // environment), passed on with every message as the source carries contexts.
+  std::optional<tracing::SpanContext> trace;
   int concurrency = 4;                         // batches in flight at once
   bool progress = true;
 };

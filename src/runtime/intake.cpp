@@ -217,8 +217,8 @@ asio::awaitable<void> Intake::receive_loop(int id) {
     }
     std::vector<StatePtr> states;
     const auto started = CoreClock::now();
-    const auto started_wall = core_.tracing ? std::chrono::system_clock::now()
-                                            : std::chrono::system_clock::time_point{};
+    const auto started_wall =
+        core_.tracing ? std::chrono::system_clock::now() : std::chrono::system_clock::time_point{};
     bool receive_failed = false;
     // A receive is never cancelled by a pause: an SQS long poll dropped by the client
     // stays open at the service, which hides what it takes for a visibility timeout.

@@ -64,7 +64,8 @@ void ContainerTracing::started(const StatePtr& state) {
     span.set_attribute("messaging.operation.name", std::string("process"));
     if (!destination_.empty()) span.set_attribute("messaging.destination.name", destination_);
     span.set_attribute("messaging.message.id", std::string(state->text.id()));
-    span.set_attribute("messaging.message.body.size", static_cast<std::int64_t>(state->body.size()));
+    span.set_attribute("messaging.message.body.size",
+                       static_cast<std::int64_t>(state->body.size()));
     if (auto group = state->text.group())
       span.set_attribute("sluice.message.group", std::string(*group));
     span.set_attribute("sluice.message.receive_count",

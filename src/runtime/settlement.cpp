@@ -90,8 +90,8 @@ void Settlement::settle(const StatePtr& state, Outcome outcome, std::string reas
       break;  // nothing to tell the source: the lease is gone
     case Outcome::reject: {
       counters.rejected.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("container={} event=rejected message_id={}{} reason=\"{}\"",
-                   core_.options.name, state->text.id(), trace_field(*state), reason);
+      spdlog::warn("container={} event=rejected message_id={}{} reason=\"{}\"", core_.options.name,
+                   state->text.id(), trace_field(*state), reason);
       // The message stays held (its permit taken, its group waiting) until the source
       // has it safe: never lose a rejected message.
       ++pending_rejects_;

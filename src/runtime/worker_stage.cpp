@@ -187,9 +187,9 @@ void WorkerStage::run_single(const StatePtr& state) {
     handlers_.single(message);
   } catch (const std::exception& e) {
     ok = false;
-    spdlog::warn(
-        "container={} event=handler_failed message_id={}{} receive_count={} error=\"{}\"",
-        core_.options.name, state->text.id(), trace_field(*state), state->receive_count, e.what());
+    spdlog::warn("container={} event=handler_failed message_id={}{} receive_count={} error=\"{}\"",
+                 core_.options.name, state->text.id(), trace_field(*state), state->receive_count,
+                 e.what());
   } catch (...) {
     ok = false;
     spdlog::warn("container={} event=handler_failed message_id={}{} error=unknown",

@@ -237,9 +237,9 @@ void BatchWriter::Core::write_records(Sink& sink, std::vector<Item>& items) {
 void BatchWriter::Core::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
                                std::string detail, std::vector<Item>& refused) {
   if (events_.outcome) events_.outcome(WriteOutcome::refused, item.message);
-  spdlog::warn(
-      "event=record_refused sink={} message_id={}{} {} reason=sink_refused detail=\"{}\"",
-      sink.describe(), record.message_id, trace_field(item.message), record.log_context, detail);
+  spdlog::warn("event=record_refused sink={} message_id={}{} {} reason=sink_refused detail=\"{}\"",
+               sink.describe(), record.message_id, trace_field(item.message), record.log_context,
+               detail);
   refused.push_back(
       Item{RejectRow{record.message_id, "sink_refused", std::move(detail), item.message.body(),
                      item.message.source(),

@@ -46,6 +46,9 @@ json encode_entry(const SendMessageEntry& entry) {
   if (!entry.message_group_id.empty()) j["MessageGroupId"] = entry.message_group_id;
   if (!entry.message_deduplication_id.empty())
     j["MessageDeduplicationId"] = entry.message_deduplication_id;
+  if (!entry.aws_trace_header.empty())
+    j["MessageSystemAttributes"] = {
+        {"AWSTraceHeader", {{"DataType", "String"}, {"StringValue", entry.aws_trace_header}}}};
   return j;
 }
 

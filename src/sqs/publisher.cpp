@@ -44,7 +44,27 @@ asio::awaitable<void> Publisher::wait(int attempt) {
   if (ec) throw AwsError(ErrorKind::cancelled, "publish cancelled during retry backoff");
 }
 
+void inject_trace(SendMessageEntry& entry, const tracing::SpanContext& context,
+                  PublisherOptions::TraceCarrier carrier) {
+  using Carrier = PublisherOptions::TraceCarrier;
+  if (carrier == Carrier::none || !context.valid() || !entry.aws_trace_header.empty() ||
+      entry.message_attributes.count(std::string(tracing::kTraceparent)))
+    return;
+  if (carrier == Carrier::aws_trace_header) {
+    entry.aws_trace_header = tracing::format_aws_trace_header(context);
+    return;
+  }
+  entry.message_attributes[std::string(tracing::kTraceparent)] =
+      MessageAttributeValue::string(tracing::format_traceparent(context));
+  if (!context.trace_state.empty())
+    entry.message_attributes[std::string(tracing::kTracestate)] =
+        MessageAttributeValue::string(context.trace_state);
+}
+
 asio::awaitable<SendMessageResult> Publisher::send(SendMessageEntry entry) {
+  // Read before the first suspension: the caller's thread is still the one running.
+  if (const auto* context = tracing::current())
+    inject_trace(entry, *context, options_.trace_carrier);
   if (offloader_) {
     for (int attempt = 1;; ++attempt) {
       try {
@@ -85,6 +105,8 @@ std::vector<std::vector<std::size_t>> Publisher::pack(const std::vector<SendMess
 
 asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
     std::vector<SendMessageEntry> entries) {
+  if (const auto* context = tracing::current())
+    for (auto& entry : entries) inject_trace(entry, *context, options_.trace_carrier);
   std::vector<PublishOutcome> outcomes(entries.size());
   std::vector<std::size_t> pending;
   for (std::size_t i = 0; i < entries.size(); ++i) {

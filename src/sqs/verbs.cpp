@@ -50,6 +50,7 @@ struct PublishFlags {
   std::size_t payload_threshold = 0;
   std::string s3_endpoint_url;
   bool s3_path_style = false;
+  std::string trace_carrier = "aws_trace_header";
 };
 
 struct TopicFlags {
@@ -152,14 +153,19 @@ asio::awaitable<ChunkResult> publish_sqs(const PublishFlags& options,
     large.s3.addressing =
         options.s3_path_style ? s3::AddressingStyle::path : s3::AddressingStyle::auto_detect;
   }
+  publisher_options.trace_carrier = options.trace_carrier == "traceparent"
+                                       ? sqs::PublisherOptions::TraceCarrier::traceparent
+                                       : sqs::PublisherOptions::TraceCarrier::aws_trace_header;
   auto publisher = std::make_shared<sqs::Publisher>(client, options.queue_url, publisher_options);
   const bool fifo = options.queue_url.ends_with(".fifo");
+  const auto trace = request.trace;
+  const auto carrier = publisher_options.trace_carrier;
   std::size_t first_error_shown = 0;
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
   sqs::MessageAttributes attributes;
   for (const auto& [name, value] : request.headers)
     attributes[name] = sqs::MessageAttributeValue::string(value);
-  SendChunk send = [publisher, fifo, attributes, &first_error_shown](
+  SendChunk send = [publisher, fifo, attributes, trace, carrier, &first_error_shown](
                        std::vector<std::string> chunk,
                        std::size_t first) -> asio::awaitable<ChunkResult> {
     std::vector<sqs::SendMessageEntry> entries;
@@ -168,6 +174,7 @@ asio::awaitable<ChunkResult> publish_sqs(const PublishFlags& options,
       sqs::SendMessageEntry e;
       e.body = std::move(chunk[i]);
       e.message_attributes = attributes;
+      if (trace) sqs::inject_trace(e, *trace, carrier);
       if (fifo) {
         e.message_group_id = "g" + std::to_string((first + i) % 16);
         e.message_deduplication_id = "p" + std::to_string(first + i);
@@ -463,6 +470,12 @@ driver::SourceVerbs add_sqs_verbs(const driver::VerbCommands& commands) {
   pub->add_option("--s3-endpoint-url", publish.s3_endpoint_url,
                   "S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS)");
   pub->add_flag("--s3-path-style", publish.s3_path_style, "S3 path-style addressing");
+  pub->add_option("--trace-carrier", publish.trace_carrier,
+                  "SQS: how a trace context (--traceparent, TRACEPARENT) travels: "
+                  "aws_trace_header (the AWSTraceHeader system attribute, none of the 10 message "
+                  "attributes) or traceparent (W3C message attributes)")
+      ->check(CLI::IsMember({"aws_trace_header", "traceparent"}))
+      ->capture_default_str();
 
   auto* stats = commands.queue_stats;
   stats->add_option("--queue-url", flags->stats_url, "SQS queue");

@@ -39,9 +39,15 @@ thread_local const SpanContext* current_context = nullptr;
 
 }  // namespace
 
-bool SpanContext::valid() const { return !all_zero(trace_id) && !all_zero(span_id); }
-std::string SpanContext::trace_id_hex() const { return crypto::hex(trace_id); }
-std::string SpanContext::span_id_hex() const { return crypto::hex(span_id); }
+bool SpanContext::valid() const {
+  return !all_zero(trace_id) && !all_zero(span_id);
+}
+std::string SpanContext::trace_id_hex() const {
+  return crypto::hex(trace_id);
+}
+std::string SpanContext::span_id_hex() const {
+  return crypto::hex(span_id);
+}
 
 std::optional<SpanContext> parse_traceparent(std::string_view text, std::string_view tracestate) {
   text = trim(text);
@@ -78,7 +84,8 @@ std::optional<SpanContext> parse_aws_trace_header(std::string_view header) {
   while (!header.empty()) {
     const auto semicolon = header.find(';');
     const auto field = trim(header.substr(0, semicolon));
-    header = semicolon == std::string_view::npos ? std::string_view{} : header.substr(semicolon + 1);
+    header =
+        semicolon == std::string_view::npos ? std::string_view{} : header.substr(semicolon + 1);
     const auto equals = field.find('=');
     if (equals == std::string_view::npos) continue;
     const auto key = trim(field.substr(0, equals));
@@ -113,11 +120,15 @@ std::string format_aws_trace_header(const SpanContext& context) {
   return out;
 }
 
-const SpanContext* current() { return current_context; }
+const SpanContext* current() {
+  return current_context;
+}
 
 ScopedContext::ScopedContext(const SpanContext* context) : previous_(current_context) {
   current_context = context;
 }
-ScopedContext::~ScopedContext() { current_context = previous_; }
+ScopedContext::~ScopedContext() {
+  current_context = previous_;
+}
 
 }  // namespace sluice::tracing

@@ -59,7 +59,8 @@ Endpoint Endpoint::parse(const std::string& url) {
       if (c < '0' || c > '9' || (value = value * 10 + (c - '0')) > 65535)
         throw std::invalid_argument("'" + url + "': the port is not a number from 1 to 65535");
     }
-    if (value == 0) throw std::invalid_argument("'" + url + "': the port is not a number from 1 to 65535");
+    if (value == 0)
+      throw std::invalid_argument("'" + url + "': the port is not a number from 1 to 65535");
     e.port = std::string(port);
   } else {
     e.port = e.tls ? "443" : "80";
@@ -92,7 +93,7 @@ struct HttpPoster::Impl {
   asio::awaitable<void> connect(std::string& failure) {
     tcp::resolver resolver(io);
     auto [rec, results] = co_await resolver.async_resolve(endpoint.host, endpoint.port,
-                                                           asio::as_tuple(asio::use_awaitable));
+                                                          asio::as_tuple(asio::use_awaitable));
     if (rec) {
       failure = "resolve " + endpoint.host + ": " + rec.message();
       co_return;

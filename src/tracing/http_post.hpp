@@ -20,8 +20,8 @@ struct Endpoint {
 };
 
 struct PostResult {
-  int status = 0;     // 0: no answer (connect, TLS or read failed, or the deadline)
-  std::string body;   // the answer's body, or what went wrong
+  int status = 0;    // 0: no answer (connect, TLS or read failed, or the deadline)
+  std::string body;  // the answer's body, or what went wrong
   std::string content_type;
 };
 

@@ -245,7 +245,8 @@ struct Tracer::Impl {
     dropped.fetch_add(n, std::memory_order_relaxed);
     // Once a minute at most: a collector that is down must not flood the log.
     const auto now = std::chrono::steady_clock::now();
-    if (last_warning.time_since_epoch().count() == 0 || now - last_warning > std::chrono::minutes(1)) {
+    if (last_warning.time_since_epoch().count() == 0 ||
+        now - last_warning > std::chrono::minutes(1)) {
       last_warning = now;
       spdlog::warn("event=trace_export_failed endpoint={} status={} dropped_spans={} error=\"{}\"",
                    endpoint_url(), result.status, n,
@@ -289,7 +290,9 @@ std::shared_ptr<Tracer> Tracer::make(TracerOptions options) {
   return tracer;
 }
 
-Tracer::~Tracer() { shutdown(impl_->options.export_timeout); }
+Tracer::~Tracer() {
+  shutdown(impl_->options.export_timeout);
+}
 
 void Tracer::shutdown(std::chrono::milliseconds deadline) {
   {
@@ -321,7 +324,9 @@ TracerStats Tracer::stats() const {
   return s;
 }
 
-const TracerOptions& Tracer::options() const { return impl_->options; }
+const TracerOptions& Tracer::options() const {
+  return impl_->options;
+}
 
 Span Tracer::start_span(std::string name, SpanKind kind, const SpanContext* parent,
                         std::chrono::system_clock::time_point start) {
@@ -387,7 +392,9 @@ Span& Span::operator=(Span&& other) noexcept {
   }
   return *this;
 }
-Span::~Span() { end(); }
+Span::~Span() {
+  end();
+}
 
 void Span::set_attribute(std::string_view key, AttributeValue value) {
   if (data_) data_->attributes.push_back({std::string(key), std::move(value)});

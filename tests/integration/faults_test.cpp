@@ -440,7 +440,7 @@ TEST_P(HostileBodies, EachIsRejectedWithItsReasonOrStoredAndTheGoodOnesAllArrive
   const auto good = publish(url, 100, 0.0, 23);
   {
     std::vector<sqs::SendMessageEntry> entries;
-    for (const auto& h : corpus) entries.push_back({"", h.body, {}, {}, {}, {}});
+    for (const auto& h : corpus) entries.push_back({"", h.body, {}, {}, {}, {}, {}});
     sqs::Publisher publisher(client_, url);
     for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries))))
       ASSERT_TRUE(o.ok) << o.error_message;

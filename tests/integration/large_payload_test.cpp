@@ -163,10 +163,10 @@ TEST_F(LargePayload, PublisherSendsTheJavaClientsPointerOverTheThreshold) {
   const std::string small = pattern_body(maximum - 100, 1);  // inline, just under
   const std::string large = pattern_body(maximum + 1, 2);    // through S3, just over
   const std::string huge = pattern_body(5 * 1024 * 1024, 4);
-  test::run(io_, publisher.send({"", small, {}, {}, {}, {}}));
+  test::run(io_, publisher.send({"", small, {}, {}, {}, {}, {}}));
   std::vector<sqs::SendMessageEntry> batch;
-  batch.push_back({"", large, {}, {}, {}, {}});
-  batch.push_back({"", huge, {}, {}, {}, {}});
+  batch.push_back({"", large, {}, {}, {}, {}, {}});
+  batch.push_back({"", huge, {}, {}, {}, {}, {}});
   for (const auto& o : test::run(io_, publisher.send_batch(std::move(batch))))
     EXPECT_TRUE(o.ok) << o.error_code << " " << o.error_message;
 
@@ -227,7 +227,7 @@ TEST_F(LargePayload, ContainerHandsOutRealBodiesAndRejectsWhatCannotBeFetched) {
   send_pointer(url, sqs::format_payload_pointer({bucket, "liar-key"}), "ExtendedPayloadSize", 10);
   // A pointer-looking body without the size attribute is an ordinary message.
   const std::string plain = sqs::format_payload_pointer({bucket, "java-key"});
-  test::run(io_, client_->send_message(url, {"", plain, {}, {}, {}, {}}));
+  test::run(io_, client_->send_message(url, {"", plain, {}, {}, {}, {}, {}}));
 
   auto options = source_options(url);
   options.large_payloads = receiving(8 * 1024 * 1024);

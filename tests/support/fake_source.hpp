@@ -23,6 +23,7 @@ struct FakeQueue {
     std::string body;
     std::optional<std::string> group;
     bool settled_by_the_source = false;  // released before the core takes it
+    std::vector<std::pair<std::string, std::string>> attributes, headers;
   };
   std::mutex mutex;
   std::deque<Item> ready;
@@ -33,10 +34,14 @@ struct FakeQueue {
   int throws_left = 0;  // receives that throw something that is not a std::exception
   spi::SourceContext context;
 
+  void push(Item item) {
+    std::lock_guard lock(mutex);
+    ready.push_back(std::move(item));
+  }
   void push(std::string body, std::optional<std::string> group = std::nullopt,
             bool settled_by_the_source = false) {
     std::lock_guard lock(mutex);
-    ready.push_back({std::move(body), std::move(group), settled_by_the_source});
+    ready.push_back({std::move(body), std::move(group), settled_by_the_source, {}, {}});
   }
   // The lease is gone (a channel closed): its messages will be delivered again.
   void lose_lease() {
@@ -83,6 +88,8 @@ class FakeSource final : public spi::Source {
           queue_->ready.pop_front();
           builder_.id(item.body).body(item.body).lease(queue_->lease);
           if (item.group) builder_.group(*item.group);
+          for (const auto& [name, value] : item.attributes) builder_.attribute(name, value);
+          for (const auto& [name, value] : item.headers) builder_.header(name, value);
           auto s = builder_.build();
           // A source settling a message before the core has it (no public verb does).
           if (item.settled_by_the_source) detail::settle_once(s, detail::Outcome::release);
@@ -107,6 +114,8 @@ class FakeSource final : public spi::Source {
   boost::asio::awaitable<void> flush() override { co_return; }
   std::string describe() const override { return "fake"; }
   std::string message_source() const override { return "fake"; }
+  std::string messaging_system() const override { return "fake"; }
+  std::string destination_name() const override { return "fake-queue"; }
 
  private:
   void record(std::vector<std::string>& where, const spi::Delivery& s) {

@@ -50,7 +50,7 @@ class PipelineFixture : public ::testing::Test {
                                double malformed, unsigned seed) {
     auto events = app::generate_events(count, duplicates, malformed, seed);
     std::vector<sqs::SendMessageEntry> entries;
-    for (const auto& body : events.bodies) entries.push_back({"", body, {}, {}, {}, {}});
+    for (const auto& body : events.bodies) entries.push_back({"", body, {}, {}, {}, {}, {}});
     sqs::Publisher publisher(client_, url);
     for (const auto& o : run(io_, publisher.send_batch(std::move(entries))))
       EXPECT_TRUE(o.ok) << o.error_message;

@@ -59,6 +59,8 @@ class Publisher {
   ~Publisher();
 
   // Publishes to `exchange` ("" is the default exchange: routing_key names the queue).
+  // A message without a `traceparent` header gets the context of the message handled
+  // on the calling thread (sluice::tracing::current()), as W3C headers.
   // `progress` is called after each window with the messages settled so far.
   PublishReport publish(const std::string& exchange, std::vector<OutgoingMessage> messages,
                         const std::function<void(std::size_t settled)>& progress = {});

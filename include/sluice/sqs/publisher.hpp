@@ -12,6 +12,7 @@
 
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/large_payload.hpp"
+#include "sluice/tracing.hpp"
 
 namespace sluice::sqs {
 
@@ -24,7 +25,19 @@ struct PublisherOptions {
   // Bodies over the threshold stored in S3 and sent as the extended clients' pointer
   // (large_payloads.enabled with a bucket; the S3 region defaults to the queue's).
   LargePayloadOptions large_payloads;
+  // How a trace context travels with each message: the one of the message being
+  // handled on the calling thread (sluice::tracing::current(): a single listener's
+  // handler), read when send() or send_batch() is called, for entries that carry none.
+  // aws_trace_header: the AWSTraceHeader system attribute (X-Ray's format; none of the
+  // 10 message attributes); traceparent: W3C `traceparent`/`tracestate` message
+  // attributes (what OpenTelemetry's SDKs read); none: not passed on.
+  enum class TraceCarrier { aws_trace_header, traceparent, none };
+  TraceCarrier trace_carrier = TraceCarrier::aws_trace_header;
 };
+
+// Puts `context` on `entry` the way `carrier` says, unless the entry carries one already.
+void inject_trace(SendMessageEntry& entry, const tracing::SpanContext& context,
+                  PublisherOptions::TraceCarrier carrier);
 
 class PayloadOffloader;
 

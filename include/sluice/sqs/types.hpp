@@ -87,6 +87,9 @@ struct SendMessageEntry {
   MessageAttributes message_attributes;
   std::string message_group_id;          // FIFO
   std::string message_deduplication_id;  // FIFO
+  // The AWSTraceHeader system attribute (X-Ray's format): a trace context that costs
+  // none of the 10 message attributes. The publisher fills it in (PublisherOptions).
+  std::string aws_trace_header;
 };
 
 struct SendMessageResult {
