@@ -19,6 +19,7 @@
 #include "app/publish.hpp"
 #include "app/rejects.hpp"
 #include "app/run.hpp"
+#include "app/top.hpp"
 #include "driver/source_driver.hpp"
 
 namespace {
@@ -237,6 +238,19 @@ int main(int argc, char** argv) {
   for (const auto* driver : sluice::driver::registered_drivers())
     sources.push_back(driver->add_verbs(commands));
 
+  // top
+  sluice::app::TopOptions top_options;
+  auto* top =
+      app.add_subcommand("top", "A live view of a running process from its /metrics (q quits)");
+  top->add_option("--url", top_options.url,
+                  "the process's metrics address, http://HOST:PORT (default: 127.0.0.1:9464)");
+  top->add_option("--config", top_options.config, "or its config file (metrics.listen)");
+  top->add_option("--interval", top_options.interval, "between refreshes")->capture_default_str();
+  top->add_option("--iterations", top_options.iterations, "refreshes before exiting (0: until q)")
+      ->capture_default_str();
+  top->add_flag("--plain", top_options.plain,
+                "one line per pipeline per refresh, even on a terminal (the default when standard "
+                "output is not one)");
   // plan
   sluice::app::PlanOptions plan_options;
   auto* plan = app.add_subcommand(
@@ -379,6 +393,10 @@ int main(int argc, char** argv) {
       code = sluice::app::probe(health_url);
     } else if (*plan) {
       code = sluice::app::run_plan(plan_options);
+    } else if (*top) {
+      if (top_options.url.empty() && top_options.config.empty())
+        top_options.url = "http://127.0.0.1:9464";
+      code = sluice::app::run_top(top_options);
     } else if (*autoscale) {
       code = sluice::app::run_autoscale(scale, sources);
     } else if (*docs) {

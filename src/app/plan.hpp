@@ -5,6 +5,8 @@
 // window (histogram deltas, not since start), and recommends visibility_timeout,
 // max_in_flight, concurrency, sink.writers and sink.batch_size, each with the figures
 // and the formula that gave it.
+#include <prometheus/client_metric.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +46,9 @@ Scrape parse_exposition(const std::string& text, double at_s);
 // the scrape as it is, as long as it holds one pipeline's. Throws
 // std::invalid_argument naming the pipelines there when the choice is missing or wrong.
 Scrape one_pipeline(Scrape scrape, const std::string& pipeline);
+// The histogram `base` over the span between two scrapes (bucket deltas).
+prometheus::ClientMetric::Histogram histogram_between(const Scrape& first, const Scrape& last,
+                                                      const std::string& base);
 
 struct Measured {
   double seconds = 0;

@@ -109,8 +109,6 @@ Scrape one_pipeline(Scrape scrape, const std::string& pipeline) {
   return scrape;
 }
 
-namespace {
-
 // The histogram `base` over the span between two scrapes (bucket deltas).
 prometheus::ClientMetric::Histogram histogram_between(const Scrape& first, const Scrape& last,
                                                       const std::string& base) {
@@ -131,6 +129,8 @@ prometheus::ClientMetric::Histogram histogram_between(const Scrape& first, const
   h.sample_sum = last.sum(base + "_sum") - first.sum(base + "_sum");
   return h;
 }
+
+namespace {
 
 double mean_of(const prometheus::ClientMetric::Histogram& h) {
   return h.sample_count ? h.sample_sum / static_cast<double>(h.sample_count) : 0;

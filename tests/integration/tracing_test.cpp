@@ -22,8 +22,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "app/health.hpp"
+#include "sluice/aws/http.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "support/fake_source.hpp"
@@ -420,4 +423,115 @@ TEST_F(TracingPipeline, ACollectorDownOrSlowDropsAndCountsSpansAndHoldsNothingUp
   EXPECT_EQ(out.find(" 0 dropped"), std::string::npos) << out;
   // The stop waits at most a second for the exporter, not the collector's 10.
   EXPECT_LT(std::chrono::steady_clock::now() - started, 60s);
+}
+
+// `sluice top` in a real terminal (tmux) against a live pipeline: the screen shows what
+// /metrics says, follows a resize to a narrow window, and q ends it; piped, it prints
+// plain lines.
+TEST_F(TracingPipeline, TopShowsTheLivePipelinesFiguresInATerminalAndQuitsOnQ) {
+  const std::string queue = make_queue("top");
+  publish_records(queue, 200);
+  {
+    std::vector<sqs::SendMessageEntry> bad(10);
+    for (auto& e : bad) e.body = R"({"amount":1})";  // no id: rejected, validation
+    sqs::Publisher publisher(client_, queue);
+    for (const auto& o : test::run(io_, publisher.send_batch(std::move(bad)))) ASSERT_TRUE(o.ok);
+  }
+  const int port = test::free_port();
+  const std::string path = config(sqs_source(queue), "");
+  {
+    std::string text;
+    std::ifstream in(path);
+    std::stringstream all;
+    all << in.rdbuf();
+    text = all.str();
+    text.replace(text.find("listen: \"\""), 10, "listen: 127.0.0.1:" + std::to_string(port));
+    text.replace(text.find("source:\n  type: sqs\n"), 20,
+                 "source:\n  type: sqs\n  max_in_flight: 250\n");
+    std::ofstream(path) << text;
+  }
+  const pid_t sluice = test::spawn_quiet({SLUICE_BINARY, "run", "--config", path});
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const std::string tmux = "tmux -L sluice-top-" + std::to_string(getpid());
+  struct Stop {
+    pid_t pid;
+    std::string tmux;
+    ~Stop() {
+      std::system((tmux + " kill-server 2>/dev/null").c_str());
+      ::kill(pid, SIGTERM);
+      test::wait_exit(pid);
+    }
+  } stop{sluice, tmux};
+  // Until the pipeline has done its work (its own /metrics says so).
+  auto scrape = [&]() -> std::string {
+    aws::HttpRequest request;
+    request.url = aws::Url::parse(url + "/metrics");
+    try {
+      return app::send_once(request).body;
+    } catch (const std::exception&) {
+      return {};
+    }
+  };
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        const auto m = scrape();
+        return m.find("sluice_records_written_total{pipeline=\"default\"} 200") !=
+                   std::string::npos &&
+               m.find(
+                   "sluice_messages_rejected_total{pipeline=\"default\",reason=\"validation\"} "
+                   "10") != std::string::npos;
+      },
+      60s))
+      << scrape();
+  test::run_command(tmux + " new-session -d -s top -x 110 -y 30 \"" + SLUICE_BINARY +
+                    " top --url " + url + " --interval 300ms\"");
+  auto screen = [&] { return test::run_with_status(tmux + " capture-pane -p -t top").second; };
+  ASSERT_TRUE(
+      test::wait_until([&] { return screen().find("written 200") != std::string::npos; }, 20s))
+      << screen();
+  const auto shown = screen();
+  EXPECT_NE(shown.find("sluice top  " + url + "/metrics"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("default  running  ready"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("total      received 210  written 200  duplicates 0  rejected 10"),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find("in flight  0 / 250"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("rejects    validation 10 (0/s)"), std::string::npos) << shown;
+  // The backlog, as the queue's probe reads it (every few seconds).
+  EXPECT_TRUE(test::wait_until(
+      [&] { return screen().find("backlog    visible 0  in flight 0") != std::string::npos; }, 20s))
+      << screen();
+  // A narrow window: every line cut to it, still running.
+  test::run_command(tmux + " resize-window -t top -x 40 -y 20");
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        const auto narrow = screen();
+        if (narrow.find("rejected 10") != std::string::npos ||
+            narrow.find("total      received 210") == std::string::npos)
+          return false;
+        std::istringstream lines(narrow);
+        for (std::string line; std::getline(lines, line);)
+          if (line.size() > 40) return false;
+        return true;
+      },
+      10s))
+      << screen();
+  // q quits: the session (whose only program it was) ends.
+  test::run_command(tmux + " send-keys -t top q");
+  EXPECT_TRUE(test::wait_until(
+      [&] { return test::run_with_status(tmux + " has-session -t top 2>&1").first != 0; }, 5s));
+  // Piped: plain lines.
+  const auto plain = test::run_with_status(std::string(SLUICE_BINARY) + " top --url " + url +
+                                           " --interval 200ms --iterations 2 | cat");
+  EXPECT_EQ(plain.first, 0) << plain.second;
+  EXPECT_NE(plain.second.find("pipeline=default state=running ready=1"), std::string::npos)
+      << plain.second;
+  EXPECT_NE(plain.second.find("written=200 rejected=10 in_flight=0/250"), std::string::npos)
+      << plain.second;
+  // Nothing there: said, exit code 1.
+  const auto none =
+      test::run_with_status(std::string(SLUICE_BINARY) + " top --url http://127.0.0.1:" +
+                            std::to_string(test::free_port()) + " 2>&1");
+  EXPECT_EQ(none.first, 1) << none.second;
+  EXPECT_NE(none.second.find("sluice top: http://127.0.0.1:"), std::string::npos) << none.second;
 }
