@@ -109,6 +109,8 @@ struct Tracer::Impl {
   std::chrono::steady_clock::time_point stop_by{};
   std::thread exporter;
   bool exporter_done = false;  // under mutex
+  std::size_t sending = 0;     // spans of the request in flight (under mutex)
+  bool abandoned = false;      // the shutdown stopped waiting (under mutex)
 
   std::atomic<std::uint64_t> started{0}, exported{0}, dropped{0}, requests{0}, failures{0};
   std::chrono::steady_clock::time_point last_warning{};
@@ -161,6 +163,7 @@ struct Tracer::Impl {
         batch.assign(std::make_move_iterator(queue.begin()),
                      std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(n)));
         queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(n));
+        sending = n;
         last = stopping;
       }
       if (batch.empty()) continue;
@@ -172,6 +175,8 @@ struct Tracer::Impl {
       }
       send(poster, request, batch, timeout);
       batch.clear();
+      std::lock_guard lock(mutex);
+      sending = 0;
     }
   }
 
@@ -229,6 +234,10 @@ struct Tracer::Impl {
     requests.fetch_add(1, std::memory_order_relaxed);
     const auto result = poster.post(body, "application/x-protobuf", timeout);
     const auto n = batch.size();
+    {
+      std::lock_guard lock(mutex);
+      if (abandoned) return;  // counted dropped by the shutdown already
+    }
     if (result.status >= 200 && result.status < 300) {
       std::uint64_t rejected = 0;
       otlp::collector::trace::v1::ExportTraceServiceResponse answer;
@@ -307,6 +316,13 @@ void Tracer::shutdown(std::chrono::milliseconds deadline) {
   std::unique_lock lock(impl_->mutex);
   const bool done = impl_->wake.wait_for(lock, deadline + std::chrono::milliseconds(100),
                                          [&] { return impl_->exporter_done; });
+  if (!done) {
+    // What is queued and the request in flight are lost with the process: said so.
+    impl_->abandoned = true;
+    impl_->dropped.fetch_add(impl_->queue.size() + impl_->sending, std::memory_order_relaxed);
+    impl_->queue.clear();
+    impl_->sending = 0;
+  }
   lock.unlock();
   if (done)
     impl_->exporter.join();
