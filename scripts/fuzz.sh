@@ -10,9 +10,9 @@ command -v clang++ >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install 
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz --target fuzz_receive_response fuzz_http_url fuzz_config fuzz_transform \
-  fuzz_amqp_uri fuzz_s3_answers fuzz_plan_metrics fuzz_checkpoint
+  fuzz_amqp_uri fuzz_s3_answers fuzz_plan_metrics fuzz_checkpoint fuzz_trace_context
 for target in receive_response http_url config transform amqp_uri s3_answers plan_metrics \
-  checkpoint; do
+  checkpoint trace_context; do
   work="$(mktemp -d)"
   cp fuzz/corpus/"$target"/* "$work"/
   echo "fuzz: $target for ${seconds}s"
