@@ -63,6 +63,9 @@ class Message {
   // Adds an attribute to its `process` span (nothing when it is not sampled, or once
   // the message is settled).
   void set_trace_attribute(std::string_view key, std::string_view value);
+  // Marks its `process` span failed (OpenTelemetry's error.type and status ERROR):
+  // for a message acked although it failed for good (kept in a rejects table, say).
+  void set_trace_error(std::string_view type, std::string_view description);
 
   bool valid() const { return state_ != nullptr; }
 

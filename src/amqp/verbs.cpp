@@ -63,7 +63,7 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
     m.body = std::move(body);
     m.routing_key = options.routing_key;
     m.headers = request.headers;
-    if (request.trace) {
+    if (request.trace && !m.headers.count(std::string(tracing::kTraceparent))) {
       m.headers[std::string(tracing::kTraceparent)] = tracing::format_traceparent(*request.trace);
       if (!request.trace->trace_state.empty())
         m.headers[std::string(tracing::kTracestate)] = request.trace->trace_state;

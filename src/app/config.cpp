@@ -491,13 +491,15 @@ const std::vector<Option>& options() {
        "An OpenTelemetry collector's OTLP/HTTP base URL (http://HOST:4318): spans go to its "
        "/v1/traces, protobuf-encoded, in batches, from a thread of their own; when it is slow "
        "or down they are dropped and counted (sluice_trace_spans_dropped_total), never waited "
-       "for. Empty: no spans (trace contexts are still read, passed on and logged).",
+       "for. Empty: no tracing (docs/tracing.md).",
        [](auto& c, auto& n, auto& k) {
          c.tracer.otlp_endpoint = n.IsNull() ? "" : as_string(n, k);
          try {
            tracing::validate(c.tracer);
          } catch (const std::invalid_argument& e) {
-           bad(k, n, std::string("an http:// or https:// URL (") + e.what() + ")");
+           // The URL may carry a password: never shown.
+           throw ConfigError(k + ": got '" + common::redact_password(c.tracer.otlp_endpoint) +
+                             "', expected an http:// or https:// URL (" + e.what() + ")");
          }
        },
        "OTEL_EXPORTER_OTLP_ENDPOINT"},
@@ -726,7 +728,8 @@ const std::vector<FieldOption>& field_options() {
        "A message property instead of `from`. group_id and sequence_number are a FIFO message's "
        "MessageGroupId and SequenceNumber (a decimal string; null when the queue does not send "
        "them). trace_id is the trace of the message's processing (32 hex digits: its producer's "
-       "trace when it carried one; null when tracing is off). sns_* are the SNS envelope's "
+       "trace when it carried one, unless tracing.producer_as_parent is false; null when "
+       "tracing is off). sns_* are the SNS envelope's "
        "MessageId, TopicArn, Timestamp, Subject, Signature, "
        "SignatureVersion and SigningCertURL (with decode.sns_envelope; null when absent).",
        [](auto& f, auto& n, auto& k) {

@@ -16,6 +16,7 @@
 #include "app/metrics.hpp"
 #include "app/rejects.hpp"
 #include "app/shutdown.hpp"
+#include "common/redact.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
@@ -221,6 +222,7 @@ class PipelineRun {
     container_->set_unusable_handler(
         [this](Message& message, const std::string& reason, const std::string& detail) {
           metrics_->record_rejected(reason);
+          mark_rejected(message, reason, detail);
           writer_->submit_reject(
               sinks::RejectRow{std::string(message.id()), reason, detail, message.body(),
                                message.source(), properties_of(message)},
@@ -379,6 +381,14 @@ class PipelineRun {
     return *writer_;
   }
 
+  // A rejected message is acked once its row is kept: its span says it was rejected.
+  static void mark_rejected(Message& message, const std::string& reason,
+                            const std::string& detail) {
+    message.set_trace_attribute("sluice.record", "rejected");
+    message.set_trace_attribute("sluice.reject.reason", reason);
+    message.set_trace_error(reason, detail);
+  }
+
   // What a rejects row keeps of its message for a replay (RejectRow::properties).
   std::string properties_of(const Message& message) const {
     return reject_properties(message, source_.read_meta(message));
@@ -422,6 +432,7 @@ class PipelineRun {
     const auto& rejection = std::get<pipeline::Rejection>(result);
     const std::string reason = pipeline::to_string(rejection.reason);
     metrics_->record_rejected(reason);
+    mark_rejected(message, reason, rejection.detail);
     spdlog::warn(
         "event=rejected pipeline={} reason={} message_id={}{} receive_count={} detail=\"{}\"",
         config_.name, reason, message.id(), sinks::trace_field(message), message.receive_count(),
@@ -470,7 +481,7 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
   if (!first.tracer.otlp_endpoint.empty()) {
     tracer = tracing::Tracer::make(first.tracer);
     spdlog::info("event=tracing endpoint={} sampling_ratio={} producer_as_parent={}",
-                 first.tracer.otlp_endpoint, first.tracer.sampling_ratio,
+                 common::redact_password(first.tracer.otlp_endpoint), first.tracer.sampling_ratio,
                  first.tracer.producer_as_parent);
   }
   struct TracerFlush {
@@ -609,7 +620,7 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
     if (!options.quiet)
       std::cout << "  traces              " << t.spans_exported << " spans exported, "
                 << t.spans_dropped << " dropped, " << t.export_failures << " failed exports ("
-                << first.tracer.otlp_endpoint << ")\n";
+                << common::redact_password(first.tracer.otlp_endpoint) << ")\n";
     spdlog::info(
         "event=traces spans_started={} spans_exported={} spans_dropped={} "
         "export_requests={} export_failures={}",

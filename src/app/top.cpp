@@ -44,8 +44,8 @@ PipelineFigures::Latency latency(const Scrape& previous, const Scrape& current,
   return {histogram_quantile(h, 0.5), histogram_quantile(h, 0.99)};
 }
 
-// 1234 -> "1,234"; fractions under 10 keep one decimal.
-std::string figure(double v) {
+// 1234 -> "1,234" (plain lines: "1234"); fractions under 10 keep one decimal.
+std::string figure(double v, bool grouped = true) {
   if (std::isnan(v)) return "-";
   if (std::abs(v) < 10 && v != std::floor(v)) {
     char buffer[32];
@@ -55,7 +55,8 @@ std::string figure(double v) {
   std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
   const bool negative = digits.front() == '-';
   if (negative) digits.erase(0, 1);
-  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, ",");
+  if (grouped)
+    for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, ",");
   return negative ? "-" + digits : digits;
 }
 
@@ -193,17 +194,18 @@ std::vector<std::string> render_screen(const std::vector<PipelineFigures>& pipel
 std::string plain_line(const PipelineFigures& p) {
   std::ostringstream out;
   out << "pipeline=" << p.name << " state=" << (p.paused ? "paused" : "running")
-      << " ready=" << (p.ready ? 1 : 0) << " received_per_s=" << figure(p.received_per_s)
-      << " written_per_s=" << figure(p.written_per_s)
-      << " duplicates_per_s=" << figure(p.duplicates_per_s)
-      << " rejected_per_s=" << figure(p.rejected_per_s) << " received=" << figure(p.received)
-      << " written=" << figure(p.written) << " rejected=" << figure(p.rejected)
-      << " in_flight=" << figure(p.in_flight) << "/" << figure(p.max_in_flight)
-      << " receives=" << figure(p.receives) << " backlog_visible=" << figure(p.backlog_visible)
-      << " oldest=" << duration(p.oldest_age_s) << " dead_letters=" << figure(p.dead_letters)
+      << " ready=" << (p.ready ? 1 : 0) << " received_per_s=" << figure(p.received_per_s, false)
+      << " written_per_s=" << figure(p.written_per_s, false)
+      << " duplicates_per_s=" << figure(p.duplicates_per_s, false)
+      << " rejected_per_s=" << figure(p.rejected_per_s, false)
+      << " received=" << figure(p.received, false) << " written=" << figure(p.written, false)
+      << " rejected=" << figure(p.rejected, false) << " in_flight=" << figure(p.in_flight, false)
+      << "/" << figure(p.max_in_flight, false) << " receives=" << figure(p.receives, false)
+      << " backlog_visible=" << figure(p.backlog_visible, false)
+      << " oldest=" << duration(p.oldest_age_s) << " dead_letters=" << figure(p.dead_letters, false)
       << " sink_batch_p99=" << duration(p.sink_batch.p99);
   for (const auto& [reason, figures] : p.rejects)
-    out << " rejects_" << reason << "=" << figure(figures.first);
+    out << " rejects_" << reason << "=" << figure(figures.first, false);
   return out.str();
 }
 
@@ -216,23 +218,38 @@ void on_signal(int) {
 
 struct Screen {
   bool unicode = false;
-  Screen() {
+  SCREEN* screen = nullptr;
+  // newterm, not initscr: a terminal type this machine does not know (a new terminal
+  // over SSH) is a null screen, and the view falls back to plain lines.
+  bool open() {
     std::setlocale(LC_ALL, "");
     const char* codeset = std::setlocale(LC_CTYPE, nullptr);
     unicode = codeset && (std::strstr(codeset, "UTF-8") || std::strstr(codeset, "utf8"));
-    initscr();
+    screen = newterm(nullptr, stdout, stdin);
+    if (!screen) return false;
     cbreak();
     noecho();
     curs_set(0);
     keypad(stdscr, TRUE);
+    return true;
   }
-  ~Screen() { endwin(); }
+  ~Screen() {
+    if (!screen) return;
+    endwin();
+    delscreen(screen);
+  }
   // Draws, then waits for a key up to `wait`: false when it was q (or Ctrl-C came).
   bool show(const std::vector<std::string>& lines, std::chrono::milliseconds wait) {
     erase();
-    const int rows = LINES;
-    for (int i = 0; i < rows && i < static_cast<int>(lines.size()); ++i)
-      mvaddstr(i, 0, lines[static_cast<std::size_t>(i)].c_str());
+    const int rows = LINES, count = static_cast<int>(lines.size());
+    // A terminal too short for everything says what it cannot show.
+    const int shown = count > rows ? std::max(rows - 1, 0) : count;
+    for (int i = 0; i < shown; ++i) mvaddstr(i, 0, lines[static_cast<std::size_t>(i)].c_str());
+    if (shown < count && rows > 0)
+      mvaddstr(rows - 1, 0,
+               ("... " + std::to_string(count - shown) + " more lines: a taller terminal")
+                   .substr(0, static_cast<std::size_t>(std::max(COLS, 0)))
+                   .c_str());
     refresh();
     const auto until = std::chrono::steady_clock::now() + wait;
     for (;;) {
@@ -259,7 +276,11 @@ std::string metrics_url(const TopOptions& options) {
     url = "http://" + listen;
   }
   if (url.find("://") == std::string::npos) url = "http://" + url;
-  if (url.find('/', url.find("://") + 3) == std::string::npos) url += "/metrics";
+  const auto path = url.find('/', url.find("://") + 3);
+  if (path == std::string::npos)
+    url += "/metrics";
+  else if (path + 1 == url.size())
+    url += "metrics";
   return url;
 }
 
@@ -289,7 +310,9 @@ int run_top(const TopOptions& options) {
   auto scrape = [&]() -> Scrape {
     aws::HttpRequest request;
     request.url = parsed;
-    request.timeout = std::chrono::seconds(5);
+    // Short: keys are not read while a scrape waits (q must not wait for a hung one).
+    request.timeout =
+        std::clamp(interval, std::chrono::milliseconds(500), std::chrono::milliseconds(2000));
     auto answer = boost::asio::co_spawn(io, client.send(request), boost::asio::use_future);
     io.restart();
     io.run();
@@ -313,7 +336,15 @@ int run_top(const TopOptions& options) {
   }
   std::map<std::string, std::deque<double>> history;
   std::unique_ptr<Screen> screen;
-  if (terminal) screen = std::make_unique<Screen>();
+  if (terminal) {
+    screen = std::make_unique<Screen>();
+    if (!screen->open()) {
+      screen.reset();
+      std::cerr << "sluice top: this terminal (TERM="
+                << (std::getenv("TERM") ? std::getenv("TERM") : "")
+                << ") is not known here: plain lines instead\n";
+    }
+  }
   std::string problem;  // the last scrape's failure, shown until one succeeds
   auto title = [&] {
     const std::time_t now = std::time(nullptr);
@@ -348,7 +379,10 @@ int run_top(const TopOptions& options) {
     const std::string clock = title();
     if (screen) {
       if (!problem.empty() && round > 0) {
-        lines.at(0) = "sluice top  " + shown + "  " + clock + "  [" + problem + "]";
+        lines.at(0) =
+            render_screen({}, {}, "sluice top  " + shown + "  " + clock + "  [" + problem + "]",
+                          COLS, screen->unicode)
+                .front();
       } else {
         lines =
             render_screen(figures, history,

@@ -304,5 +304,13 @@ void Message::set_trace_attribute(std::string_view key, std::string_view value) 
   std::lock_guard lock(trace->mutex);
   if (trace->process.recording()) trace->process.set_attribute(key, std::string(value));
 }
+void Message::set_trace_error(std::string_view type, std::string_view description) {
+  auto* trace = state_->trace.get();
+  if (!trace) return;
+  std::lock_guard lock(trace->mutex);
+  if (!trace->process.recording()) return;
+  trace->process.set_attribute("error.type", std::string(type));
+  trace->process.set_error(description);
+}
 
 }  // namespace sluice

@@ -243,8 +243,9 @@ void WorkerStage::settle_unusable(const StatePtr& state) {
     try {
       handlers_.unusable(message, problem.reason, problem.detail);
     } catch (...) {
-      spdlog::error("container={} event=unusable_handler_failed message_id={} error=\"{}\"",
-                    core_.options.name, state->text.id(), describe_current_exception());
+      spdlog::error("container={} event=unusable_handler_failed message_id={}{} error=\"{}\"",
+                    core_.options.name, state->text.id(), trace_field(*state),
+                    describe_current_exception());
     }
     if (state->settled()) return;
   }

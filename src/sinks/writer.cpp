@@ -237,6 +237,9 @@ void BatchWriter::Core::write_records(Sink& sink, std::vector<Item>& items) {
 void BatchWriter::Core::refuse(const Sink& sink, Item& item, const pipeline::Record& record,
                                std::string detail, std::vector<Item>& refused) {
   if (events_.outcome) events_.outcome(WriteOutcome::refused, item.message);
+  item.message.set_trace_attribute("sluice.record", "rejected");
+  item.message.set_trace_attribute("sluice.reject.reason", "sink_refused");
+  item.message.set_trace_error("sink_refused", detail);
   spdlog::warn("event=record_refused sink={} message_id={}{} {} reason=sink_refused detail=\"{}\"",
                sink.describe(), record.message_id, trace_field(item.message), record.log_context,
                detail);
@@ -393,8 +396,8 @@ void BatchWriter::Core::write_rejects(Sink& sink, std::vector<Item>& items) {
           } catch (const std::exception& again) {
             if (form == 1)
               spdlog::error(
-                  "event=rejects_write_failed sink={} message_id={} action=nack error=\"{}\"",
-                  sink.describe(), row.message_id, again.what());
+                  "event=rejects_write_failed sink={} message_id={}{} action=nack error=\"{}\"",
+                  sink.describe(), row.message_id, trace_field(item.message), again.what());
           }
         }
         if (stored)

@@ -50,7 +50,10 @@ void inject_trace(SendMessageEntry& entry, const tracing::SpanContext& context,
   if (carrier == Carrier::none || !context.valid() || !entry.aws_trace_header.empty() ||
       entry.message_attributes.count(std::string(tracing::kTraceparent)))
     return;
-  if (carrier == Carrier::aws_trace_header) {
+  // W3C attributes that would take a message past SQS's 10: the system attribute,
+  // which counts against none of them.
+  const std::size_t needed = context.trace_state.empty() ? 1 : 2;
+  if (carrier == Carrier::aws_trace_header || entry.message_attributes.size() + needed > 10) {
     entry.aws_trace_header = tracing::format_aws_trace_header(context);
     return;
   }
@@ -62,9 +65,13 @@ void inject_trace(SendMessageEntry& entry, const tracing::SpanContext& context,
 }
 
 asio::awaitable<SendMessageResult> Publisher::send(SendMessageEntry entry) {
-  // Read before the first suspension: the caller's thread is still the one running.
+  // Not a coroutine: the caller's thread is the one whose context counts.
   if (const auto* context = tracing::current())
     inject_trace(entry, *context, options_.trace_carrier);
+  return send_traced(std::move(entry));
+}
+
+asio::awaitable<SendMessageResult> Publisher::send_traced(SendMessageEntry entry) {
   if (offloader_) {
     for (int attempt = 1;; ++attempt) {
       try {
@@ -107,6 +114,11 @@ asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch(
     std::vector<SendMessageEntry> entries) {
   if (const auto* context = tracing::current())
     for (auto& entry : entries) inject_trace(entry, *context, options_.trace_carrier);
+  return send_batch_traced(std::move(entries));
+}
+
+asio::awaitable<std::vector<PublishOutcome>> Publisher::send_batch_traced(
+    std::vector<SendMessageEntry> entries) {
   std::vector<PublishOutcome> outcomes(entries.size());
   std::vector<std::size_t> pending;
   for (std::size_t i = 0; i < entries.size(); ++i) {

@@ -37,6 +37,33 @@ std::string_view trim(std::string_view s) {
 
 thread_local const SpanContext* current_context = nullptr;
 
+// W3C tracestate: at most 32 comma-separated members key=value; a key is lowercase
+// letters, digits and _-*/ (with one @ for a tenant), a value printable ASCII but , and
+// = (no trailing space). Anything else is not passed on.
+bool valid_tracestate(std::string_view s) {
+  int members = 0;
+  while (!s.empty()) {
+    const auto comma = s.find(',');
+    auto member = trim(s.substr(0, comma));
+    s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
+    if (member.empty()) continue;  // empty members are allowed
+    if (++members > 32) return false;
+    const auto equals = member.find('=');
+    if (equals == 0 || equals == std::string_view::npos || equals > 256) return false;
+    const auto key = member.substr(0, equals), value = member.substr(equals + 1);
+    if (value.empty() || value.size() > 256 || value.back() == ' ') return false;
+    int at_signs = 0;
+    for (char c : key) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                      c == '*' || c == '/' || (c == '@' && ++at_signs == 1);
+      if (!ok) return false;
+    }
+    for (char c : value)
+      if (c < 0x20 || c > 0x7e || c == ',' || c == '=') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool SpanContext::valid() const {
@@ -64,8 +91,10 @@ std::optional<SpanContext> parse_traceparent(std::string_view text, std::string_
   if (!context.valid()) return {};
   context.sampled = (flags[0] & 0x01) != 0;
   tracestate = trim(tracestate);
-  // W3C: at most 32 members of at most 256 characters; a longer one is not passed on.
-  if (tracestate.size() <= 512) context.trace_state = std::string(tracestate);
+  // A tracestate that breaks W3C's rules is dropped (the traceparent still counts), as
+  // is one longer than 512 characters, the least a vendor must pass on.
+  if (tracestate.size() <= 512 && valid_tracestate(tracestate))
+    context.trace_state = std::string(tracestate);
   return context;
 }
 

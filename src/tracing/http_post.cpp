@@ -16,6 +16,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/redact.hpp"
+
 namespace sluice::tracing {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -23,9 +25,10 @@ namespace bhttp = beast::http;
 using asio::ip::tcp;
 using boost::system::error_code;
 
-Endpoint Endpoint::parse(const std::string& url) {
+Endpoint Endpoint::parse(const std::string& given) {
+  const std::string url = common::redact_password(given);  // for the messages
   Endpoint e;
-  std::string_view rest = url;
+  std::string_view rest = given;
   if (rest.starts_with("https://")) {
     e.tls = true;
     rest.remove_prefix(8);
@@ -149,7 +152,10 @@ struct HttpPoster::Impl {
         }
       }
       bhttp::request<bhttp::string_body> req{bhttp::verb::post, endpoint.target, 11};
-      req.set(bhttp::field::host, endpoint.host);
+      const bool v6 = endpoint.host.find(':') != std::string::npos;
+      const bool default_port = endpoint.port == (endpoint.tls ? "443" : "80");
+      req.set(bhttp::field::host, (v6 ? "[" + endpoint.host + "]" : endpoint.host) +
+                                      (default_port ? "" : ":" + endpoint.port));
       req.set(bhttp::field::content_type, content_type);
       req.set(bhttp::field::user_agent, "sluice-otlp");
       req.keep_alive(true);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/redact.hpp"
 #include "sluice/tracing.hpp"
 #include "tracing/http_post.hpp"
 
@@ -59,12 +60,40 @@ void fill_random(std::array<std::uint8_t, N>& bytes) {
   } while (std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == 0; }));
 }
 
+// Protobuf strings are UTF-8 and strict collectors refuse a whole request over one
+// that is not: a message id or a database error is not trusted to be.
+std::string utf8(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (std::size_t k = 1; ok && k < n; ++k)
+      ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(n == 2 && c < 0xc2) && !(n == 3 && c == 0xe0 && c1 < 0xa0) &&
+           !(n == 3 && c == 0xed && c1 >= 0xa0) && !(n == 4 && c == 0xf0 && c1 < 0x90) &&
+           !(n == 4 && (c > 0xf4 || (c == 0xf4 && c1 >= 0x90)));
+    }
+    if (ok) {
+      out.append(text, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    }
+  }
+  return out;
+}
+
 void set_value(otlp::common::v1::AnyValue& to, const AttributeValue& value) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>)
-          to.set_string_value(v);
+          to.set_string_value(utf8(v));
         else if constexpr (std::is_same_v<T, std::int64_t>)
           to.set_int_value(v);
         else if constexpr (std::is_same_v<T, double>)
@@ -79,7 +108,7 @@ template <class Repeated>
 void add_attributes(Repeated& to, const std::vector<Attribute>& attributes) {
   for (const auto& a : attributes) {
     auto* kv = to.Add();
-    kv->set_key(a.key);
+    kv->set_key(utf8(a.key));
     set_value(*kv->mutable_value(), a.value);
   }
 }
@@ -87,6 +116,25 @@ void add_attributes(Repeated& to, const std::vector<Attribute>& attributes) {
 // W3C flags in the low byte; bit 8 says bit 9 is known, bit 9 that the parent is remote.
 std::uint32_t span_flags(bool sampled, bool remote_known, bool remote) {
   return (sampled ? 0x01u : 0u) | (remote_known ? 0x100u : 0u) | (remote ? 0x200u : 0u);
+}
+
+// A collector's answer in a log line: one line, quotes and control bytes escaped.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 struct Record {
@@ -127,7 +175,7 @@ struct Tracer::Impl {
       std::lock_guard lock(mutex);
       if (!stopping && queue.size() < options.max_queue_spans) {
         queue.push_back(std::move(record));
-        if (queue.size() < options.max_export_batch) return;
+        if (queue.size() < std::min(options.max_export_batch, options.max_queue_spans)) return;
       } else {
         dropped.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -152,8 +200,10 @@ struct Tracer::Impl {
       bool last = false;
       {
         std::unique_lock lock(mutex);
-        wake.wait_for(lock, options.export_interval,
-                      [&] { return stopping || queue.size() >= options.max_export_batch; });
+        wake.wait_for(lock, options.export_interval, [&] {
+          return stopping ||
+                 queue.size() >= std::min(options.max_export_batch, options.max_queue_spans);
+        });
         if (stopping && (queue.empty() || std::chrono::steady_clock::now() >= stop_by)) {
           dropped.fetch_add(queue.size(), std::memory_order_relaxed);
           queue.clear();
@@ -207,7 +257,7 @@ struct Tracer::Impl {
       if (!record.context.trace_state.empty()) span->set_trace_state(record.context.trace_state);
       if (d.has_parent) span->set_parent_span_id(d.parent_span_id.data(), d.parent_span_id.size());
       span->set_flags(span_flags(true, true, d.has_parent && d.parent_remote));
-      span->set_name(d.name);
+      span->set_name(utf8(d.name));
       span->set_kind(static_cast<otlp::trace::v1::Span_SpanKind>(d.kind));
       span->set_start_time_unix_nano(static_cast<std::uint64_t>(d.start_ns));
       span->set_end_time_unix_nano(static_cast<std::uint64_t>(d.end_ns));
@@ -222,7 +272,7 @@ struct Tracer::Impl {
       }
       if (d.error) {
         span->mutable_status()->set_code(otlp::trace::v1::Status::STATUS_CODE_ERROR);
-        span->mutable_status()->set_message(d.status_message);
+        span->mutable_status()->set_message(utf8(d.status_message));
       }
     }
   }
@@ -234,10 +284,9 @@ struct Tracer::Impl {
     requests.fetch_add(1, std::memory_order_relaxed);
     const auto result = poster.post(body, "application/x-protobuf", timeout);
     const auto n = batch.size();
-    {
-      std::lock_guard lock(mutex);
-      if (abandoned) return;  // counted dropped by the shutdown already
-    }
+    // Counted under the lock: a shutdown that gave up on this request counted it already.
+    std::lock_guard lock(mutex);
+    if (abandoned) return;
     if (result.status >= 200 && result.status < 300) {
       std::uint64_t rejected = 0;
       otlp::collector::trace::v1::ExportTraceServiceResponse answer;
@@ -258,8 +307,8 @@ struct Tracer::Impl {
         now - last_warning > std::chrono::minutes(1)) {
       last_warning = now;
       spdlog::warn("event=trace_export_failed endpoint={} status={} dropped_spans={} error=\"{}\"",
-                   endpoint_url(), result.status, n,
-                   result.body.substr(0, std::min<std::size_t>(result.body.size(), 200)));
+                   common::redact_password(endpoint_url()), result.status, n,
+                   printable(result.body.substr(0, 200)));
     }
   }
 };
@@ -319,6 +368,12 @@ void Tracer::shutdown(std::chrono::milliseconds deadline) {
   if (!done) {
     // What is queued and the request in flight are lost with the process: said so.
     impl_->abandoned = true;
+    if (impl_->sending > 0) impl_->failures.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn(
+        "event=trace_export_abandoned endpoint={} dropped_spans={} (the collector did not answer "
+        "within the stop's {} ms)",
+        common::redact_password(impl_->endpoint_url()), impl_->queue.size() + impl_->sending,
+        deadline.count());
     impl_->dropped.fetch_add(impl_->queue.size() + impl_->sending, std::memory_order_relaxed);
     impl_->queue.clear();
     impl_->sending = 0;

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -292,7 +294,11 @@ TEST_F(TracingPipeline, PublishPassesTheCallersTraceOnAndLinksWhenNotAParent) {
   std::ofstream(dir_ + "/events.jsonl") << R"({"id":"a","amount":1})"
                                         << "\n"
                                         << R"({"id":"b","amount":2})"
-                                        << "\n";
+                                        << "\n"
+                                        << R"({"id":"a","amount":1})"
+                                        << "\n"  // a duplicate
+                                        << R"({"amount":3})"
+                                        << "\n";  // no id: rejected
   test::run_command("TRACEPARENT=" + traceparent + " " + SLUICE_BINARY +
                     " publish --trace-carrier traceparent --queue-url " + queue +
                     " --endpoint-url " + test::Emulator::shared().endpoint() +
@@ -304,17 +310,39 @@ TEST_F(TracingPipeline, PublishPassesTheCallersTraceOnAndLinksWhenNotAParent) {
   EXPECT_NE(bad.second.find("TRACEPARENT: got '00-ABC', expected a W3C traceparent"),
             std::string::npos)
       << bad.second;
-  run_sluice(config(sqs_source(queue), "tracing:\n  otlp_endpoint: " + receiver.url() +
-                                           "\n  producer_as_parent: false\n"));
-  const auto process = receiver.wait_for("sluice", 2, "consumer");
-  ASSERT_EQ(process.size(), 2u);
+  const auto out =
+      run_sluice(config(sqs_source(queue), "tracing:\n  otlp_endpoint: " + receiver.url() +
+                                               "\n  producer_as_parent: false\n"));
+  const auto process = receiver.wait_for("sluice", 4, "consumer");
+  ASSERT_EQ(process.size(), 4u);
+  std::map<std::string, int> records;
   for (const auto& s : process) {
+    const auto& a = s["attributes"];
+    const std::string record = a.value("sluice.record", "");
+    ++records[record];
+    EXPECT_EQ(a["sluice.outcome"], "ack") << "kept in the rejects table, then acked";
+    if (record == "rejected") {
+      EXPECT_EQ(a["sluice.reject.reason"], "validation");
+      EXPECT_EQ(a["error.type"], "validation");
+      EXPECT_EQ(s["status"]["code"], 2);
+      EXPECT_NE(s["status"]["message"].get<std::string>().find("id"), std::string::npos);
+      // Its log line carries its trace.
+      EXPECT_NE(out.find("event=rejected pipeline=default reason=validation message_id=" +
+                         a["messaging.message.id"].get<std::string>() +
+                         " trace_id=" + s["trace_id"].get<std::string>()),
+                std::string::npos)
+          << out;
+    } else {
+      EXPECT_EQ(s["status"]["code"], 0);
+    }
     EXPECT_NE(s["trace_id"], "0af7651916cd43dd8448eb211c80319c") << "a trace of its own";
     EXPECT_EQ(s["parent_span_id"], "");
     ASSERT_EQ(s["links"].size(), 1u);
     EXPECT_EQ(s["links"][0]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
     EXPECT_EQ(s["links"][0]["span_id"], "b7ad6b7169203331");
   }
+  EXPECT_EQ(records,
+            (std::map<std::string, int>{{"inserted", 2}, {"duplicate", 1}, {"rejected", 1}}));
 }
 
 // The core, for any source: AWSTraceHeader (X-Ray's format) and traceparent both read,
@@ -347,6 +375,11 @@ TEST_F(TracingPipeline, TheContainerReadsEitherCarrierAndFollowsTheProducersSamp
   queue->push({"bad", {}, false, {}, {}});
   std::mutex m;
   std::map<std::string, std::string> current_in_handler;  // body -> traceparent seen
+  // A handler that sends on, as a relay would: the library publisher carries the trace.
+  const std::string onward = make_queue("traced-onward");
+  sqs::PublisherOptions publishing;
+  publishing.trace_carrier = sqs::PublisherOptions::TraceCarrier::traceparent;
+  sqs::Publisher publisher(client_, onward, publishing);
   ContainerOptions o;
   o.worker_threads = 2;
   Container container(o, test::fake_source(queue), [&](Message& message) {
@@ -364,6 +397,21 @@ TEST_F(TracingPipeline, TheContainerReadsEitherCarrierAndFollowsTheProducersSamp
       current_in_handler["xray-sent"] = entry.aws_trace_header;
     }
     if (message.body() == "bad") message.reject("validation: no id");
+    if (message.body() == "w3c") {
+      sqs::SendMessageEntry entry;
+      entry.body = "onward";
+      // The publisher's coroutine runs later, on another thread (the client's
+      // io_context, run here by a thread of its own): the context that counts is the one
+      // of the thread that called send().
+      auto sent =
+          boost::asio::co_spawn(io_, publisher.send(std::move(entry)), boost::asio::use_future);
+      std::thread runner([&] {
+        io_.restart();
+        io_.run();
+      });
+      runner.join();
+      sent.get();
+    }
   });
   container.set_tracer(tracer);
   container.start();
@@ -392,6 +440,15 @@ TEST_F(TracingPipeline, TheContainerReadsEitherCarrierAndFollowsTheProducersSamp
   EXPECT_EQ(current_in_handler["xray-sent"], "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=" +
                                                  by_body["xray"]["span_id"].get<std::string>() +
                                                  ";Sampled=1");
+  // What the handler sent carries the w3c message's process span as its parent.
+  sqs::ReceiveMessageRequest request;
+  request.queue_url = onward;
+  request.wait_time_seconds = 1;
+  const auto received = test::run(io_, client_->receive_message(request));
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(received[0].message_attributes.at("traceparent").string_value,
+            "00-0af7651916cd43dd8448eb211c80319c-" + by_body["w3c"]["span_id"].get<std::string>() +
+                "-01");
   const auto stats = tracer->stats();
   EXPECT_EQ(stats.spans_dropped, 0u);
   EXPECT_EQ(stats.spans_exported, stats.spans_started);
@@ -520,6 +577,19 @@ TEST_F(TracingPipeline, TopShowsTheLivePipelinesFiguresInATerminalAndQuitsOnQ) {
   test::run_command(tmux + " send-keys -t top q");
   EXPECT_TRUE(test::wait_until(
       [&] { return test::run_with_status(tmux + " has-session -t top 2>&1").first != 0; }, 5s));
+  // A terminal type this machine does not know (a new terminal over SSH): plain lines.
+  test::run_command(tmux + " new-session -d -s unknown -x 200 -y 30 \"TERM=nosuchterm " +
+                    SLUICE_BINARY + " top --url " + url +
+                    " --interval 200ms --iterations 2; sleep 30\"");
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        const auto s = test::run_with_status(tmux + " capture-pane -p -t unknown").second;
+        return s.find("(TERM=nosuchterm) is not known here: plain lines instead") !=
+                   std::string::npos &&
+               s.find("pipeline=default state=running") != std::string::npos;
+      },
+      10s))
+      << test::run_with_status(tmux + " capture-pane -p -t unknown").second;
   // Piped: plain lines.
   const auto plain = test::run_with_status(std::string(SLUICE_BINARY) + " top --url " + url +
                                            " --interval 200ms --iterations 2 | cat");

@@ -166,3 +166,20 @@ TEST(Tracer, ValidatesItsOptions) {
   o.otlp_endpoint = "https://[::1]:4318/prefix";
   EXPECT_EQ(message(o), "");
 }
+
+TEST(TraceContext, ATracestateThatBreaksW3csRulesIsDroppedAndTheTraceparentKept) {
+  const std::string traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  EXPECT_EQ(
+      parse_traceparent(traceparent, "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE,,tenant@vendor=x")
+          ->trace_state,
+      "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE,,tenant@vendor=x");
+  for (const std::string bad :
+       {"bad key=1", "Upper=1", "k=v\n", "k=\x01", "k=a,=b", "k==b", "k=", "a@b@c=1"}) {
+    const auto c = parse_traceparent(traceparent, bad);
+    ASSERT_TRUE(c) << bad;
+    EXPECT_EQ(c->trace_state, "") << bad;
+  }
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += "k" + std::to_string(i) + "=v,";
+  EXPECT_EQ(parse_traceparent(traceparent, many)->trace_state, "") << "33 members";
+}

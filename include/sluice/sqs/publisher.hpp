@@ -35,7 +35,8 @@ struct PublisherOptions {
   TraceCarrier trace_carrier = TraceCarrier::aws_trace_header;
 };
 
-// Puts `context` on `entry` the way `carrier` says, unless the entry carries one already.
+// Puts `context` on `entry` the way `carrier` says, unless the entry carries one already
+// (traceparent: as AWSTraceHeader when W3C attributes would make it more than 10).
 void inject_trace(SendMessageEntry& entry, const tracing::SpanContext& context,
                   PublisherOptions::TraceCarrier carrier);
 
@@ -90,6 +91,11 @@ class Publisher {
                                                     const std::vector<std::size_t>& indexes);
 
  private:
+  // The coroutines send() and send_batch() return, once the caller's trace is on the
+  // entries (a coroutine's body runs on whichever thread runs it, later).
+  boost::asio::awaitable<SendMessageResult> send_traced(SendMessageEntry entry);
+  boost::asio::awaitable<std::vector<PublishOutcome>> send_batch_traced(
+      std::vector<SendMessageEntry> entries);
   boost::asio::awaitable<void> wait(int attempt);
   std::shared_ptr<SqsClient> client_;
   std::string queue_url_;
