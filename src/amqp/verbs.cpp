@@ -63,11 +63,6 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
     m.body = std::move(body);
     m.routing_key = options.routing_key;
     m.headers = request.headers;
-    if (request.trace && !m.headers.count(std::string(tracing::kTraceparent))) {
-      m.headers[std::string(tracing::kTraceparent)] = tracing::format_traceparent(*request.trace);
-      if (!request.trace->trace_state.empty())
-        m.headers[std::string(tracing::kTracestate)] = request.trace->trace_state;
-    }
     messages.push_back(std::move(m));
   }
   const std::size_t total = messages.size();
@@ -85,6 +80,8 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
   };
   try {
     Publisher publisher(o);
+    // The caller's trace, as the publisher passes on a handler's: from this thread.
+    tracing::ScopedContext traced(request.trace ? &*request.trace : nullptr);
     const auto result = publisher.publish(options.exchange, std::move(messages),
                                           [&](std::size_t settled) { report(settled, false); });
     report(result.confirmed, true);

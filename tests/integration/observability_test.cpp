@@ -104,7 +104,8 @@ TEST_F(DeployPrometheus, EveryDashboardQueryAndRuleExpressionHasSeries) {
   test::run_command(bin + " queue create --amqp-url '" + rabbit.uri() + "' --name " + amqp_queue);
   const int metrics_port = test::free_port(), prometheus_port = test::free_port();
   std::ofstream(dir + "/pipelines.yaml")
-      << "metrics:\n  listen: 127.0.0.1:" << metrics_port << "\nlogging:\n  level: warn\n"
+      << "metrics:\n  listen: 127.0.0.1:" << metrics_port
+      << "\nlogging:\n  level: warn\n"
       // Traces to a collector that is not there: every span dropped, the traces panel
       // and the dropped-spans alert have their series.
       << "tracing:\n  otlp_endpoint: http://127.0.0.1:" << test::free_port() << "\n"

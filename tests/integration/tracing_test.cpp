@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_future.hpp>
 #include <chrono>
@@ -261,14 +262,26 @@ TEST_F(TracingPipeline, TraceparentHeadersFromPikaAreTheParentsOfRabbitMqProcess
   test::run_command(std::string(SLUICE_BINARY) + " queue create --amqp-url '" + rabbit.uri() +
                     "' --name " + queue);
   const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-  test::run_command("/usr/bin/python3 " + kSource + "/tests/tools/pika_traced.py '" + rabbit.uri() +
-                    "' " + queue + " 20 " + trace);
+  test::run_command("/usr/bin/python3 " + kSource + "/tests/tools/pika_publish.py '" +
+                    rabbit.uri() + "' " + queue + " 20 " + trace);
+  // And `sluice publish` with the caller's TRACEPARENT: the headers too.
+  std::ofstream(dir_ + "/one.jsonl") << R"({"id":"from-sluice","amount":1})"
+                                     << "\n";
+  test::run_command("TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 " +
+                    std::string(SLUICE_BINARY) + " publish --amqp-url '" + rabbit.uri() +
+                    "' --routing-key " + queue + " --file " + dir_ + "/one.jsonl 2>&1");
   Receiver receiver(dir_);
   run_sluice(config("source:\n  type: rabbitmq\n  rabbitmq:\n    url: " + rabbit.uri() +
                         "\n    queue: " + queue + "\n",
                     "tracing:\n  otlp_endpoint: " + receiver.url() + "\n  sampling_ratio: 0\n"));
-  const auto process = receiver.wait_for("sluice", 20, "consumer");
-  ASSERT_EQ(process.size(), 20u) << "sampled by the producer, whatever the ratio";
+  auto process = receiver.wait_for("sluice", 21, "consumer");
+  ASSERT_EQ(process.size(), 21u) << "sampled by the producers, whatever the ratio";
+  const auto published = std::find_if(process.begin(), process.end(), [](const json& s) {
+    return s["trace_id"] == "0af7651916cd43dd8448eb211c80319c";
+  });
+  ASSERT_NE(published, process.end()) << "sluice publish passed TRACEPARENT on";
+  EXPECT_EQ((*published)["parent_span_id"], "b7ad6b7169203331");
+  process.erase(published);
   std::set<std::string> parents;
   for (const auto& s : process) {
     EXPECT_EQ(s["trace_id"], trace);
@@ -281,7 +294,9 @@ TEST_F(TracingPipeline, TraceparentHeadersFromPikaAreTheParentsOfRabbitMqProcess
     parents.insert(s["parent_span_id"]);
   }
   EXPECT_EQ(parents.size(), 20u);
-  for (const auto& [id, stored] : stored_traces()) EXPECT_EQ(stored, trace) << id;
+  for (const auto& [id, stored] : stored_traces()) {
+    if (id.starts_with("pika-")) EXPECT_EQ(stored, trace) << id;
+  }
 }
 
 // `sluice publish` passes the caller's TRACEPARENT on (as W3C attributes here: the
