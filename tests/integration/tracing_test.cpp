@@ -295,7 +295,9 @@ TEST_F(TracingPipeline, TraceparentHeadersFromPikaAreTheParentsOfRabbitMqProcess
   }
   EXPECT_EQ(parents.size(), 20u);
   for (const auto& [id, stored] : stored_traces()) {
-    if (id.starts_with("pika-")) EXPECT_EQ(stored, trace) << id;
+    if (id.starts_with("pika-")) {
+      EXPECT_EQ(stored, trace) << id;
+    }
   }
 }
 
