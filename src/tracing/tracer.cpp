@@ -343,8 +343,12 @@ std::shared_ptr<Tracer> Tracer::make(TracerOptions options) {
   std::shared_ptr<Tracer> tracer(new Tracer(std::move(options)));
   // The thread shares the state it works on: a shutdown that cannot wait for a request
   // in flight leaves it to end by itself.
-  if (tracer->impl_->exporting)
+  if (tracer->impl_->exporting) {
+    // The exporter logs its failures: spdlog's registry is created here, before the thread,
+    // so that its lazy creation cannot race with a caller configuring the logger.
+    spdlog::default_logger_raw();
     tracer->impl_->exporter = std::thread([impl = tracer->impl_] { impl->run(); });
+  }
   return tracer;
 }
 
