@@ -8,9 +8,12 @@
 //   ceiling            bench_sqs_raw: 8 receive loops, delete each batch, no work;
 //   ceiling-db         bench_sqs_raw writing the very rows the pipeline writes (worked out
 //                      here with Sluice's transform, looked up by MD5OfBody; 4 connections,
-//                      100-row INSERTs, delete after the write, 1,000 held), but no
+//                      100-row INSERTs as the sink sends them, delete after the write,
+//                      1,000 held), but no
 //                      decoding, normalizing or hashing: "db ceil." is the share of it
 //                      each writing contender reaches;
+//   ceiling-db-values  the same with the multi-row VALUES statement the sink sent
+//                      before (3 parameters per row, parsed and planned each time);
 //   sluice run         into PostgreSQL, batch 100 x 4 writers (the defaults of a config);
 //   sluice per-record  batch 1 on 16 writers, one write per message (the usual style of a
 //                      hand-written consumer);
@@ -25,10 +28,10 @@
 //               clock's stop; the proxy's hop costs time and CPU: not a timing run.
 // Environment: BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
 // BENCH_BATCH (100), BENCH_WRITERS (4) for the sluice contenders; BENCH_LOG_LEVEL (error),
-// BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, sluice, sluice-per-record,
-// node-sqs-consumer, node-pool, fifo-ceiling, sluice-fifo), BENCH_KEEP_LOGS=DIR (keep each
-// contender's output there), BENCH_WRAP (a profiler command in front of sluice, e.g. "/usr/bin/perf
-// record -g -o /tmp/sluice.perf --").
+// BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, ceiling-db-values, sluice,
+// sluice-per-record, node-sqs-consumer, node-pool, fifo-ceiling, sluice-fifo), BENCH_KEEP_LOGS=DIR
+// (keep each contender's output there), BENCH_WRAP (a profiler command in front of sluice, e.g.
+// "/usr/bin/perf record -g -o /tmp/sluice.perf --").
 #include <sched.h>
 #include <spdlog/spdlog.h>
 
@@ -265,15 +268,18 @@ static int run_bench(int argc, char** argv) {
       return std::vector<std::string>{bin + "/bench_sqs_raw", endpoint, url, std::to_string(count),
                                       "8"};
     };
-    auto raw_db = [&](const std::string& url, const std::string& table) {
-      return std::vector<std::string>{bin + "/bench_sqs_raw",
-                                      endpoint,
-                                      url,
-                                      std::to_string(count),
-                                      "8",
-                                      pg.dsn(),
-                                      table,
-                                      rows_file};
+    auto raw_db = [&](const char* form) {
+      return [&, form](const std::string& url, const std::string& table) {
+        return std::vector<std::string>{bin + "/bench_sqs_raw",
+                                        endpoint,
+                                        url,
+                                        std::to_string(count),
+                                        "8",
+                                        pg.dsn(),
+                                        table,
+                                        rows_file,
+                                        form};
+      };
     };
     auto sluice = [&](int batch_size, int writer_count) {
       return [&, batch_size, writer_count](const std::string& url, const std::string& table) {
@@ -303,7 +309,10 @@ static int run_bench(int argc, char** argv) {
       };
     };
     contend("ceiling", "ceiling: bare client, receive+delete, no work", 0, raw, -1);
-    contend("ceiling-db", "ceiling with the same PostgreSQL writes", 0, raw_db, distinct);
+    contend("ceiling-db", "ceiling with the same PostgreSQL writes", 0, raw_db("unnest"), distinct);
+    // The statement the sink sent before 2026-12-04, for PostgreSQL's CPU per record.
+    contend("ceiling-db-values", "ceiling-db, multi-row VALUES statements", 0, raw_db("values"),
+            distinct);
     contend("sluice", "sluice run, batch " + std::to_string(batch) + " x" + std::to_string(writers),
             0, sluice(batch, writers), distinct);
     contend("sluice-per-record", "sluice run, per-record (batch 1 x16)", 0, sluice(1, 16),

@@ -6,13 +6,15 @@
 //  - With DSN TABLE ROWS: the same loops, and the same database work as the pipeline:
 //    the very rows `sluice run` writes (ROWS maps each body's MD5, which SQS sends as
 //    MD5OfBody, to the record's hash and document, worked out by the harness with
-//    Sluice's own transform), in the same table shape, 100-row INSERT ... ON CONFLICT
-//    (hash) DO NOTHING RETURNING hash on 4 connections, each waiting up to 20 ms to fill
-//    its batch (the pipeline's default sink.batch_timeout); each message is deleted after
-//    its row is written, and at most 1,000 are held, as `sluice run` does. What it does
-//    not do is decode, normalize or hash: the pipeline's own work.
+//    Sluice's own transform), in the same table shape, the statement the PostgreSQL
+//    sink sends (INSERT ... SELECT FROM unnest of binary arrays ... ON CONFLICT (hash) DO
+//    NOTHING RETURNING hash, prepared once; FORM "values": the multi-row VALUES with 3
+//    parameters per row the sink sent before) with 100 rows on 4 connections, each waiting up to 20
+//    ms to fill its batch (the pipeline's default sink.batch_timeout); each message is deleted
+//    after its row is written, and at most 1,000 are held, as `sluice run` does. What it does not
+//    do is decode, normalize or hash: the pipeline's own work.
 // Exits 0 on SIGTERM.
-// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS]
+// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values]]
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -76,6 +78,21 @@ PGconn* connect(const std::string& dsn) {
   return conn;
 }
 
+// PostgreSQL's binary array format, one dimension, no NULLs (as the sink sends it).
+std::string binary_array(std::uint32_t element_type, const std::vector<std::string_view>& values) {
+  std::string out;
+  auto put32 = [&](std::uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>(v >> shift);
+  };
+  for (std::uint32_t v : {1u, 0u, element_type, static_cast<std::uint32_t>(values.size()), 1u})
+    put32(v);
+  for (auto v : values) {
+    put32(static_cast<std::uint32_t>(v.size()));
+    out.append(v);
+  }
+  return out;
+}
+
 void exec(PGconn* conn, const std::string& sql) {
   PGresult* r = PQexec(conn, sql.c_str());
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -87,7 +104,7 @@ void exec(PGconn* conn, const std::string& sql) {
 
 int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
                   const std::string& url, int count, int loops, const std::string& dsn,
-                  const std::string& table, const std::string& rows_path) {
+                  const std::string& table, const std::string& rows_path, bool values_form) {
   const auto known = load_rows(rows_path);
   if (known.empty()) {
     std::fprintf(stderr, "bench_sqs_raw: no rows in %s\n", rows_path.c_str());
@@ -113,6 +130,20 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
   for (int w = 0; w < kWriters; ++w)
     writers.emplace_back([&] {
       PGconn* conn = connect(dsn);
+      if (!values_form) {
+        PGresult* r = PQprepare(conn, "insert_rows",
+                                ("INSERT INTO \"" + table +
+                                 "\" (hash, message_id, document) SELECT * FROM unnest($1::text[], "
+                                 "$2::text[], $3::jsonb[]) ON CONFLICT (hash) DO NOTHING RETURNING "
+                                 "hash")
+                                    .c_str(),
+                                3, nullptr);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+          std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
+          std::exit(1);
+        }
+        PQclear(r);
+      }
       for (;;) {
         std::vector<Row> rows;
         {
@@ -133,18 +164,38 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
         // unique index's locks in one order and cannot deadlock.
         std::sort(rows.begin(), rows.end(),
                   [](const Row& a, const Row& b) { return *a.hash < *b.hash; });
-        std::string sql = "INSERT INTO \"" + table + "\" (hash, message_id, document) VALUES ";
-        std::vector<const char*> values;
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          sql += (i ? ",($" : "($") + std::to_string(3 * i + 1) + ",$" + std::to_string(3 * i + 2) +
-                 ",$" + std::to_string(3 * i + 3) + "::jsonb)";
-          values.push_back(rows[i].hash->c_str());
-          values.push_back(rows[i].message_id.c_str());
-          values.push_back(rows[i].document->c_str());
+        PGresult* r = nullptr;
+        if (values_form) {
+          std::string sql = "INSERT INTO \"" + table + "\" (hash, message_id, document) VALUES ";
+          std::vector<const char*> values;
+          for (std::size_t i = 0; i < rows.size(); ++i) {
+            sql += (i ? ",($" : "($") + std::to_string(3 * i + 1) + ",$" +
+                   std::to_string(3 * i + 2) + ",$" + std::to_string(3 * i + 3) + "::jsonb)";
+            values.push_back(rows[i].hash->c_str());
+            values.push_back(rows[i].message_id.c_str());
+            values.push_back(rows[i].document->c_str());
+          }
+          sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
+          r = PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                           values.data(), nullptr, nullptr, 0);
+        } else {
+          std::vector<std::string_view> hashes, ids, documents;
+          std::vector<std::string> jsonb;  // jsonb's binary format: a version byte, the text
+          jsonb.reserve(rows.size());
+          for (const auto& row : rows) {
+            hashes.push_back(*row.hash);
+            ids.push_back(row.message_id);
+            documents.push_back(jsonb.emplace_back("\x01" + *row.document));
+          }
+          const std::string arrays[] = {binary_array(25, hashes), binary_array(25, ids),
+                                        binary_array(3802, documents)};
+          const char* values[] = {arrays[0].data(), arrays[1].data(), arrays[2].data()};
+          const int lengths[] = {static_cast<int>(arrays[0].size()),
+                                 static_cast<int>(arrays[1].size()),
+                                 static_cast<int>(arrays[2].size())};
+          const int formats[] = {1, 1, 1};
+          r = PQexecPrepared(conn, "insert_rows", 3, values, lengths, formats, 0);
         }
-        sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
-        PGresult* r = PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                   values.data(), nullptr, nullptr, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
           std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
           std::exit(1);
@@ -218,8 +269,10 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 8) {
-    std::fprintf(stderr, "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS]\n", argv[0]);
+  if (argc != 5 && argc != 8 && argc != 9) {
+    std::fprintf(stderr,
+                 "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values]]\n",
+                 argv[0]);
     return 2;
   }
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
@@ -232,9 +285,9 @@ int main(int argc, char** argv) {
       aws::make_static_credentials({"AKIDLOCAL", "local-secret", "", {}, "bench"});
   options.http.use_env_proxy = false;
   auto client = std::make_shared<sqs::SqsClient>(io.get_executor(), options);
-  if (argc == 8)
+  if (argc >= 8)
     return with_database(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
-                         argv[6], argv[7]);
+                         argv[6], argv[7], argc == 9 && std::string_view(argv[8]) == "values");
   bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   return 0;
 }

@@ -1,10 +1,12 @@
-// PostgreSQL: one multi-row INSERT ... ON CONFLICT (hash) DO NOTHING RETURNING hash
-// per batch (one round trip); the document as JSONB plus configured typed columns.
+// PostgreSQL: one INSERT ... SELECT FROM unnest(arrays) ON CONFLICT (hash) DO NOTHING
+// RETURNING hash per table and batch, prepared once per connection, all of a batch in one
+// round trip; the document as JSONB plus configured typed columns.
 // Every call is bounded: libpq runs non-blocking and we wait on its socket with a
 // deadline (query_timeout), so a frozen server or network never holds a writer, and
 // interrupt() makes a waiting call return within a poll slice.
 #include <libpq-fe.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -147,6 +149,16 @@ class PostgresSink final : public Sink {
       throw;
     }
     exec("SELECT pg_advisory_unlock(5391)");
+    if (use_prepared_) {
+      for (std::size_t route = 0; route < tables().size(); ++route) {
+        if (!PQsendPrepare(conn_, prepared_name(route).c_str(), insert_sql(tables()[route]).c_str(),
+                           0, nullptr))
+          fail("prepare");
+        flush(Clock::now() + options_.query_timeout);
+        std::vector<std::string> none;
+        collect_results(none, "prepare of the insert into " + tables()[route]);
+      }
+    }
   }
 
   WriteResult write(std::span<const pipeline::Record> input) override {
@@ -162,19 +174,14 @@ class PostgresSink final : public Sink {
     std::vector<const pipeline::Record*> records;  // no copies of the documents
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(&input[i]);
-    // One multi-row INSERT per table and chunk of rows; all go out in libpq's pipeline
-    // mode with a single sync: one round trip (one transaction) for the whole batch,
-    // and statements that stay far below PostgreSQL's 65,535-parameter limit.
-    const auto& names = tables();
+    // One INSERT per table; all go out in libpq's pipeline mode with a single sync: one
+    // round trip (one transaction) for the whole batch.
     std::vector<Statement> statements;
     for (std::size_t start = 0, end = 0; start < records.size(); start = end) {
       const auto route = records[start]->route;
       end = start;
-      while (end < records.size() && records[end]->route == route &&
-             end - start < kRowsPerStatement)
-        ++end;
-      statements.push_back(
-          insert_statement(names.at(route), std::span(records).subspan(start, end - start)));
+      while (end < records.size() && records[end]->route == route) ++end;
+      statements.push_back(insert_statement(route, std::span(records).subspan(start, end - start)));
     }
     std::vector<std::string> inserted = statements.size() == 1
                                             ? run_single(statements.front(), records.size())
@@ -198,64 +205,129 @@ class PostgresSink final : public Sink {
     return result;
   }
 
-  static constexpr std::size_t kRowsPerStatement = 200;
-
   struct Statement {
     std::string sql;
+    std::string prepared;              // the name of the same statement prepared, if it is
     std::vector<std::string> storage;  // owns what `values` points to
     std::vector<const char*> values;
+    std::vector<int> lengths;  // of binary values (formats 1); text values end at their NUL
+    std::vector<int> formats;
   };
 
-  Statement insert_statement(const std::string& table,
-                             std::span<const pipeline::Record* const> rows) const {
-    const std::size_t per_row = 3 + options_.columns.size();
-    Statement st;
-    st.sql = "INSERT INTO " + sql_identifier(table) + " (hash, message_id, document";
-    for (const auto& c : options_.columns) st.sql += ", " + column_name(c);
-    st.sql += ") VALUES ";
-    st.storage.reserve(1 + rows.size() * options_.columns.size());  // c_str()s stay valid
-    st.values.reserve(rows.size() * per_row);
-    // Every document into one string, each ended by a NUL: one allocation per statement.
-    std::string& documents = st.storage.emplace_back();
-    documents.reserve(rows.size() * 320);
-    nlohmann::detail::serializer<nlohmann::ordered_json> writer(
-        nlohmann::detail::output_adapter<char>(documents), ' ');
-    std::vector<std::size_t> document_at;
-    document_at.reserve(rows.size());
-    int n = 0;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const auto& r = *rows[i];
-      st.sql += i ? ",(" : "(";
-      for (std::size_t k = 0; k < per_row; ++k) {
-        const bool epoch_ms = k >= 3 && options_.columns[k - 3].epoch_ms;
-        st.sql += k ? "," : "";
-        st.sql += epoch_ms ? "timestamptz 'epoch' + interval '1 millisecond' * $" : "$";
-        st.sql += std::to_string(++n);
-        if (k == 2) st.sql += "::jsonb";
-        if (epoch_ms) st.sql += "::bigint";
-      }
-      st.sql += ")";
-      // The records outlive the statement: their strings are not copied.
-      st.values.push_back(r.hash.c_str());
-      st.values.push_back(r.message_id.c_str());
-      document_at.push_back(documents.size());
-      writer.dump(r.document, false, false, 0);
-      documents += '\0';
-      st.values.push_back(nullptr);  // the document, once `documents` stops growing
-      for (const auto& c : options_.columns) {
-        const auto* value = pipeline::find_field(r.document, c.field);
-        if (!value || value->is_null()) {
-          st.values.push_back(nullptr);
-          continue;
-        }
-        st.storage.push_back(value->is_string() ? value->get<std::string>() : value->dump());
-        st.values.push_back(st.storage.back().c_str());
-      }
+  // The insert of one table: a fixed statement whose rows come as one array per column
+  // (unnest), prepared once per connection. PostgreSQL then neither parses nor plans per
+  // batch: the server's CPU per record is measured against the multi-row VALUES with
+  // 3 parameters per row sent before (BENCHMARKS.md, bench_pipeline's ceiling-db-values).
+  std::string insert_sql(const std::string& table) const {
+    std::string into = "hash, message_id, document", select = "u.h, u.m, u.d",
+                arrays = "$1::text[], $2::text[], $3::jsonb[]", names = "h, m, d";
+    int n = 3;
+    for (const auto& c : options_.columns) {
+      const std::string name = "c" + std::to_string(++n);
+      into += ", " + column_name(c);
+      select += c.epoch_ms ? ", timestamptz 'epoch' + interval '1 millisecond' * u." + name
+                           : ", u." + name;
+      arrays +=
+          ", $" + std::to_string(n) + "::" + (c.epoch_ms ? "bigint" : sql_type(c.type)) + "[]";
+      names += ", " + name;
     }
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      st.values[i * per_row + 2] = documents.data() + document_at[i];
-    st.sql += " ON CONFLICT (hash) DO NOTHING RETURNING hash";
+    return "INSERT INTO " + sql_identifier(table) + " (" + into + ") SELECT " + select +
+           " FROM unnest(" + arrays + ") AS u(" + names +
+           ") ON CONFLICT (hash) DO NOTHING RETURNING hash";
+  }
+
+  // PostgreSQL's binary array format (array_recv), one dimension: no escaping, no parsing
+  // of an array literal, and a document goes as it was serialized.
+  class BinaryArray {
+   public:
+    BinaryArray(std::uint32_t element_type, std::size_t size, std::size_t bytes) {
+      data_.reserve(20 + size * 4 + bytes);
+      put32(1);  // dimensions
+      put32(0);  // no NULLs
+      put32(element_type);
+      put32(static_cast<std::uint32_t>(size));
+      put32(1);  // lower bound
+    }
+    void add(std::string_view value) {
+      put32(static_cast<std::uint32_t>(value.size()));
+      data_.append(value);
+    }
+    // An element written in place by `fill`, after `prefix`.
+    template <typename Fill>
+    void add_with(std::string_view prefix, Fill&& fill) {
+      const auto at = data_.size();
+      put32(0);
+      data_.append(prefix);
+      fill(data_);
+      const auto size = static_cast<std::uint32_t>(data_.size() - at - 4);
+      for (int i = 0; i < 4; ++i) data_[at + i] = static_cast<char>(size >> (24 - 8 * i));
+    }
+    std::string take() { return std::move(data_); }
+
+   private:
+    void put32(std::uint32_t v) {
+      for (int shift = 24; shift >= 0; shift -= 8) data_ += static_cast<char>(v >> shift);
+    }
+    std::string data_;
+  };
+
+  // A text array literal ({"a","b",NULL}) for a typed column: its values are converted
+  // by the column type's own input function, as in a VALUES list.
+  static void append_array_element(std::string& literal, const nlohmann::ordered_json* value) {
+    literal += literal.size() > 1 ? "," : "";
+    if (!value || value->is_null()) {
+      literal += "NULL";
+      return;
+    }
+    const std::string text =
+        value->is_string() ? value->get_ref<const std::string&>() : value->dump();
+    literal += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') literal += '\\';
+      literal += c;
+    }
+    literal += '"';
+  }
+
+  Statement insert_statement(std::size_t route,
+                             std::span<const pipeline::Record* const> rows) const {
+    constexpr std::uint32_t kText = 25, kJsonb = 3802;  // pg_type OIDs
+    Statement st;
+    st.sql = insert_sql(tables().at(route));
+    if (use_prepared_) st.prepared = prepared_name(route);
+    BinaryArray hashes(kText, rows.size(), rows.size() * 64);
+    BinaryArray ids(kText, rows.size(), rows.size() * 40);
+    BinaryArray documents(kJsonb, rows.size(), rows.size() * 320);
+    std::vector<std::string> columns(options_.columns.size(), "{");
+    for (const auto* r : rows) {
+      // The records outlive the statement, but the arrays copy their strings: one buffer
+      // per column is what the protocol sends.
+      hashes.add(r->hash);
+      ids.add(r->message_id);
+      documents.add_with("\x01", [&](std::string& out) {  // jsonb's binary format: version 1
+        nlohmann::detail::serializer<nlohmann::ordered_json> writer(
+            nlohmann::detail::output_adapter<char>(out), ' ');
+        writer.dump(r->document, false, false, 0);
+      });
+      for (std::size_t k = 0; k < options_.columns.size(); ++k)
+        append_array_element(columns[k],
+                             pipeline::find_field(r->document, options_.columns[k].field));
+    }
+    st.storage.push_back(hashes.take());
+    st.storage.push_back(ids.take());
+    st.storage.push_back(documents.take());
+    for (auto& literal : columns) st.storage.push_back(std::move(literal += "}"));
+    for (std::size_t k = 0; k < st.storage.size(); ++k) {
+      const bool binary = k < 3;
+      st.values.push_back(st.storage[k].c_str());
+      st.lengths.push_back(binary ? static_cast<int>(st.storage[k].size()) : 0);
+      st.formats.push_back(binary ? 1 : 0);
+    }
     return st;
+  }
+
+  static std::string prepared_name(std::size_t route) {
+    return "sluice_insert_" + std::to_string(route);
   }
 
   static void collect(PGresult* res, std::vector<std::string>& inserted) {
@@ -275,9 +347,7 @@ class PostgresSink final : public Sink {
     // Statements up to a sync share an implicit transaction: all chunks are written
     // or none (a failed chunk rolls back the ones before it and skips the rest).
     for (const auto& st : statements)
-      if (!PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
-                             st.values.data(), nullptr, nullptr, 0))
-        fail("pipelined insert");
+      if (!dispatch(st)) fail("pipelined insert");
     if (!PQpipelineSync(conn_)) fail("pipeline sync");
     const auto deadline = Clock::now() + options_.query_timeout;
     flush(deadline);
@@ -393,9 +463,19 @@ class PostgresSink final : public Sink {
     if (conn_) PQfinish(conn_);
     conn_ = nullptr;
   }
-  SinkFailure classify(const PGresult* res) const {
+  SinkFailure classify(const PGresult* res) {
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return SinkFailure::unavailable;
     const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+    // invalid_sql_statement_name: a pooler in transaction mode (PgBouncer before 1.21)
+    // moved us to a server connection that never saw our prepared statements. The batch
+    // is retried with unnamed statements, which work behind any pooler.
+    if (state && std::string_view(state) == "26000" && use_prepared_) {
+      use_prepared_ = false;
+      spdlog::warn(
+          "event=postgres_prepared_statements_lost sink={} (a connection pooler in "
+          "transaction mode?): writing with unnamed statements from now on",
+          describe());
+    }
     return classify_sqlstate(state ? state : "");
   }
   [[noreturn]] void throw_error(const std::string& what, std::string error, SinkFailure kind) {
@@ -450,10 +530,19 @@ class PostgresSink final : public Sink {
     }
     return PQgetResult(conn_);
   }
+  // Hands a statement to libpq (not yet flushed): the prepared one where there is one.
+  bool dispatch(const Statement& st) {
+    const int n = static_cast<int>(st.values.size());
+    const int* lengths = st.lengths.empty() ? nullptr : st.lengths.data();
+    const int* formats = st.formats.empty() ? nullptr : st.formats.data();
+    if (!st.prepared.empty())
+      return PQsendQueryPrepared(conn_, st.prepared.c_str(), n, st.values.data(), lengths, formats,
+                                 0);
+    return PQsendQueryParams(conn_, st.sql.c_str(), n, nullptr, st.values.data(), lengths, formats,
+                             0);
+  }
   void send(const Statement& st) {
-    if (!PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.values.size()), nullptr,
-                           st.values.data(), nullptr, nullptr, 0))
-      fail("send");
+    if (!dispatch(st)) fail("send");
     flush(Clock::now() + options_.query_timeout);
   }
   // Reads every result of the statement sent last; rows' first column into `rows`.
@@ -486,6 +575,7 @@ class PostgresSink final : public Sink {
   std::vector<std::string> tables_;  // sink.table, then the routed tables: by Record::route
   PGconn* conn_ = nullptr;
   std::atomic<bool> interrupted_{false};
+  bool use_prepared_ = true;  // until a pooler loses them (classify)
 };
 
 }  // namespace

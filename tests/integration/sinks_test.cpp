@@ -323,6 +323,51 @@ TEST(PostgresSink, TypedColumnsOfTimestampsDecimalsAndUuids) {
             "t|t|t|0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d|C-7\n");
 }
 
+// Rows go to the server as arrays (binary for the hash, message id and document, array
+// literals for typed columns): what an array literal would misread arrives as it was.
+TEST(PostgresSink, ValuesThatAnArrayLiteralWouldMisreadArriveUnchanged) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "arrays_" + std::to_string(getpid());
+  options.columns = {{"name", pipeline::FieldType::string},
+                     {"n", pipeline::FieldType::integer},
+                     {"tags", pipeline::FieldType::json}};
+  auto sink = sinks::make_postgres_sink(options);
+  sink->open();
+  const std::vector<std::string> names = {
+      "NULL", "", "a,b", "{x}", "q\"uote", "back\\slash", "  spaced  ", "ünï©ødé €", "line\nbreak"};
+  std::vector<pipeline::Record> batch;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    pipeline::Record r;
+    r.hash = "V1:array-" + std::to_string(i);
+    r.message_id = i == 0 ? "" : "m\"" + std::to_string(i);
+    r.document["name"] = names[i];
+    r.document["n"] = static_cast<int>(i);
+    r.document["tags"] = nlohmann::ordered_json::array({names[i], nullptr});
+    batch.push_back(r);
+  }
+  batch.back().document.erase("n");  // a missing field: NULL in its column
+  EXPECT_EQ(sink->write(batch).outcomes,
+            std::vector<WriteOutcome>(names.size(), WriteOutcome::inserted));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string where =
+        " FROM " + options.table + " WHERE hash = 'V1:array-" + std::to_string(i) + "'";
+    // Compared inside the server: no quoting of psql's output in the way.
+    EXPECT_EQ(pg.query("SELECT name = document->>'name', name IS NULL, tags = document->'tags', "
+                       "message_id" +
+                       where),
+              std::string("t|f|t|") + (i == 0 ? "" : "m\"" + std::to_string(i)) + "\n")
+        << names[i];
+    EXPECT_EQ(pg.query("SELECT octet_length(name)" + where), std::to_string(names[i].size()) + "\n")
+        << names[i];
+  }
+  EXPECT_EQ(
+      pg.query("SELECT count(*)" + std::string(" FROM ") + options.table + " WHERE n IS NULL"),
+      "1\n");
+  EXPECT_EQ(pg.query("SELECT n FROM " + options.table + " WHERE hash = 'V1:array-3'"), "3\n");
+}
+
 TEST(PostgresSink, LargeBatchesArePipelinedInOneRoundTrip) {
   auto& pg = test::Postgres::shared();
   sinks::PostgresOptions options;
