@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <tuple>
 
+#include "common/crypto.hpp"
 #include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
 
@@ -74,6 +76,15 @@ class PostgresSink final : public Sink {
   ~PostgresSink() override { close(); }
 
   void open() override {
+    try {
+      connect_and_prepare();
+    } catch (...) {
+      close();  // half open (tables made, statements not prepared) is not open
+      throw;
+    }
+  }
+
+  void connect_and_prepare() {
     close();
     // Our defaults first, the user's connection string (expanded from "dbname") after:
     // what the user sets wins. Keepalives and tcp_user_timeout notice a dead peer.
@@ -149,16 +160,57 @@ class PostgresSink final : public Sink {
       throw;
     }
     exec("SELECT pg_advisory_unlock(5391)");
-    if (use_prepared_) {
-      for (std::size_t route = 0; route < tables().size(); ++route) {
-        if (!PQsendPrepare(conn_, prepared_name(route).c_str(), insert_sql(tables()[route]).c_str(),
-                           0, nullptr))
-          fail("prepare");
-        flush(Clock::now() + options_.query_timeout);
-        std::vector<std::string> none;
-        collect_results(none, "prepare of the insert into " + tables()[route]);
+    read_column_types();
+    statements_.clear();
+    for (const auto& table : tables()) statements_.push_back(insert_sql(table));
+    if (use_prepared_)
+      for (std::size_t route = 0; route < tables().size(); ++route) prepare(route);
+  }
+
+  // The typed columns' types as the table has them (it may predate the configuration, or
+  // be the user's own): the arrays are cast to those, as a VALUES list's parameters were.
+  void read_column_types() {
+    column_types_.assign(tables().size(), {});
+    if (options_.columns.empty()) return;
+    for (std::size_t route = 0; route < tables().size(); ++route) {
+      Statement st;
+      st.sql =
+          "SELECT attname || chr(9) || format_type(atttypid, atttypmod) FROM pg_attribute "
+          "WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped";
+      const std::string table = sql_identifier(tables()[route]);
+      st.values = {table.c_str()};
+      send(st);
+      std::vector<std::string> rows;
+      collect_results(rows, "column types of " + tables()[route]);
+      for (const auto& row : rows) {
+        const auto tab = row.find('\t');
+        if (tab != std::string::npos)
+          column_types_[route][row.substr(0, tab)] = row.substr(tab + 1);
       }
     }
+  }
+
+  // Named by a digest of its text (the table, the columns and their types): a pooler in
+  // transaction mode can hand us a server connection that prepared it already, for this
+  // process or another one, and it is then the very same statement.
+  void prepare(std::size_t route) {
+    const auto& sql = statements_[route];
+    const std::string name = prepared_name(sql);
+    if (!PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr)) fail("prepare");
+    flush(Clock::now() + options_.query_timeout);
+    const auto deadline = Clock::now() + options_.query_timeout;
+    std::string error, state;
+    while (PGresult* res = next_result(deadline)) {
+      if (PQresultStatus(res) != PGRES_COMMAND_OK && error.empty()) {
+        error = PQresultErrorMessage(res);
+        const char* code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        state = code ? code : "";
+      }
+      PQclear(res);
+    }
+    if (PQstatus(conn_) != CONNECTION_OK) fail("prepare");
+    if (error.empty() || state == "42P05") return;  // 42P05: duplicate_prepared_statement
+    throw_error("prepare of the insert into " + tables()[route], error, classify_sqlstate(state));
   }
 
   WriteResult write(std::span<const pipeline::Record> input) override {
@@ -174,14 +226,17 @@ class PostgresSink final : public Sink {
     std::vector<const pipeline::Record*> records;  // no copies of the documents
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(&input[i]);
-    // One INSERT per table; all go out in libpq's pipeline mode with a single sync: one
-    // round trip (one transaction) for the whole batch.
+    // One INSERT per table (and per kStatementBytes of rows); all go out in libpq's
+    // pipeline mode with a single sync: one round trip (one transaction) for the batch.
     std::vector<Statement> statements;
-    for (std::size_t start = 0, end = 0; start < records.size(); start = end) {
+    for (std::size_t start = 0; start < records.size();) {
       const auto route = records[start]->route;
-      end = start;
+      std::size_t end = start;
       while (end < records.size() && records[end]->route == route) ++end;
-      statements.push_back(insert_statement(route, std::span(records).subspan(start, end - start)));
+      std::size_t used = 0;
+      statements.push_back(
+          insert_statement(route, std::span(records).subspan(start, end - start), used));
+      start += used;
     }
     std::vector<std::string> inserted = statements.size() == 1
                                             ? run_single(statements.front(), records.size())
@@ -214,10 +269,26 @@ class PostgresSink final : public Sink {
     std::vector<int> formats;
   };
 
+  static constexpr std::size_t kStatementBytes = 64u << 20;
+  static constexpr std::size_t kMaxMessageBytes = (1u << 30) - (1u << 20);
+
   // The insert of one table: a fixed statement whose rows come as one array per column
   // (unnest), prepared once per connection. PostgreSQL then neither parses nor plans per
   // batch: the server's CPU per record is measured against the multi-row VALUES with
   // 3 parameters per row sent before (BENCHMARKS.md, bench_pipeline's ceiling-db-values).
+  // What a typed column's array is cast to: the table's own type, else the configured one.
+  std::string column_type(const std::string& table, const Column& column) const {
+    const auto route = static_cast<std::size_t>(std::find(tables().begin(), tables().end(), table) -
+                                                tables().begin());
+    if (route < column_types_.size()) {
+      std::string name = column.field;
+      std::replace(name.begin(), name.end(), '.', '_');
+      const auto found = column_types_[route].find(name);
+      if (found != column_types_[route].end()) return found->second;
+    }
+    return sql_type(column.type);
+  }
+
   std::string insert_sql(const std::string& table) const {
     std::string into = "hash, message_id, document", select = "u.h, u.m, u.d",
                 arrays = "$1::text[], $2::text[], $3::jsonb[]", names = "h, m, d";
@@ -228,7 +299,7 @@ class PostgresSink final : public Sink {
       select += c.epoch_ms ? ", timestamptz 'epoch' + interval '1 millisecond' * u." + name
                            : ", u." + name;
       arrays +=
-          ", $" + std::to_string(n) + "::" + (c.epoch_ms ? "bigint" : sql_type(c.type)) + "[]";
+          ", $" + std::to_string(n) + "::" + (c.epoch_ms ? "bigint" : column_type(table, c)) + "[]";
       names += ", " + name;
     }
     return "INSERT INTO " + sql_identifier(table) + " (" + into + ") SELECT " + select +
@@ -240,17 +311,18 @@ class PostgresSink final : public Sink {
   // of an array literal, and a document goes as it was serialized.
   class BinaryArray {
    public:
-    BinaryArray(std::uint32_t element_type, std::size_t size, std::size_t bytes) {
-      data_.reserve(20 + size * 4 + bytes);
+    BinaryArray(std::uint32_t element_type, std::size_t bytes) {
+      data_.reserve(20 + bytes);
       put32(1);  // dimensions
       put32(0);  // no NULLs
       put32(element_type);
-      put32(static_cast<std::uint32_t>(size));
+      put32(0);  // the number of elements: set by take()
       put32(1);  // lower bound
     }
     void add(std::string_view value) {
       put32(static_cast<std::uint32_t>(value.size()));
       data_.append(value);
+      ++size_;
     }
     // An element written in place by `fill`, after `prefix`.
     template <typename Fill>
@@ -259,16 +331,24 @@ class PostgresSink final : public Sink {
       put32(0);
       data_.append(prefix);
       fill(data_);
-      const auto size = static_cast<std::uint32_t>(data_.size() - at - 4);
-      for (int i = 0; i < 4; ++i) data_[at + i] = static_cast<char>(size >> (24 - 8 * i));
+      set32(at, static_cast<std::uint32_t>(data_.size() - at - 4));
+      ++size_;
     }
-    std::string take() { return std::move(data_); }
+    std::size_t bytes() const { return data_.size(); }
+    std::string take() {
+      set32(12, size_);
+      return std::move(data_);
+    }
 
    private:
     void put32(std::uint32_t v) {
       for (int shift = 24; shift >= 0; shift -= 8) data_ += static_cast<char>(v >> shift);
     }
+    void set32(std::size_t at, std::uint32_t v) {
+      for (int i = 0; i < 4; ++i) data_[at + i] = static_cast<char>(v >> (24 - 8 * i));
+    }
     std::string data_;
+    std::uint32_t size_ = 0;
   };
 
   // A text array literal ({"a","b",NULL}) for a typed column: its values are converted
@@ -289,30 +369,43 @@ class PostgresSink final : public Sink {
     literal += '"';
   }
 
-  Statement insert_statement(std::size_t route,
-                             std::span<const pipeline::Record* const> rows) const {
+  // Rows of one table from the front of `rows`, as many as fit kStatementBytes (at least
+  // one); `used` says how many.
+  Statement insert_statement(std::size_t route, std::span<const pipeline::Record* const> rows,
+                             std::size_t& used) const {
     constexpr std::uint32_t kText = 25, kJsonb = 3802;  // pg_type OIDs
     Statement st;
-    st.sql = insert_sql(tables().at(route));
-    if (use_prepared_) st.prepared = prepared_name(route);
-    BinaryArray hashes(kText, rows.size(), rows.size() * 64);
-    BinaryArray ids(kText, rows.size(), rows.size() * 40);
-    BinaryArray documents(kJsonb, rows.size(), rows.size() * 320);
+    st.sql = statements_.at(route);
+    if (use_prepared_) st.prepared = prepared_name(st.sql);
+    BinaryArray hashes(kText, rows.size() * 68);
+    BinaryArray ids(kText, rows.size() * 44);
+    BinaryArray documents(kJsonb, rows.size() * 320);
     std::vector<std::string> columns(options_.columns.size(), "{");
-    for (const auto* r : rows) {
-      // The records outlive the statement, but the arrays copy their strings: one buffer
-      // per column is what the protocol sends.
-      hashes.add(r->hash);
-      ids.add(r->message_id);
+    std::size_t bytes = 0;
+    for (used = 0; used < rows.size() && bytes < kStatementBytes; ++used) {
+      const auto& r = *rows[used];
+      // The arrays copy the strings: one buffer per column is what the protocol sends.
+      hashes.add(r.hash);
+      // Up to a NUL, as libpq's text parameters always took it (the server refuses one).
+      ids.add(std::string_view(r.message_id.c_str()));
       documents.add_with("\x01", [&](std::string& out) {  // jsonb's binary format: version 1
         nlohmann::detail::serializer<nlohmann::ordered_json> writer(
             nlohmann::detail::output_adapter<char>(out), ' ');
-        writer.dump(r->document, false, false, 0);
+        writer.dump(r.document, false, false, 0);
       });
-      for (std::size_t k = 0; k < options_.columns.size(); ++k)
+      bytes = hashes.bytes() + ids.bytes() + documents.bytes();
+      for (std::size_t k = 0; k < options_.columns.size(); ++k) {
         append_array_element(columns[k],
-                             pipeline::find_field(r->document, options_.columns[k].field));
+                             pipeline::find_field(r.document, options_.columns[k].field));
+        bytes += columns[k].size();
+      }
     }
+    // PostgreSQL takes a message of less than 1 GiB; past it, it drops the connection.
+    if (bytes >= kMaxMessageBytes)
+      throw SinkError("PostgreSQL insert of " + std::to_string(used) +
+                          " record(s): " + std::to_string(bytes) +
+                          " bytes, more than PostgreSQL takes in one message (1 GiB)",
+                      SinkFailure::refused);
     st.storage.push_back(hashes.take());
     st.storage.push_back(ids.take());
     st.storage.push_back(documents.take());
@@ -326,8 +419,8 @@ class PostgresSink final : public Sink {
     return st;
   }
 
-  static std::string prepared_name(std::size_t route) {
-    return "sluice_insert_" + std::to_string(route);
+  static std::string prepared_name(const std::string& sql) {
+    return "sluice_insert_" + crypto::sha256_hex(sql).substr(0, 24);
   }
 
   static void collect(PGresult* res, std::vector<std::string>& inserted) {
@@ -344,8 +437,8 @@ class PostgresSink final : public Sink {
   std::vector<std::string> run_pipelined(const std::vector<Statement>& statements,
                                          std::size_t rows) {
     if (!PQenterPipelineMode(conn_)) fail("enter pipeline mode");
-    // Statements up to a sync share an implicit transaction: all chunks are written
-    // or none (a failed chunk rolls back the ones before it and skips the rest).
+    // Statements up to a sync share an implicit transaction: all are written or none (a
+    // failed one rolls back the ones before it and skips the rest).
     for (const auto& st : statements)
       if (!dispatch(st)) fail("pipelined insert");
     if (!PQpipelineSync(conn_)) fail("pipeline sync");
@@ -575,7 +668,9 @@ class PostgresSink final : public Sink {
   std::vector<std::string> tables_;  // sink.table, then the routed tables: by Record::route
   PGconn* conn_ = nullptr;
   std::atomic<bool> interrupted_{false};
-  bool use_prepared_ = true;  // until a pooler loses them (classify)
+  bool use_prepared_ = true;             // until a pooler loses them (classify)
+  std::vector<std::string> statements_;  // the insert of each table, by Record::route
+  std::vector<std::map<std::string, std::string>> column_types_;  // by route: name -> type
 };
 
 }  // namespace

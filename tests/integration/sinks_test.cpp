@@ -275,7 +275,7 @@ TEST(SqliteSink, UnwritableFileIsASinkError) {
   EXPECT_THROW(sink->open(), sinks::SinkError);
 }
 
-TEST(PostgresSink, MultiRowInsertOnConflictDoNothing) {
+TEST(PostgresSink, InsertOnConflictDoNothing) {
   auto& pg = test::Postgres::shared();
   sinks::PostgresOptions options;
   options.dsn = pg.dsn();
@@ -368,7 +368,34 @@ TEST(PostgresSink, ValuesThatAnArrayLiteralWouldMisreadArriveUnchanged) {
   EXPECT_EQ(pg.query("SELECT n FROM " + options.table + " WHERE hash = 'V1:array-3'"), "3\n");
 }
 
-TEST(PostgresSink, LargeBatchesArePipelinedInOneRoundTrip) {
+// A table made before (by the user, or by an earlier configuration) whose typed columns
+// have other types than the configuration says: the rows are cast to the table's own
+// types, as a VALUES list's parameters were.
+TEST(PostgresSink, TypedColumnsTakeTheExistingTablesTypes) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "own_types_" + std::to_string(getpid());
+  pg.query("CREATE TABLE " + options.table +
+           " (hash text NOT NULL, message_id text, document jsonb NOT NULL, written_at "
+           "timestamptz NOT NULL DEFAULT now(), id uuid, n integer, at timestamp)");
+  options.columns = {{"id", pipeline::FieldType::string},
+                     {"n", pipeline::FieldType::string},
+                     {"at", pipeline::FieldType::string}};
+  auto sink = sinks::make_postgres_sink(options);
+  sink->open();
+  pipeline::Record r;
+  r.hash = "V1:own";
+  r.message_id = "m1";
+  r.document = nlohmann::ordered_json::parse(
+      R"({"id":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","n":"42","at":"2024-01-01T00:00:00+05:00"})");
+  EXPECT_EQ(sink->write(std::vector<pipeline::Record>{r}).outcomes,
+            std::vector<sinks::WriteOutcome>{sinks::WriteOutcome::inserted});
+  EXPECT_EQ(pg.query("SELECT id::text, n + 1, at FROM " + options.table),
+            "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d|43|2024-01-01 00:00:00\n");
+}
+
+TEST(PostgresSink, LargeBatchesInOneStatementCountEachDuplicateOnce) {
   auto& pg = test::Postgres::shared();
   sinks::PostgresOptions options;
   options.dsn = pg.dsn();
