@@ -14,6 +14,8 @@
 //                      each writing contender reaches;
 //   ceiling-db-values  the same with the multi-row VALUES statement the sink sent
 //                      before (3 parameters per row, parsed and planned each time);
+//   ceiling-db-select-first  the same, deduplicated select-then-insert (seed 001's
+//                      rejected design: the batch's hashes looked up, the others inserted);
 //   sluice run         into PostgreSQL, batch 100 x 4 writers (the defaults of a config);
 //   sluice per-record  batch 1 on 16 writers, one write per message (the usual style of a
 //                      hand-written consumer);
@@ -28,7 +30,8 @@
 //               clock's stop; the proxy's hop costs time and CPU: not a timing run.
 // Environment: BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
 // BENCH_BATCH (100), BENCH_WRITERS (4) for the sluice contenders; BENCH_LOG_LEVEL (error),
-// BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, ceiling-db-values, sluice,
+// BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, ceiling-db-values,
+// ceiling-db-select-first, sluice,
 // sluice-per-record, node-sqs-consumer, node-pool, fifo-ceiling, sluice-fifo), BENCH_KEEP_LOGS=DIR
 // (keep each contender's output there), BENCH_WRAP (a profiler command in front of sluice, e.g.
 // "/usr/bin/perf record -g -o /tmp/sluice.perf --").
@@ -312,6 +315,9 @@ static int run_bench(int argc, char** argv) {
     contend("ceiling-db", "ceiling with the same PostgreSQL writes", 0, raw_db("unnest"), distinct);
     // The statement the sink sent before 2026-12-04, for PostgreSQL's CPU per record.
     contend("ceiling-db-values", "ceiling-db, multi-row VALUES statements", 0, raw_db("values"),
+            distinct);
+    // Seed 001's claim: select-then-insert costs "~50%" of insert-first's throughput.
+    contend("ceiling-db-select-first", "ceiling-db, select-then-insert", 0, raw_db("select-first"),
             distinct);
     contend("sluice", "sluice run, batch " + std::to_string(batch) + " x" + std::to_string(writers),
             0, sluice(batch, writers), distinct);

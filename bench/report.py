@@ -64,6 +64,7 @@ PIPELINE_LABELS = [
     ("ceiling", "bare client (the ceiling): receive + delete, no work"),
     ("ceiling-db", "bare client with the same PostgreSQL writes (the database ceiling)"),
     ("ceiling-db-values", "the same, multi-row VALUES statements (the sink's before 2026-12-04)"),
+    ("ceiling-db-select-first", "the same, select-then-insert (seed 001's rejected dedupe design)"),
     ("sluice", "`sluice run` -> PostgreSQL, batch 100 x 4 writers"),
     ("sluice-per-record", "`sluice run`, per-record writes (batch 1 x 16 writers)"),
     ("node-sqs-consumer", "Node: sqs-consumer x 8 + pg pool"),

@@ -14,7 +14,9 @@
 //    after its row is written, and at most 1,000 are held, as `sluice run` does. What it does not
 //    do is decode, normalize or hash: the pipeline's own work.
 // Exits 0 on SIGTERM.
-// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values]]
+// FORM "select-first": seed 001's rejected dedupe design, a SELECT of the batch's hashes
+// first, then the insert of those not found (two round trips per batch).
+// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values|select-first]]
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "bench_support.hpp"
 
@@ -104,7 +107,8 @@ void exec(PGconn* conn, const std::string& sql) {
 
 int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
                   const std::string& url, int count, int loops, const std::string& dsn,
-                  const std::string& table, const std::string& rows_path, bool values_form) {
+                  const std::string& table, const std::string& rows_path, const std::string& form) {
+  const bool values_form = form == "values", select_first = form == "select-first";
   const auto known = load_rows(rows_path);
   if (known.empty()) {
     std::fprintf(stderr, "bench_sqs_raw: no rows in %s\n", rows_path.c_str());
@@ -138,6 +142,14 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
                                  "hash")
                                     .c_str(),
                                 3, nullptr);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+          std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
+          std::exit(1);
+        }
+        PQclear(r);
+        r = PQprepare(conn, "select_known",
+                      ("SELECT hash FROM \"" + table + "\" WHERE hash = ANY($1::text[])").c_str(),
+                      1, nullptr);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
           std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(r));
           std::exit(1);
@@ -182,7 +194,26 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
           std::vector<std::string_view> hashes, ids, documents;
           std::vector<std::string> jsonb;  // jsonb's binary format: a version byte, the text
           jsonb.reserve(rows.size());
+          // Seed 001's rejected design: ask which records are there, insert the others (a
+          // second round trip; ON CONFLICT still settles the writers' races).
+          std::unordered_set<std::string> known;
+          if (select_first) {
+            std::vector<std::string_view> all;
+            for (const auto& row : rows) all.push_back(*row.hash);
+            const std::string array = binary_array(25, all);
+            const char* values[] = {array.data()};
+            const int lengths[] = {static_cast<int>(array.size())};
+            const int formats[] = {1};
+            PGresult* found = PQexecPrepared(conn, "select_known", 1, values, lengths, formats, 0);
+            if (PQresultStatus(found) != PGRES_TUPLES_OK) {
+              std::fprintf(stderr, "bench_sqs_raw: %s", PQresultErrorMessage(found));
+              std::exit(1);
+            }
+            for (int i = 0; i < PQntuples(found); ++i) known.insert(PQgetvalue(found, i, 0));
+            PQclear(found);
+          }
           for (const auto& row : rows) {
+            if (known.count(*row.hash)) continue;
             hashes.push_back(*row.hash);
             ids.push_back(row.message_id);
             documents.push_back(jsonb.emplace_back("\x01" + *row.document));
@@ -270,9 +301,10 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
 
 int main(int argc, char** argv) {
   if (argc != 5 && argc != 8 && argc != 9) {
-    std::fprintf(stderr,
-                 "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values]]\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values|select-first]]\n",
+        argv[0]);
     return 2;
   }
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
@@ -287,7 +319,7 @@ int main(int argc, char** argv) {
   auto client = std::make_shared<sqs::SqsClient>(io.get_executor(), options);
   if (argc >= 8)
     return with_database(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
-                         argv[6], argv[7], argc == 9 && std::string_view(argv[8]) == "values");
+                         argv[6], argv[7], argc == 9 ? argv[8] : "unnest");
   bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   return 0;
 }
