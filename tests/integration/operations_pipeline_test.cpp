@@ -570,12 +570,12 @@ TEST_F(OperationsPipeline, RedriveMovesDeadLettersBackAndAKilledRedriveLosesNone
   EXPECT_EQ(queue_total(dlq), 300);
   EXPECT_EQ(queue_total(source), 700);
 
-  // The rest at 100 a second, killed after about a second, then run again.
+  // The rest at 100 a second, killed once it has moved some, then run again.
   const pid_t killed =
       spawn_sluice({"dlq", "redrive", "--to", source, "--rate", "100", "--visibility-timeout", "2",
                     "--endpoint-url", test::Emulator::shared().endpoint(), "--region", "us-east-1",
                     "--queue-url", dlq});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_TRUE(test::wait_until([&] { return queue_total(source) > 700; })) << "it had started";
   ::kill(killed, SIGKILL);
   EXPECT_EQ(wait_exit(killed), -SIGKILL);
   const int left = queue_total(dlq);
@@ -687,19 +687,23 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
 
   // SIGTERM: the window in flight is finished (confirmed, acknowledged), nothing is
   // moved twice, and it says it stopped (exit 1).
-  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "100",
+  // Each signal comes once the run has moved some: a fixed sleep can end before a slow
+  // start (a sanitizer build on a loaded machine), and the rate leaves time to be seen.
+  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "50",
                                       "--amqp-url", rabbit.uri(), "--queue", dlq});
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready > 700; }))
+      << "it had started";
   ::kill(stopped, SIGTERM);
   EXPECT_EQ(wait_exit(stopped), 1);
   const long after_term = rabbit.queue(dlq).ready;
   EXPECT_LT(after_term, 320) << "it had moved some";
   EXPECT_EQ(after_term + rabbit.queue(queue).ready, 1020) << "none twice, none lost";
 
-  // The rest at 100 a second, killed after about a second, then run again.
-  const pid_t killed = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "100", "--amqp-url",
+  // The rest at 50 a second, killed once it has moved some, then run again.
+  const pid_t killed = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "50", "--amqp-url",
                                      rabbit.uri(), "--queue", dlq});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready > 1020 - after_term; }))
+      << "it had started";
   ::kill(killed, SIGKILL);
   EXPECT_EQ(wait_exit(killed), -SIGKILL);
   long left = -1;  // the broker requeues what the dead connection held
