@@ -689,8 +689,8 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   // moved twice, and it says it stopped (exit 1).
   // Each signal comes once the run has moved some: a fixed sleep can end before a slow
   // start (a sanitizer build on a loaded machine), and the rate leaves time to be seen.
-  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "50",
-                                      "--amqp-url", rabbit.uri(), "--queue", dlq});
+  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "50", "--amqp-url",
+                                      rabbit.uri(), "--queue", dlq});
   EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready > 700; }))
       << "it had started";
   ::kill(stopped, SIGTERM);
