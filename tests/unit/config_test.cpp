@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -396,8 +397,8 @@ TEST(Config, TheFileExampleLoads) {
   EXPECT_TRUE(c.warnings.empty());
   for (const char* example : {"inventory-pipeline.yaml", "rabbitmq-pipeline.yaml",
                               "sns-pipeline.yaml", "large-payloads-pipeline.yaml"})
-    EXPECT_TRUE(
-        load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/" + example).warnings.empty())
+    EXPECT_TRUE(load_config(std::filesystem::path(SLUICE_SOURCE_DIR) / "examples" / example)
+                    .warnings.empty())
         << example << " uses a key of an earlier release";
 }
 
