@@ -13,7 +13,8 @@
 //  - Deletes and visibility changes are batched, and always flushed on stop.
 //  - Leases (SQS visibility) are extended for messages still held (heartbeat),
 //    failures come back after an exponential backoff, ordered groups (SQS FIFO) keep
-//    their order: a group's next message goes out once the previous one is settled.
+//    their order: a group's next message goes out once the previous one is settled
+//    (or, for a batch handler that keeps the order itself, a group's run at a time).
 //
 // Delivery is at least once: handlers must be idempotent (see the pipeline's
 // content-hash dedupe for one way).
@@ -62,6 +63,15 @@ struct ContainerOptions {
   std::chrono::milliseconds failure_backoff_base{1000};
   std::chrono::milliseconds failure_backoff_max{std::chrono::hours(12)};
   std::chrono::milliseconds shutdown_deadline{30000};
+  // Ordered groups (SQS FIFO): a group's next message goes out once the previous one
+  // is settled, so a group advances one message per settlement. A batch handler that
+  // keeps a group's order itself may take runs instead: a group's messages received
+  // together (SQS returns up to 10 of a group at once) go to one call, in order, and
+  // the group's next run once all of these are settled. The handler must then settle
+  // them in effect in order: write none after one it did not ack or reject (one
+  // retried, released or lost releases the rest of its run, whose later acks are
+  // ignored; a handler can see it with Message::settled()). Batch listener only.
+  bool ordered_group_runs = false;
 
   // --- What affects performance
   int max_in_flight = 100;  // messages held at once (received, not settled)

@@ -1004,6 +1004,10 @@ void finalize(Loading& loading) {
   // The stages are quick and never block (the writers do the I/O), so a received
   // batch is handled in one worker call: one thread hand-off per poll, not per message.
   c.container.listener_mode = ListenerMode::batch;
+  // The writers keep each ordered group's order (one writer at a time per group, in the
+  // order handed over, none written after one of its group that failed): a FIFO group
+  // goes out a run at a time, not a message per write.
+  c.container.ordered_group_runs = true;
   c.writer.dead_letter_queue = source.dead_letters(*c.source);
   // The container's checks speak of its own option names: say the YAML keys instead.
   try {

@@ -197,9 +197,10 @@ class PipelineRun {
       stopped = true;
       return 0;
     }
-    // On a FIFO queue the container hands out a group's next message only once the
-    // previous one is settled, and the writers settle a message only once its row is
-    // committed: each group's rows reach the database in queue order.
+    // On a FIFO queue the container hands out a group's next run (its messages received
+    // together) only once the previous run is settled; the writers write a group's
+    // records in the order handed over, one writer at a time, and none after one that
+    // failed: each group's rows reach the database in queue order.
     try {
       container_ = std::make_unique<Container>(config_.container, source_.factory(*config_.source),
                                                BatchHandler([this](std::span<Message> batch) {

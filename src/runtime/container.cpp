@@ -116,8 +116,9 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
       core.tracing->set_source(core.source->messaging_system(), core.source->destination_name());
     const auto& capabilities = core.capabilities;
     const bool batch = core.options.listener_mode == ListenerMode::batch;
-    core.dispatch = capabilities.ordered_groups ? runtime::make_ordered_groups(batch)
-                                                : runtime::make_direct_dispatch(batch);
+    core.dispatch = capabilities.ordered_groups
+                        ? runtime::make_ordered_groups(batch, core.options.ordered_group_runs)
+                        : runtime::make_direct_dispatch(batch);
     settlement.permits().set_wake_threshold(capabilities.max_batch);
     if (core.options.worker_threads == 0) {
       if (capabilities.blocking_prepare)

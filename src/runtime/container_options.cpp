@@ -53,6 +53,9 @@ void validate(const ContainerOptions& o) {
   if (o.consecutive_empty_trigger < 1)
     bad_option("consecutive_empty_trigger", std::to_string(o.consecutive_empty_trigger),
                "at least 1");
+  if (o.ordered_group_runs && o.listener_mode != ListenerMode::batch)
+    bad_option("ordered_group_runs", "true",
+               "false with a single listener (runs go to a batch listener, in one call)");
   if (o.error_backoff_max <= std::chrono::milliseconds(0))
     bad_option("error_backoff_max", str(o.error_backoff_max), "more than 0");
 }

@@ -1,5 +1,6 @@
 #include "runtime/dispatch.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -38,11 +39,12 @@ class DirectDispatch final : public Dispatch {
 
 class OrderedGroups final : public Dispatch {
  public:
-  explicit OrderedGroups(bool batch) : batch_(batch) {}
+  OrderedGroups(bool batch, bool runs) : batch_(batch), runs_(runs) {}
 
   Step admit(std::vector<StatePtr> states) override {
     std::vector<StatePtr> out;
     std::lock_guard lock(mutex_);
+    ++admission_;
     for (auto& s : states) {
       if (s->settled()) continue;  // lost before it was admitted: nothing to hand out
       const auto group_id = s->text.group();
@@ -54,8 +56,13 @@ class OrderedGroups final : public Dispatch {
       if (it == groups_.end()) it = groups_.emplace(std::string(*group_id), Group{}).first;
       Group& group = it->second;
       group.queue.push_back(s);
-      if (!group.out) {
-        group.out = true;
+      // A group with nothing out starts a run; with runs, the rest of this receive's
+      // messages of the group join it (they follow it in the queue's order).
+      const bool joins_run =
+          runs_ && group.run == admission_ && group.out + 1 == group.queue.size();
+      if (group.out == 0 || joins_run) {
+        ++group.out;
+        group.run = admission_;
         out.push_back(std::move(s));
       }
     }
@@ -67,39 +74,52 @@ class OrderedGroups final : public Dispatch {
     if (!group_id) return {};
     std::lock_guard lock(mutex_);
     auto it = groups_.find(*group_id);
-    // Not the message out for its group (one settled while it waited, by a lost
-    // lease or by stop()): it is skipped when its turn comes.
-    if (it == groups_.end() || !it->second.out || it->second.queue.front() != state) return {};
+    if (it == groups_.end()) return {};
     Group& group = it->second;
-    group.queue.pop_front();
-    group.out = false;
+    const auto out_end = group.queue.begin() + static_cast<std::ptrdiff_t>(group.out);
+    const auto position = std::find(group.queue.begin(), out_end, state);
+    // Not out for its group (settled while it waited, by a lost lease or by stop(),
+    // or released after a failure before it): it is skipped when its turn comes.
+    if (position == out_end) return {};
     Step step;
     if (outcome == Outcome::ack || outcome == Outcome::reject) {
-      while (!group.queue.empty() && group.queue.front()->settled()) group.queue.pop_front();
-      if (!group.queue.empty()) {
-        group.out = true;
-        step.ready = pack({group.queue.front()}, batch_);
-        return step;
-      }
+      group.queue.erase(position);
+      --group.out;
     } else {
-      // Retried, released or lost: what follows it must not overtake it.
-      for (auto& s : group.queue) {
+      // Retried, released or lost: what follows it must not overtake it, whether it
+      // waits here or is out in the same run (its later ack is then ignored).
+      for (auto s = position + 1; s != group.queue.end(); ++s) {
         // Messages of the same lost lease are dropped by the core, never released.
-        const bool same_lost_lease = outcome == Outcome::lost && s->lease == state->lease;
-        if (!s->settled() && !same_lost_lease) step.release.push_back(s);
+        const bool same_lost_lease = outcome == Outcome::lost && (*s)->lease == state->lease;
+        if (!(*s)->settled() && !same_lost_lease) step.release.push_back(*s);
       }
+      group.out = static_cast<std::size_t>(position - group.queue.begin());
+      group.queue.erase(position, group.queue.end());
     }
-    groups_.erase(it);
+    if (group.out > 0) return step;  // the run is not over yet
+    std::erase_if(group.queue, [](const StatePtr& s) { return s->settled(); });
+    if (group.queue.empty()) {
+      groups_.erase(it);
+      return step;
+    }
+    // The group's next run: its first waiting message, or with runs all of them.
+    group.out = runs_ ? group.queue.size() : 1;
+    group.run = 0;  // a later receive's messages wait for this run
+    const auto run_end = group.queue.begin() + static_cast<std::ptrdiff_t>(group.out);
+    step.ready = pack(std::vector<StatePtr>(group.queue.begin(), run_end), batch_);
     return step;
   }
 
  private:
   struct Group {
-    std::deque<StatePtr> queue;  // front() is the one out, when `out`
-    bool out = false;
+    std::deque<StatePtr> queue;  // the first `out` are out (handed to a handler)
+    std::size_t out = 0;
+    std::uint64_t run = 0;  // the admission that started the run out, if it did
   };
   const bool batch_;
+  const bool runs_;
   std::mutex mutex_;
+  std::uint64_t admission_ = 0;
   struct NameHash {  // finds a group by the string_view in the message's text
     using is_transparent = void;
     std::size_t operator()(std::string_view name) const {
@@ -114,8 +134,8 @@ class OrderedGroups final : public Dispatch {
 std::unique_ptr<Dispatch> make_direct_dispatch(bool batch) {
   return std::make_unique<DirectDispatch>(batch);
 }
-std::unique_ptr<Dispatch> make_ordered_groups(bool batch) {
-  return std::make_unique<OrderedGroups>(batch);
+std::unique_ptr<Dispatch> make_ordered_groups(bool batch, bool runs) {
+  return std::make_unique<OrderedGroups>(batch, runs);
 }
 
 }  // namespace sluice::runtime

@@ -9,6 +9,11 @@
 //     released or lost), never when its handler returns; groups run in parallel. A
 //     group whose message is retried, released or lost has the rest of its held
 //     messages released, in order, so that the queue delivers them again after it.
+//     With runs (ContainerOptions::ordered_group_runs: a batch handler that keeps a
+//     group's order itself): a group's messages admitted together go out together, in
+//     order, in one unit; the group's next run once every message of this one is
+//     settled. One of a run retried, released or lost releases the rest of the run
+//     too, though they are out: their handler's later acks are then ignored.
 // Pure logic, thread-safe; the core acts on the steps it returns.
 
 #include <boost/container/small_vector.hpp>
@@ -38,6 +43,6 @@ class Dispatch {
 };
 
 std::unique_ptr<Dispatch> make_direct_dispatch(bool batch);
-std::unique_ptr<Dispatch> make_ordered_groups(bool batch);
+std::unique_ptr<Dispatch> make_ordered_groups(bool batch, bool runs);
 
 }  // namespace sluice::runtime

@@ -346,6 +346,8 @@ class MongoSink final : public Sink {
     return total;
   }
 
+  // An unordered insert_many writes the others when one document fails.
+  bool atomic_batches() const override { return false; }
   std::string describe() const override {
     return "mongodb:" + options_.database + "." + options_.collection;
   }

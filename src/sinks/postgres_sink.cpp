@@ -217,10 +217,15 @@ class PostgresSink final : public Sink {
     ensure_open();
     // Rows by table, then in hash order: concurrent writers (other processes too) then
     // take the unique indexes' locks in the same order and cannot deadlock each other.
+    // Not with records of ordered groups: a group's rows keep their sequence. Those have
+    // no such risk (a FIFO group is held by one writer of one consumer at a time); a
+    // deadlock on content shared across groups is detected and the batch retried.
     std::vector<std::size_t> order(input.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const bool keep_order = std::ranges::any_of(input, &pipeline::Record::ordered);
     // Stable: of two records with one hash, the earlier is the row that is inserted.
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (keep_order) return input[a].route < input[b].route;
       return std::tie(input[a].route, input[a].hash) < std::tie(input[b].route, input[b].hash);
     });
     std::vector<const pipeline::Record*> records;  // no copies of the documents

@@ -91,6 +91,10 @@ class Sink {
   // Records in every table it writes (sink.table and the routed ones).
   virtual std::uint64_t count_records() = 0;
   virtual std::string describe() const = 0;
+  // A batch is all or nothing for failures: no record of it comes back `failed` while a
+  // later one is written (one statement, one transaction). Only then do the writers
+  // put several records of an ordered group in one batch.
+  virtual bool atomic_batches() const { return true; }
   // Called from another thread (at the shutdown deadline): makes a call blocked in
   // the database return with an error soon. Must not block.
   virtual void interrupt() {}

@@ -2,10 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "runtime/backoff.hpp"
 
@@ -34,6 +37,7 @@ struct BatchWriter::Core {
   std::size_t queued() const;
 
   void run(Sink& sink);
+  void take_ordered(const Sink& sink, std::vector<Item>& batch, std::vector<std::string>& groups);
   void write_records(Sink& sink, std::vector<Item>& items);
   tracing::Span trace_write(std::span<Item> items) const;
   void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
@@ -54,6 +58,9 @@ struct BatchWriter::Core {
   };
   std::deque<Queued> queue_;
   std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
+  // The ordered groups a writer is writing now, and which: a group's records go to one
+  // writer at a time, so they reach the database in the order they were queued.
+  std::unordered_map<std::string, const Sink*> writing_groups_;
   bool stopping_ = false;
   std::atomic<bool> healthy_{true};
   std::vector<std::unique_ptr<Sink>> sinks_;
@@ -177,6 +184,7 @@ bool BatchWriter::Core::sleep_unless_stopping(std::chrono::milliseconds d) {
 void BatchWriter::Core::run(Sink& sink) {
   for (;;) {
     std::vector<Item> batch;
+    std::vector<std::string> groups;  // the ordered groups this batch writes
     {
       std::unique_lock lock(mutex_);
       ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -186,12 +194,19 @@ void BatchWriter::Core::run(Sink& sink) {
       ready_.wait_until(lock, deadline, [&] {
         return queue_.size() >= options_.batch_size || ordered_queued_ > 0 || stopping_;
       });
-      const std::size_t n = std::min(options_.batch_size, queue_.size());
-      batch.reserve(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        ordered_queued_ -= queue_.front().ordered;
-        batch.push_back(std::move(queue_.front().item));
-        queue_.pop_front();
+      if (ordered_queued_ > 0) {
+        take_ordered(sink, batch, groups);
+        if (batch.empty()) {  // all of it is of groups that other writers are writing
+          ready_.wait(lock);
+          continue;
+        }
+      } else {
+        const std::size_t n = std::min(options_.batch_size, queue_.size());
+        batch.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          batch.push_back(std::move(queue_.front().item));
+          queue_.pop_front();
+        }
       }
     }
     std::vector<Item> records, rejects;
@@ -200,7 +215,38 @@ void BatchWriter::Core::run(Sink& sink) {
           .push_back(std::move(item));
     if (!rejects.empty()) write_rejects(sink, rejects);
     if (!records.empty()) write_records(sink, records);
+    if (!groups.empty()) {  // settled: the groups' next records may go to any writer
+      std::lock_guard lock(mutex_);
+      for (const auto& group : groups) writing_groups_.erase(group);
+      ready_.notify_all();
+    }
   }
+}
+
+// Under mutex_, with ordered records queued: a batch in queue order that leaves out the
+// groups another writer is writing (their records stay queued, in order). A sink whose
+// batches are not all or nothing gets one record of a group per batch: a record failed
+// on its own must not have a later one of its group written beside it.
+void BatchWriter::Core::take_ordered(const Sink& sink, std::vector<Item>& batch,
+                                     std::vector<std::string>& groups) {
+  const bool runs = sink.atomic_batches();
+  std::deque<Queued> left;
+  while (!queue_.empty() && batch.size() < options_.batch_size) {
+    Queued queued = std::move(queue_.front());
+    queue_.pop_front();
+    if (queued.ordered) {
+      std::string group = *queued.item.message.group_id();
+      const auto [writer, added] = writing_groups_.try_emplace(group, &sink);
+      if (writer->second != &sink || (!added && !runs)) {
+        left.push_back(std::move(queued));
+        continue;
+      }
+      if (added) groups.push_back(std::move(group));
+      --ordered_queued_;
+    }
+    batch.push_back(std::move(queued.item));
+  }
+  for (auto it = left.rbegin(); it != left.rend(); ++it) queue_.push_front(std::move(*it));
 }
 
 namespace {
@@ -228,7 +274,10 @@ std::string escaped(const std::string& body) {
 void BatchWriter::Core::write_records(Sink& sink, std::vector<Item>& items) {
   std::vector<pipeline::Record> records;
   records.reserve(items.size());
-  for (auto& item : items) records.push_back(std::move(std::get<pipeline::Record>(item.payload)));
+  for (auto& item : items) {
+    records.push_back(std::move(std::get<pipeline::Record>(item.payload)));
+    records.back().ordered = item.message.group_id().has_value();
+  }
   std::vector<Item> refused;
   write_range(sink, std::span(items), std::span(records), refused);
   if (!refused.empty()) write_rejects(sink, refused);
@@ -276,6 +325,23 @@ std::string trace_field(const Message& message) {
 void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
                                     std::span<pipeline::Record> records,
                                     std::vector<Item>& refused) {
+  // A message settled already was released behind one of its group that was not
+  // written (or its lease was lost): written now, its row would come before that one's.
+  if (std::ranges::any_of(items, [](const Item& item) { return item.message.settled(); })) {
+    std::vector<Item> live_items;
+    std::vector<pipeline::Record> live_records;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (items[i].message.settled()) {
+        spdlog::debug("event=record_skipped sink={} message_id={}{} reason=settled",
+                      sink.describe(), records[i].message_id, trace_field(items[i].message));
+        continue;
+      }
+      live_items.push_back(std::move(items[i]));
+      live_records.push_back(std::move(records[i]));
+    }
+    if (!live_items.empty()) write_range(sink, live_items, live_records, refused);
+    return;
+  }
   std::chrono::milliseconds backoff = options_.retry_base;
   for (int attempt = 1;; ++attempt) {
     const auto started = Clock::now();
@@ -368,6 +434,8 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
 }
 
 void BatchWriter::Core::write_rejects(Sink& sink, std::vector<Item>& items) {
+  std::erase_if(items, [](const Item& item) { return item.message.settled(); });  // as above
+  if (items.empty()) return;
   if (options_.rejects_table) {
     std::vector<RejectRow> rows;
     for (auto& item : items) rows.push_back(std::get<RejectRow>(item.payload));

@@ -13,7 +13,11 @@
 // A message is never acked before the database has its record.
 // A record whose message belongs to an ordered group (SQS FIFO) is written without
 // waiting for company: its group cannot advance until it is settled, so a timer
-// would only add latency; records that arrive while a write runs still batch up.
+// would only add latency; records that arrive while a write runs still batch up. A
+// group's records are written by one writer at a time in the order submitted (several
+// in one batch when the sink's batches are all or nothing), and a record whose message
+// is settled before its write (released behind one of its group that failed) is not
+// written: each group's rows reach the database in its order.
 
 #include <chrono>
 #include <functional>

@@ -7,17 +7,23 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "app/config.hpp"
 #include "app/run.hpp"
+#include "sinks/sink.hpp"
+#include "sinks/writer.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sqs/driver.hpp"
 #include "support/emulator.hpp"
+#include "support/fake_source.hpp"
 #include "support/local_sqs.hpp"
 #include "support/pipeline.hpp"
 #include "support/run.hpp"
+#include "support/wait.hpp"
 
 namespace asio = boost::asio;
 using namespace sluice;
@@ -162,4 +168,166 @@ TEST_F(FifoPipeline, EachGroupsRowsReachPostgresInOrderAndAFailedWriteSendsItsGr
                                ") a WHERE g = 'g7' AND s = 149) AND ord < (SELECT ord FROM (" +
                                rows + ") b WHERE g = 'g7' AND s = 150)")),
             100);
+}
+
+// ---------------------------------------------------------------- group runs
+// The emulator gives one message per group per receive; SQS gives up to 10. An
+// in-process source that does (support/fake_source.hpp) shows the path real SQS takes:
+// a group's run goes to the writers in one hand-over, is written in order by one writer
+// at a time (several writers here), and settles as a whole; a failure sends the rest of
+// its run back, to arrive again in order.
+namespace {
+
+struct RunsOutcome {
+  int longest_run = 0;  // the most messages of one group in one handler call
+  std::vector<std::string> retried, released, rejected;
+};
+
+// kGroups x kPerGroup messages, received as FIFO gives them (10 of a group at a time),
+// through the container's ordered runs into `factory`'s database with `writers` writers.
+RunsOutcome drain_runs(const sinks::BatchWriter::SinkFactory& factory, int writers) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->ordered_groups = true;
+  queue->redeliver = true;
+  for (int block = 0; block < kPerGroup; block += 10)
+    for (int g = 0; g < kGroups; ++g)
+      for (int seq = block; seq < block + 10; ++seq)
+        queue->push("g" + std::to_string(g) + ":" + std::to_string(seq), "g" + std::to_string(g));
+  sinks::WriterOptions options;
+  options.writers = writers;
+  options.max_attempts = 1;
+  options.batch_size = 50;
+  sinks::BatchWriter writer(factory, options, {});
+  writer.start();
+  ContainerOptions container_options;
+  container_options.name = "fifo-runs";
+  container_options.listener_mode = ListenerMode::batch;
+  container_options.ack_mode = AckMode::manual;
+  container_options.ordered_group_runs = true;
+  container_options.max_in_flight = 200;
+  container_options.max_concurrent_receives = 4;
+  container_options.worker_threads = 4;
+  container_options.failure_backoff_base = 0ms;
+  container_options.failure_backoff_max = 0ms;
+  RunsOutcome outcome;
+  std::mutex mutex;
+  Container container(container_options, test::fake_source(queue),
+                      BatchHandler([&](std::span<Message> batch) {
+                        std::vector<sinks::BatchWriter::Item> items;
+                        std::map<std::string, int> per_group;
+                        for (auto& message : batch) {
+                          const std::string body(message.body());
+                          const auto colon = body.find(':');
+                          const std::string group = body.substr(0, colon);
+                          const int seq = std::stoi(body.substr(colon + 1));
+                          ++per_group[group];
+                          pipeline::Record record;
+                          record.hash = pipeline::content_hash("V1", {group, seq});
+                          record.message_id = body;
+                          record.document["group"] = group;
+                          record.document["seq"] = seq;
+                          record.document["documentHash"] = record.hash;
+                          items.push_back({std::move(record), message});
+                        }
+                        std::lock_guard lock(mutex);
+                        for (const auto& [group, n] : per_group)
+                          outcome.longest_run = std::max(outcome.longest_run, n);
+                        writer.submit_all(std::move(items));
+                      }));
+  container.start();
+  const auto settled = [&] {
+    std::lock_guard lock(queue->mutex);
+    return queue->ready.empty() && container.stats().in_flight == 0 &&
+           queue->acked.size() + queue->rejected.size() >= std::size_t{kGroups * kPerGroup};
+  };
+  EXPECT_TRUE(test::wait_until(settled, 120s)) << "acked " << queue->count(queue->acked);
+  container.stop();
+  writer.stop();
+  std::lock_guard lock(queue->mutex);
+  outcome.retried = queue->retried;
+  outcome.released = queue->released;
+  outcome.rejected = queue->rejected;
+  return outcome;
+}
+
+}  // namespace
+
+TEST_F(FifoPipeline, GroupRunsReachSqliteInOrderAndARefusedRecordLeavesItsRunGoingOn) {
+  const std::string db =
+      ::testing::TempDir() + "/sluice-fifo-runs-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  // The sink's table, with a trigger that refuses g3:155 for good (in the middle of the
+  // run g3:150-159).
+  sqlite(db,
+         "CREATE TABLE records (hash TEXT NOT NULL, message_id TEXT, document TEXT NOT NULL, "
+         "written_at TEXT); CREATE TRIGGER refuse BEFORE INSERT ON records WHEN "
+         "NEW.message_id = 'g3:155' BEGIN SELECT RAISE(ABORT, 'refused g3:155'); END;");
+  sinks::SqliteOptions sqlite_options;
+  sqlite_options.path = db;
+  const auto outcome =
+      drain_runs([&] { return sinks::make_sqlite_sink(sqlite_options); }, /*writers=*/2);
+  EXPECT_GT(outcome.longest_run, 1) << "a group's messages went to the writers together";
+  EXPECT_TRUE(outcome.released.empty()) << "a refused record is settled: its run goes on";
+  const std::string rows =
+      "SELECT json_extract(document,'$.group') AS g, json_extract(document,'$.seq') AS s, "
+      "rowid AS r FROM records";
+  EXPECT_EQ(sqlite(db, "SELECT count(*), count(DISTINCT g || ':' || s) FROM (" + rows + ")"),
+            std::to_string(kGroups * kPerGroup - 1) + "|" +
+                std::to_string(kGroups * kPerGroup - 1) + "\n")
+      << "every record once, but the refused one";
+  EXPECT_EQ(sqlite(db, "SELECT message_id, reason FROM rejects"), "g3:155|sink_refused\n");
+  // rowid is the order of insertion: within a group, seq rises with no gap but 155 of g3.
+  EXPECT_EQ(sqlite(db,
+                   "SELECT count(*) FROM (SELECT g, s, lag(s) OVER (PARTITION BY g ORDER BY r) "
+                   "AS p FROM (" +
+                       rows +
+                       ")) WHERE p IS NOT NULL AND s <> p + 1 AND NOT (g = 'g3' AND s = "
+                       "156 AND p = 154)"),
+            "0\n")
+      << "a group's rows were inserted out of sequence order";
+  test::remove_sqlite(db);
+}
+
+TEST_F(FifoPipeline, GroupRunsReachPostgresInOrderAndAFailureSendsTheRestOfItsRunBack) {
+  auto& pg = test::Postgres::shared();
+  const std::string table = "fifo_runs_" + std::to_string(getpid());
+  // The sink's table with an insertion-order column, and a trigger that fails the
+  // write holding g7:155 once (not for good: it is retried, its run released).
+  pg.query("CREATE TABLE " + table +
+           " (hash text NOT NULL, message_id text, document jsonb NOT NULL, written_at "
+           "timestamptz NOT NULL DEFAULT now(), ord bigserial)");
+  pg.query("CREATE SEQUENCE " + table + "_failures");
+  pg.query("CREATE FUNCTION " + table +
+           "_fail_once() RETURNS trigger AS 'BEGIN IF NEW.message_id = ''g7:155'' AND nextval(''" +
+           table +
+           "_failures'') = 1 THEN RAISE EXCEPTION ''injected failure''; END IF; RETURN NEW; END' "
+           "LANGUAGE plpgsql");
+  pg.query("CREATE TRIGGER fail_once BEFORE INSERT ON " + table +
+           " FOR EACH ROW EXECUTE FUNCTION " + table + "_fail_once()");
+  sinks::PostgresOptions postgres;
+  postgres.dsn = pg.dsn();
+  postgres.table = table;
+  const auto outcome = drain_runs([&] { return sinks::make_postgres_sink(postgres); }, 4);
+  EXPECT_EQ(pg.query("SELECT last_value FROM " + table + "_failures"), "2\n")
+      << "the injected failure happened once, and the retry went through";
+  EXPECT_GT(outcome.longest_run, 1) << "a group's messages went to the writers together";
+  EXPECT_TRUE(std::ranges::any_of(outcome.retried, [](const std::string& id) {
+    return id.starts_with("g7:15");
+  })) << "the write of g7's run failed";
+  // The rest of g7's run (g7:156-159 at least) went back unwritten, though it was out.
+  for (int seq = 156; seq < 160; ++seq)
+    EXPECT_EQ(
+        std::count(outcome.released.begin(), outcome.released.end(), "g7:" + std::to_string(seq)),
+        1)
+        << "g7:" << seq;
+  const std::string rows =
+      "SELECT document->>'group' AS g, (document->>'seq')::int AS s, ord FROM " + table;
+  EXPECT_EQ(pg.query("SELECT count(*), count(DISTINCT g || ':' || s) FROM (" + rows + ") x"),
+            std::to_string(kGroups * kPerGroup) + "|" + std::to_string(kGroups * kPerGroup) + "\n")
+      << "every record once";
+  EXPECT_EQ(pg.query("SELECT count(*) FROM (SELECT s, lag(s) OVER (PARTITION BY g ORDER BY ord) AS "
+                     "p FROM (" +
+                     rows + ") x) y WHERE p IS NOT NULL AND s <> p + 1"),
+            "0\n")
+      << "a group's rows were inserted out of sequence order";
 }

@@ -4,10 +4,12 @@
 // hands out several messages of one group in one receive, as SQS FIFO does (the
 // emulator gives one per group per receive, so it cannot show the core's ordering).
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,16 +34,27 @@ struct FakeQueue {
   int max_batch = 10;
   bool ordered_groups = false;
   int throws_left = 0;  // receives that throw something that is not a std::exception
+  // Retried and released messages come back, in the order they were pushed (as a FIFO
+  // queue gives a group's messages again): for bodies that are unique.
+  bool redeliver = false;
+  std::map<std::string, std::uint64_t> pushed_as;  // body -> its place, with redeliver
   spi::SourceContext context;
 
   void push(Item item) {
     std::lock_guard lock(mutex);
+    if (redeliver) pushed_as.emplace(item.body, pushed_as.size());
     ready.push_back(std::move(item));
   }
   void push(std::string body, std::optional<std::string> group = std::nullopt,
             bool settled_by_the_source = false) {
-    std::lock_guard lock(mutex);
-    ready.push_back({std::move(body), std::move(group), settled_by_the_source, {}, {}});
+    push(Item{std::move(body), std::move(group), settled_by_the_source, {}, {}});
+  }
+  // With redeliver: back among the ready ones, in its place (under mutex).
+  void put_back(std::string body, std::optional<std::string> group) {
+    const auto place = pushed_as.at(body);
+    auto at = std::find_if(ready.begin(), ready.end(),
+                           [&](const Item& item) { return pushed_as.at(item.body) > place; });
+    ready.insert(at, Item{std::move(body), std::move(group), false, {}, {}});
   }
   // The lease is gone (a channel closed): its messages will be delivered again.
   void lose_lease() {
@@ -105,8 +118,12 @@ class FakeSource final : public spi::Source {
   void ack(const spi::Delivery& s) override { record(queue_->acked, s); }
   void retry(const spi::Delivery& s, std::chrono::milliseconds) override {
     record(queue_->retried, s);
+    again(s);
   }
-  void release(const spi::Delivery& s) override { record(queue_->released, s); }
+  void release(const spi::Delivery& s) override {
+    record(queue_->released, s);
+    again(s);
+  }
   boost::asio::awaitable<bool> reject(spi::Delivery s, std::string) override {
     record(queue_->rejected, s);
     co_return false;
@@ -121,6 +138,13 @@ class FakeSource final : public spi::Source {
   void record(std::vector<std::string>& where, const spi::Delivery& s) {
     std::lock_guard lock(queue_->mutex);
     where.push_back(spi::body_of(s));
+  }
+  void again(const spi::Delivery& s) {
+    std::lock_guard lock(queue_->mutex);
+    if (!queue_->redeliver) return;
+    const auto group = spi::group_of(s);
+    queue_->put_back(std::string(spi::body_of(s)),
+                     group ? std::optional<std::string>(*group) : std::nullopt);
   }
   std::shared_ptr<FakeQueue> queue_;
   boost::asio::any_io_executor executor_;

@@ -235,6 +235,123 @@ TEST(ContainerCore, AFailureReleasesTheRestOfItsGroupInOrderWhileOtherGroupsGoOn
   EXPECT_TRUE(std::is_sorted(acked_b.begin(), acked_b.end()));
 }
 
+// With runs (a batch handler that keeps a group's order itself, as the pipeline's
+// writers do): the messages of a group received together go to one call, in order;
+// the group's next run only once every message of this one is settled.
+TEST(ContainerCore, OrderedGroupRunsHandAGroupsMessagesReceivedTogetherToOneCallInOrder) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->ordered_groups = true;
+  queue->max_batch = 10;
+  const int groups = 5, per_group = 40;
+  // As SQS FIFO returns them: up to 10 of one group per receive.
+  for (int block = 0; block < per_group; block += 10)
+    for (int g = 0; g < groups; ++g)
+      for (int n = block; n < block + 10; ++n)
+        queue->push("g" + std::to_string(g) + ":" + std::to_string(n), "g" + std::to_string(g));
+  auto options = core_options("runs");
+  options.listener_mode = ListenerMode::batch;
+  options.ordered_group_runs = true;
+  options.max_in_flight = 50;
+  options.worker_threads = 4;
+
+  std::mutex m;
+  std::vector<Message> to_ack;
+  std::map<std::string, int> settled_upto, handed_upto;  // per group
+  std::map<std::string, int> unsettled;                  // handed out, not yet settled
+  std::atomic<int> violations{0}, longest_run{0};
+  Container container(options, test::fake_source(queue),
+                      BatchHandler([&](std::span<Message> batch) {
+                        std::lock_guard lock(m);
+                        std::map<std::string, int> in_call;
+                        for (auto& msg : batch) {
+                          const auto colon = msg.body().find(':');
+                          const std::string g = msg.body().substr(0, colon);
+                          const int n = std::stoi(msg.body().substr(colon + 1));
+                          const auto upto = handed_upto.find(g);
+                          // In order, and a new run only once the previous one is all settled.
+                          if (n != (upto == handed_upto.end() ? 0 : upto->second + 1)) ++violations;
+                          if (in_call[g]++ == 0 && unsettled[g] != 0) ++violations;
+                          handed_upto[g] = n;
+                          to_ack.push_back(msg);
+                        }
+                        for (const auto& [g, n] : in_call) {
+                          unsettled[g] += n;
+                          if (n > longest_run) longest_run = n;
+                        }
+                      }));
+  std::atomic<bool> stop_acker{false};
+  std::thread acker([&] {  // acks later, on its own thread, in a random order
+    std::mt19937 rng(11);
+    while (!stop_acker) {
+      std::vector<Message> batch;
+      {
+        std::lock_guard lock(m);
+        batch.swap(to_ack);
+      }
+      std::shuffle(batch.begin(), batch.end(), rng);
+      for (auto& msg : batch) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+        {
+          std::lock_guard lock(m);
+          --unsettled[msg.body().substr(0, msg.body().find(':'))];
+        }
+        msg.ack();
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  container.start();
+  const bool all = wait_until([&] { return queue->count(queue->acked) == groups * per_group; });
+  stop_acker = true;
+  acker.join();
+  container.stop();
+  ASSERT_TRUE(all) << "acked " << queue->count(queue->acked);
+  EXPECT_EQ(violations.load(), 0)
+      << "a group's message went out of order, or a run before the previous was settled";
+  EXPECT_GT(longest_run.load(), 1) << "a group's messages received together went out together";
+  EXPECT_THROW(
+      {
+        auto single = options;
+        single.listener_mode = ListenerMode::single;
+        Container refused(single, test::fake_source(queue), MessageHandler([](Message&) {}));
+      },
+      std::invalid_argument);
+}
+
+// A message of a run that fails releases the rest of its run, though they are out
+// at the handler: their later acks are ignored, so none is acked ahead of it.
+TEST(ContainerCore, AFailureInAnOrderedRunReleasesTheRestOfTheRunThoughOut) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->ordered_groups = true;
+  queue->max_batch = 20;
+  for (int n = 0; n < 10; ++n) queue->push("a:" + std::to_string(n), "a");
+  for (int n = 0; n < 10; ++n) queue->push("b:" + std::to_string(n), "b");
+  auto options = core_options("runs-failure");
+  options.listener_mode = ListenerMode::batch;
+  options.ordered_group_runs = true;
+  options.max_in_flight = 20;
+  std::atomic<int> released_while_out{0};
+  Container container(options, test::fake_source(queue),
+                      BatchHandler([&](std::span<Message> batch) {
+                        for (auto& msg : batch) {
+                          if (msg.settled()) ++released_while_out;
+                          if (msg.body() == "a:3")
+                            msg.nack();
+                          else
+                            msg.ack();
+                        }
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until(
+      [&] { return queue->count(queue->acked) == 13 && queue->count(queue->released) == 6; }));
+  container.stop();
+  EXPECT_EQ(released_while_out.load(), 6) << "a:4-9 were in a:3's run, out at the handler";
+  std::lock_guard lock(queue->mutex);
+  EXPECT_EQ(queue->retried, (std::vector<std::string>{"a:3"}));
+  EXPECT_EQ(queue->released, (std::vector<std::string>{"a:4", "a:5", "a:6", "a:7", "a:8", "a:9"}));
+  EXPECT_EQ(queue->acked.size(), 13u) << "a:0-2 and b's ten; a:4-9's acks were ignored";
+}
+
 // A lost lease in the middle of ordered groups: the group's waiting messages belong
 // to the same lease, so they are dropped too, never released (no settlement of any
 // kind may reach the queue for a dead lease).
