@@ -434,8 +434,6 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
 }
 
 void BatchWriter::Core::write_rejects(Sink& sink, std::vector<Item>& items) {
-  std::erase_if(items, [](const Item& item) { return item.message.settled(); });  // as above
-  if (items.empty()) return;
   if (options_.rejects_table) {
     std::vector<RejectRow> rows;
     for (auto& item : items) rows.push_back(std::get<RejectRow>(item.payload));

@@ -7,20 +7,17 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <mutex>
 #include <thread>
 
 #include "app/config.hpp"
 #include "app/run.hpp"
 #include "sinks/sink.hpp"
-#include "sinks/writer.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sqs/driver.hpp"
 #include "support/emulator.hpp"
-#include "support/fake_source.hpp"
 #include "support/local_sqs.hpp"
+#include "support/ordered_drain.hpp"
 #include "support/pipeline.hpp"
 #include "support/run.hpp"
 #include "support/wait.hpp"
@@ -176,82 +173,6 @@ TEST_F(FifoPipeline, EachGroupsRowsReachPostgresInOrderAndAFailedWriteSendsItsGr
 // a group's run goes to the writers in one hand-over, is written in order by one writer
 // at a time (several writers here), and settles as a whole; a failure sends the rest of
 // its run back, to arrive again in order.
-namespace {
-
-struct RunsOutcome {
-  int longest_run = 0;  // the most messages of one group in one handler call
-  std::vector<std::string> retried, released, rejected;
-};
-
-// kGroups x kPerGroup messages, received as FIFO gives them (10 of a group at a time),
-// through the container's ordered runs into `factory`'s database with `writers` writers.
-RunsOutcome drain_runs(const sinks::BatchWriter::SinkFactory& factory, int writers) {
-  auto queue = std::make_shared<test::FakeQueue>();
-  queue->ordered_groups = true;
-  queue->redeliver = true;
-  for (int block = 0; block < kPerGroup; block += 10)
-    for (int g = 0; g < kGroups; ++g)
-      for (int seq = block; seq < block + 10; ++seq)
-        queue->push("g" + std::to_string(g) + ":" + std::to_string(seq), "g" + std::to_string(g));
-  sinks::WriterOptions options;
-  options.writers = writers;
-  options.max_attempts = 1;
-  options.batch_size = 50;
-  sinks::BatchWriter writer(factory, options, {});
-  writer.start();
-  ContainerOptions container_options;
-  container_options.name = "fifo-runs";
-  container_options.listener_mode = ListenerMode::batch;
-  container_options.ack_mode = AckMode::manual;
-  container_options.ordered_group_runs = true;
-  container_options.max_in_flight = 200;
-  container_options.max_concurrent_receives = 4;
-  container_options.worker_threads = 4;
-  container_options.failure_backoff_base = 0ms;
-  container_options.failure_backoff_max = 0ms;
-  RunsOutcome outcome;
-  std::mutex mutex;
-  Container container(container_options, test::fake_source(queue),
-                      BatchHandler([&](std::span<Message> batch) {
-                        std::vector<sinks::BatchWriter::Item> items;
-                        std::map<std::string, int> per_group;
-                        for (auto& message : batch) {
-                          const std::string body(message.body());
-                          const auto colon = body.find(':');
-                          const std::string group = body.substr(0, colon);
-                          const int seq = std::stoi(body.substr(colon + 1));
-                          ++per_group[group];
-                          pipeline::Record record;
-                          record.hash = pipeline::content_hash("V1", {group, seq});
-                          record.message_id = body;
-                          record.document["group"] = group;
-                          record.document["seq"] = seq;
-                          record.document["documentHash"] = record.hash;
-                          items.push_back({std::move(record), message});
-                        }
-                        std::lock_guard lock(mutex);
-                        for (const auto& [group, n] : per_group)
-                          outcome.longest_run = std::max(outcome.longest_run, n);
-                        writer.submit_all(std::move(items));
-                      }));
-  container.start();
-  const auto settled = [&] {
-    std::lock_guard lock(queue->mutex);
-    return queue->ready.empty() && container.stats().in_flight == 0 &&
-           queue->acked.size() + queue->rejected.size() >= std::size_t{kGroups * kPerGroup};
-  };
-  EXPECT_TRUE(test::wait_until(settled, 120s)) << "acked " << queue->count(queue->acked);
-  container.stop();
-  writer.stop();
-  std::lock_guard lock(queue->mutex);
-  outcome.retried = queue->retried;
-  outcome.released = queue->released;
-  outcome.rejected = queue->rejected;
-  return outcome;
-}
-
-}  // namespace
-
 TEST_F(FifoPipeline, GroupRunsReachSqliteInOrderAndARefusedRecordLeavesItsRunGoingOn) {
   const std::string db =
       ::testing::TempDir() + "/sluice-fifo-runs-" + std::to_string(getpid()) + ".db";
@@ -264,8 +185,13 @@ TEST_F(FifoPipeline, GroupRunsReachSqliteInOrderAndARefusedRecordLeavesItsRunGoi
          "NEW.message_id = 'g3:155' BEGIN SELECT RAISE(ABORT, 'refused g3:155'); END;");
   sinks::SqliteOptions sqlite_options;
   sqlite_options.path = db;
+  test::OrderedDrainOptions options;
+  options.groups = kGroups;
+  options.per_group = kPerGroup;
+  options.writers = 2;
   const auto outcome =
-      drain_runs([&] { return sinks::make_sqlite_sink(sqlite_options); }, /*writers=*/2);
+      test::drain_ordered([&] { return sinks::make_sqlite_sink(sqlite_options); }, options);
+  ASSERT_TRUE(outcome.drained);
   EXPECT_GT(outcome.longest_run, 1) << "a group's messages went to the writers together";
   EXPECT_TRUE(outcome.released.empty()) << "a refused record is settled: its run goes on";
   const std::string rows =
@@ -307,7 +233,12 @@ TEST_F(FifoPipeline, GroupRunsReachPostgresInOrderAndAFailureSendsTheRestOfItsRu
   sinks::PostgresOptions postgres;
   postgres.dsn = pg.dsn();
   postgres.table = table;
-  const auto outcome = drain_runs([&] { return sinks::make_postgres_sink(postgres); }, 4);
+  test::OrderedDrainOptions options;
+  options.groups = kGroups;
+  options.per_group = kPerGroup;
+  const auto outcome =
+      test::drain_ordered([&] { return sinks::make_postgres_sink(postgres); }, options);
+  ASSERT_TRUE(outcome.drained);
   EXPECT_EQ(pg.query("SELECT last_value FROM " + table + "_failures"), "2\n")
       << "the injected failure happened once, and the retry went through";
   EXPECT_GT(outcome.longest_run, 1) << "a group's messages went to the writers together";
