@@ -185,7 +185,9 @@ logging:
             bad_order = int(psql(a.dsn, f"""SELECT count(*) FROM (SELECT (document->>'seq')::int AS s,
                 lag((document->>'seq')::int) OVER (PARTITION BY document->>'group'
                 ORDER BY written_at, ctid) AS p FROM {table}) x WHERE p IS NOT NULL AND s <> p + 1"""))
-            idle = supervisor.task_seconds - work_s
+            # Idle capacity: what the tasks could have worked on (capacity messages at once
+            # each, for their whole life) and did not.
+            idle = supervisor.task_seconds * capacity - work_s
             result = dict(scenario=name, run=r + 1, drain_s=drain_s,
                           task_seconds=supervisor.task_seconds, idle_task_seconds=idle,
                           peak_tasks=peak, killed=supervisor.killed, rows=rows,
@@ -198,8 +200,8 @@ logging:
                   f"out_of_order={bad_order}", flush=True)
             if r == 0:
                 timelines[name] = [(t - started, n) for t, n, _ in supervisor.timeline]
-    print("\n| scenario | time to drain (s) | task-seconds (the bill) | idle task-seconds | "
-          "peak tasks | work per task-second |")
+    print("\n| scenario | time to drain (s) | task-seconds (the bill) | idle capacity "
+          "(message-seconds) | peak tasks | work done per task-second |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, *_ in SCENARIOS:
         runs = sorted((x for x in results if x["scenario"] == name), key=lambda x: x["drain_s"])
@@ -207,13 +209,22 @@ logging:
         print(f"| {name} | {m['drain_s']:.1f} | {m['task_seconds']:.1f} | "
               f"{m['idle_task_seconds']:.1f} | {m['peak_tasks']} | "
               f"{work_s / m['task_seconds']:.2f} |")
-    if a.timeline:
+    if a.timeline:  # the first run's running tasks over time, and its plot beside it
         with open(a.timeline, "w") as f:
             for name, points in timelines.items():
-                f.write(f'"{name}"\n')
+                f.write(f'"{name}" tasks\n')
                 for t, n in points:
                     f.write(f"{t:.2f} {n}\n")
                 f.write("\n\n")
+        png = os.path.splitext(a.timeline)[0] + ".png"
+        subprocess.run(["gnuplot"], check=True, text=True, input=(
+            "set terminal pngcairo size 820,460 font 'sans,10'\n"
+            f"set output '{png}'\nset xlabel 'seconds since the first task started'\n"
+            "set ylabel 'tasks running'\nset grid\nset key right top\nset yrange [0:*]\n"
+            f"set title 'Tasks running, {a.groups} FIFO groups x {a.per_group} messages, "
+            f"{a.work_ms} ms each'\n"
+            f"plot for [i=0:{len(timelines) - 1}] '{a.timeline}' index i using 1:2 with steps "
+            "lw 2 title columnheader(1)\n"))
     if not all(x["drained"] and x["rows"] == total and x["distinct"] == total and
                x["out_of_order"] == 0 for x in results):
         print("autoscale-sim: a scenario did not drain exactly, in order", file=sys.stderr)

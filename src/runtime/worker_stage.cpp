@@ -150,6 +150,9 @@ void WorkerStage::handle(Unit& unit) {
   if (!draining && !unit.empty()) prepare(unit);
   unit.erase(std::remove_if(unit.begin(), unit.end(),
                             [&](const StatePtr& s) {
+                              // Released behind an earlier one of its ordered group run
+                              // that was unusable just now (settle_unusable retried it).
+                              if (s->settled()) return true;
                               if (!s->problem()) return false;
                               if (!draining) settle_unusable(s);
                               return !draining;

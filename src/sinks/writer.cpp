@@ -196,7 +196,8 @@ void BatchWriter::Core::run(Sink& sink) {
       });
       if (ordered_queued_ > 0) {
         take_ordered(sink, batch, groups);
-        if (batch.empty()) {  // all of it is of groups that other writers are writing
+        if (batch.empty()) {      // all of it is of groups that other writers are writing
+          if (stopping_) return;  // those writers take the rest when they are done
           ready_.wait(lock);
           continue;
         }

@@ -23,7 +23,7 @@ if ! diff <(block BENCHMARKS.md) <(block "$work/BENCHMARKS.md"); then
   echo "check_report: BENCHMARKS.md's generated block differs from what bench/report.py makes of $results (above: committed <, regenerated >)" >&2
   exit 1
 fi
-for png in $(grep -o 'bench/plots/[a-z_]*\.png' BENCHMARKS.md | sort -u); do
+for png in $(block BENCHMARKS.md | grep -o 'bench/plots/[a-z_]*\.png' | sort -u); do
   if ! head -c 8 "$work/$png" | grep -q PNG; then
     echo "check_report: $png is linked but was not drawn" >&2
     exit 1

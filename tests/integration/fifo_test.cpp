@@ -236,6 +236,10 @@ TEST_F(FifoPipeline, GroupRunsReachPostgresInOrderAndAFailureSendsTheRestOfItsRu
   test::OrderedDrainOptions options;
   options.groups = kGroups;
   options.per_group = kPerGroup;
+  // Batches of 4: a run of 10 spans three, so the rest of g7's run waits in the writers'
+  // queue when its write fails (skipped there, never written), and four writers would
+  // take a run's later batches out of turn if a group were not one writer's at a time.
+  options.batch_size = 4;
   const auto outcome =
       test::drain_ordered([&] { return sinks::make_postgres_sink(postgres); }, options);
   ASSERT_TRUE(outcome.drained);

@@ -34,26 +34,33 @@ struct FakeQueue {
   int max_batch = 10;
   bool ordered_groups = false;
   int throws_left = 0;  // receives that throw something that is not a std::exception
-  // Retried and released messages come back, in the order they were pushed (as a FIFO
-  // queue gives a group's messages again): for bodies that are unique.
-  bool redeliver = false;
-  std::map<std::string, std::uint64_t> pushed_as;  // body -> its place, with redeliver
+  // As an SQS FIFO queue: a group with messages in flight (received, not yet acked,
+  // retried, released or rejected) gives none, and retried and released messages come
+  // back in the order they were pushed. For bodies that are unique.
+  bool fifo = false;
+  std::map<std::string, std::uint64_t> pushed_as;  // body -> its place, with fifo
+  std::map<std::string, int> in_flight;            // group -> messages in flight, with fifo
+  std::map<std::string, int> ready_of;             // group -> messages ready, with fifo
   spi::SourceContext context;
 
   void push(Item item) {
     std::lock_guard lock(mutex);
-    if (redeliver) pushed_as.emplace(item.body, pushed_as.size());
+    if (fifo) {
+      pushed_as.emplace(item.body, pushed_as.size());
+      if (item.group) ++ready_of[*item.group];
+    }
     ready.push_back(std::move(item));
   }
   void push(std::string body, std::optional<std::string> group = std::nullopt,
             bool settled_by_the_source = false) {
     push(Item{std::move(body), std::move(group), settled_by_the_source, {}, {}});
   }
-  // With redeliver: back among the ready ones, in its place (under mutex).
+  // With fifo: back among the ready ones, in its place (under mutex).
   void put_back(std::string body, std::optional<std::string> group) {
     const auto place = pushed_as.at(body);
     auto at = std::find_if(ready.begin(), ready.end(),
                            [&](const Item& item) { return pushed_as.at(item.body) > place; });
+    if (group) ++ready_of[*group];
     ready.insert(at, Item{std::move(body), std::move(group), false, {}, {}});
   }
   // The lease is gone (a channel closed): its messages will be delivered again.
@@ -96,9 +103,40 @@ class FakeSource final : public spi::Source {
       std::vector<spi::Delivery> states;
       {
         std::lock_guard lock(queue_->mutex);
-        while (!queue_->ready.empty() && static_cast<int>(states.size()) < max) {
-          auto item = std::move(queue_->ready.front());
-          queue_->ready.pop_front();
+        // With fifo: the first messages of groups not in flight (SQS returns several of
+        // one group at once). A look at the first few thousand only, as SQS looks at part
+        // of a queue, and none when every group with messages is in flight.
+        std::vector<std::size_t> picked;
+        if (queue_->fifo) {
+          const auto free = [&](const std::string& group) {
+            const auto it = queue_->in_flight.find(group);
+            return it == queue_->in_flight.end() || it->second == 0;
+          };
+          std::size_t grouped = 0;
+          bool any = false;  // a message ready that may be given
+          for (const auto& [group, n] : queue_->ready_of) {
+            grouped += static_cast<std::size_t>(n);
+            any = any || (n > 0 && free(group));
+          }
+          any = any || queue_->ready.size() > grouped;
+          if (any)
+            for (std::size_t i = 0;
+                 i < queue_->ready.size() && i < 4096 && static_cast<int>(picked.size()) < max;
+                 ++i) {
+              const auto& group = queue_->ready[i].group;
+              if (!group || free(*group)) picked.push_back(i);
+            }
+        } else {
+          for (std::size_t i = 0; i < queue_->ready.size() && static_cast<int>(picked.size()) < max;
+               ++i)
+            picked.push_back(i);
+        }
+        for (const std::size_t i : picked) {
+          auto& item = queue_->ready[i];
+          if (queue_->fifo && item.group) {
+            --queue_->ready_of[*item.group];
+            ++queue_->in_flight[*item.group];
+          }
           builder_.id(item.body).body(item.body).lease(queue_->lease);
           if (item.group) builder_.group(*item.group);
           for (const auto& [name, value] : item.attributes) builder_.attribute(name, value);
@@ -108,6 +146,8 @@ class FakeSource final : public spi::Source {
           if (item.settled_by_the_source) detail::settle_once(s, detail::Outcome::release);
           states.push_back(std::move(s));
         }
+        for (auto i = picked.rbegin(); i != picked.rend(); ++i)
+          queue_->ready.erase(queue_->ready.begin() + static_cast<std::ptrdiff_t>(*i));
       }
       if (!states.empty()) co_return states;
       boost::asio::steady_timer timer(executor_, std::chrono::milliseconds(2));
@@ -117,13 +157,9 @@ class FakeSource final : public spi::Source {
   }
   void ack(const spi::Delivery& s) override { record(queue_->acked, s); }
   void retry(const spi::Delivery& s, std::chrono::milliseconds) override {
-    record(queue_->retried, s);
-    again(s);
+    record(queue_->retried, s, true);
   }
-  void release(const spi::Delivery& s) override {
-    record(queue_->released, s);
-    again(s);
-  }
+  void release(const spi::Delivery& s) override { record(queue_->released, s, true); }
   boost::asio::awaitable<bool> reject(spi::Delivery s, std::string) override {
     record(queue_->rejected, s);
     co_return false;
@@ -135,16 +171,16 @@ class FakeSource final : public spi::Source {
   std::string destination_name() const override { return "fake-queue"; }
 
  private:
-  void record(std::vector<std::string>& where, const spi::Delivery& s) {
+  // A settlement, recorded; with fifo, the group has one fewer in flight and a message
+  // given back goes back in its place.
+  void record(std::vector<std::string>& where, const spi::Delivery& s, bool again = false) {
     std::lock_guard lock(queue_->mutex);
     where.push_back(spi::body_of(s));
-  }
-  void again(const spi::Delivery& s) {
-    std::lock_guard lock(queue_->mutex);
-    if (!queue_->redeliver) return;
+    if (!queue_->fifo) return;
     const auto group = spi::group_of(s);
-    queue_->put_back(std::string(spi::body_of(s)),
-                     group ? std::optional<std::string>(*group) : std::nullopt);
+    if (group) --queue_->in_flight[std::string(*group)];
+    if (again)
+      queue_->put_back(spi::body_of(s), group ? std::optional<std::string>(*group) : std::nullopt);
   }
   std::shared_ptr<FakeQueue> queue_;
   boost::asio::any_io_executor executor_;

@@ -42,7 +42,7 @@ inline OrderedDrain drain_ordered(const sinks::BatchWriter::SinkFactory& factory
   using namespace std::chrono_literals;
   auto queue = std::make_shared<FakeQueue>();
   queue->ordered_groups = true;
-  queue->redeliver = true;
+  queue->fifo = true;
   for (int block = 0; block < o.per_group; block += 10)
     for (int g = 0; g < o.groups; ++g)
       for (int seq = block; seq < block + 10; ++seq) {
