@@ -37,18 +37,10 @@ endpoint="http://127.0.0.1:$EMULATOR_PORT"
 # The emulator accepts any signature: placeholders, not secrets.
 export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-pg_dir="$(mktemp -d /tmp/sluice-pg-ab-XXXXXX)"
-pg_bin=/usr/lib/postgresql/15/bin
-pg_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-chown postgres "$pg_dir" && chmod 700 "$pg_dir"
-runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" --auth=trust -U postgres -E UTF8 >/dev/null
-runuser -u postgres -- "$pg_bin/postgres" -D "$pg_dir/data" -p "$pg_port" -k "$pg_dir" \
-  -c listen_addresses=127.0.0.1 -c fsync=off >"$pg_dir/log" 2>&1 &
-pg_pid=$!
-cleanup() { kill -INT "$pg_pid" 2>/dev/null; wait "$pg_pid" 2>/dev/null; rm -rf "$pg_dir"; stop_emulator; }
-trap cleanup EXIT
-dsn="host=127.0.0.1 port=$pg_port user=postgres dbname=postgres"
-for _ in $(seq 1 100); do pg_isready -q -h 127.0.0.1 -p "$pg_port" && break; sleep 0.1; done
+source scripts/lib/postgres.sh
+start_postgres
+pg_pid="$PG_PID" pg_dir="$PG_DIR" pg_port="$PG_PORT" dsn="$PG_DSN"
+trap 'stop_postgres; stop_emulator' EXIT
 
 # Clock ticks of the postmaster and its children, their reaped children included.
 pg_ticks() {

@@ -67,8 +67,8 @@ struct ContainerOptions {
   // is settled, so a group advances one message per settlement. A batch handler that
   // keeps a group's order itself may take runs instead: a group's messages received
   // together (SQS returns up to 10 of a group at once) go to one call, in order, and
-  // the group's next run once all of these are settled. The handler must then settle
-  // them in effect in order: write none after one it did not ack or reject (one
+  // the group's next run once all of these are settled. The handler must then keep
+  // their effects in order: write none after one it did not ack or reject (one
   // retried, released or lost releases the rest of its run, whose later acks are
   // ignored; a handler can see it with Message::settled()). Batch listener only.
   bool ordered_group_runs = false;
