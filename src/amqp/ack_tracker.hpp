@@ -6,9 +6,14 @@
 // contiguous prefix of settled tags: one slow message must not be acked by its
 // neighbours' frame. Acks beyond a gap go one by one, when asked (after a short
 // wait, or when permits are short). Pure logic, one thread.
+//
+// Each open delivery keeps when it came and its message id: a broker that closes the
+// channel for a delivery held past its consumer_timeout is answered with which one.
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 namespace sluice::amqp {
@@ -16,13 +21,28 @@ namespace sluice::amqp {
 class AckTracker {
  public:
   enum class State : std::uint8_t { open, ack_pending, done };
+  using Clock = std::chrono::steady_clock;
 
   // A new delivery (tags increase; a skipped tag is taken as settled elsewhere).
-  void delivered(std::uint64_t tag) {
+  void delivered(std::uint64_t tag, Clock::time_point at = {}, std::string id = {}) {
     if (tag <= floor_ + entries_.size()) return;  // not newer than what we know
-    while (floor_ + entries_.size() + 1 < tag) entries_.push_back(State::done);
-    entries_.push_back(State::open);
+    while (floor_ + entries_.size() + 1 < tag) entries_.push_back({State::done, {}, {}});
+    entries_.push_back({State::open, at, std::move(id)});
     ++outstanding_;
+  }
+
+  struct Held {
+    std::uint64_t tag = 0;
+    Clock::time_point since{};
+    std::string id;
+  };
+  // Deliveries not acknowledged to the broker that came before `before`, oldest first.
+  std::vector<Held> held_since(Clock::time_point before) const {
+    std::vector<Held> out;
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i].state != State::done && entries_[i].at < before)
+        out.push_back({floor_ + i + 1, entries_[i].at, entries_[i].id});
+    return out;
   }
   // Acked by its handler: to be acknowledged by the next frame that may cover it.
   // False when the tag is not an open delivery of this channel (nothing to send).
@@ -42,9 +62,9 @@ class AckTracker {
   // The frames to send now; `singles` also for acks waiting behind an open delivery.
   Frames take(bool singles) {
     Frames frames;
-    while (!entries_.empty() && entries_.front() != State::open) {
+    while (!entries_.empty() && entries_.front().state != State::open) {
       ++floor_;
-      if (entries_.front() == State::ack_pending) {
+      if (entries_.front().state == State::ack_pending) {
         frames.multiple_up_to = floor_;
         ++frames.acks;
         --outstanding_;
@@ -53,10 +73,10 @@ class AckTracker {
     }
     waiting_ = 0;
     for (std::size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i] != State::ack_pending) continue;
+      if (entries_[i].state != State::ack_pending) continue;
       if (singles) {
         frames.singles.push_back(floor_ + i + 1);
-        entries_[i] = State::done;
+        entries_[i].state = State::done;
         ++frames.acks;
         --outstanding_;
       } else {
@@ -73,7 +93,7 @@ class AckTracker {
   // Acked by handlers, not yet sent.
   std::size_t ack_pending() const {
     std::size_t n = 0;
-    for (auto s : entries_) n += s == State::ack_pending;
+    for (const auto& e : entries_) n += e.state == State::ack_pending;
     return n;
   }
 
@@ -81,12 +101,18 @@ class AckTracker {
   bool set(std::uint64_t tag, State state) {
     if (tag <= floor_ || tag > floor_ + entries_.size()) return false;  // unknown or settled
     auto& entry = entries_[tag - floor_ - 1];
-    if (entry != State::open) return false;
-    entry = state;
+    if (entry.state != State::open) return false;
+    entry.state = state;
+    if (state == State::done) entry.id.clear();
     return true;
   }
+  struct Entry {
+    State state;
+    Clock::time_point at;  // delivered
+    std::string id;        // the message's
+  };
   std::uint64_t floor_ = 0;    // every tag up to here is acknowledged or finished
-  std::deque<State> entries_;  // tags floor_+1, floor_+2, ...
+  std::deque<Entry> entries_;  // tags floor_+1, floor_+2, ...
   std::size_t waiting_ = 0;
   std::size_t outstanding_ = 0;  // open or ack_pending
 };

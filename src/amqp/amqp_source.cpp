@@ -56,6 +56,10 @@ constexpr std::chrono::milliseconds kSinglesAfter{20};
 
 using amqp::text;
 
+std::string str(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
+
 SourceError source_error(const amqp::AmqpError& e) {
   using Kind = amqp::AmqpError::Kind;
   const bool permanent = e.kind() == Kind::auth || e.kind() == Kind::tls || e.reply_code() == 403;
@@ -113,6 +117,16 @@ class AmqpSource final : public spi::Source {
                        std::to_string(max_in_flight) + ") deliveries; using " +
                        std::to_string(max_in_flight));
       scaler_.reconfigure(std::min(options_.min_consumers, max_in_flight), max_in_flight);
+    }
+    // A retry held (unacknowledged) as long as the broker's consumer_timeout would have
+    // the broker close its channel: held at most half of it, then nacked with requeue.
+    retry_hold_max_ = options_.retry_hold_max;
+    if (options_.consumer_timeout.count() > 0 && retry_hold_max_ > options_.consumer_timeout / 2) {
+      retry_hold_max_ = options_.consumer_timeout / 2;
+      context_.warning("AMQP source: retry_hold_max (" + str(options_.retry_hold_max) +
+                       ") is not under half the broker's consumer_timeout (" +
+                       str(options_.consumer_timeout) + "): a failed message is held at most " +
+                       str(retry_hold_max_) + ", then nacked with requeue");
     }
     ack_batch_ = static_cast<std::size_t>(std::max(1, pool_.prefetch_share() / 2));
     max_batch_ = std::clamp(std::max(options_.batch_size, 100), 1, max_in_flight);
@@ -446,8 +460,13 @@ class AmqpSource final : public spi::Source {
       case AMQP_CHANNEL_CLOSE_METHOD: {
         amqp_channel_close_ok_t ok{};
         connection_->send_method(channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-        spdlog::warn("amqp event=channel_closed source=\"{}\" channel={} detail=\"{}\"", describe_,
-                     channel, amqp::describe_close(method));
+        const auto& close = *static_cast<amqp_channel_close_t*>(method.decoded);
+        if (const auto timeout =
+                amqp::consumer_timeout_of(close.reply_code, text(close.reply_text)))
+          on_consumer_timeout(channel, *timeout);
+        else
+          spdlog::warn("amqp event=channel_closed source=\"{}\" channel={} detail=\"{}\"",
+                       describe_, channel, amqp::describe_close(method));
         drop_channel(channel, "channel closed");
         schedule_recovery();
         return;
@@ -505,7 +524,7 @@ class AmqpSource final : public spi::Source {
                      .decode(deliver, message, consumer.lease,
                              [this](const std::string& id) { return attempts_.get(id); })
                      .delivery;
-    consumer.acks.delivered(tag);
+    consumer.acks.delivered(tag, Clock::now(), std::string(spi::id_of(state)));
     bool notify = false;
     {
       std::lock_guard lock(ready_mutex_);
@@ -545,6 +564,37 @@ class AmqpSource final : public spi::Source {
   void cancel_consumer(Consumer& consumer) {
     pool_.cancel(*connection_, consumer);
     report_consumers();
+  }
+
+  // The broker closed a channel because a delivery on it stayed unacknowledged longer
+  // than its consumer_timeout: which one(s), held how long. Whatever the channel held
+  // comes back from the queue; a handler still running on it finishes, and its ack is
+  // counted abandoned (at least once: the pipeline's dedupe stores the record once).
+  void on_consumer_timeout(std::uint16_t channel, std::chrono::milliseconds timeout) {
+    if (timeout.count() == 0) timeout = options_.consumer_timeout;  // the text named none
+    ++consumer_timeouts_;
+    gauge("amqp_consumer_timeouts", static_cast<double>(consumer_timeouts_));
+    const auto now = Clock::now();
+    std::vector<amqp::AckTracker::Held> late;
+    std::size_t held = 0;
+    if (Consumer* consumer = pool_.on_channel(channel)) {
+      late = consumer->acks.held_since(now - timeout);
+      held = consumer->acks.outstanding();
+    }
+    std::string which;
+    for (std::size_t i = 0; i < late.size() && i < 5; ++i) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - late[i].since);
+      which += (i ? ", " : "") + late[i].id + " (delivery " + std::to_string(late[i].tag) +
+               ", held " + std::to_string(ms.count()) + " ms)";
+    }
+    if (late.size() > 5) which += " and " + std::to_string(late.size() - 5) + " more";
+    spdlog::error(
+        "amqp event=consumer_timeout source=\"{}\" channel={} timeout_ms={} held={} late=\"{}\" "
+        "detail=\"the broker closed the channel: a delivery stayed unacknowledged past its "
+        "consumer_timeout; what the channel held comes back from the queue. Raise the broker's "
+        "consumer_timeout (or the queue's x-consumer-timeout) above the longest handling, or "
+        "make the handling shorter\"",
+        describe_, channel, timeout.count(), held, which);
   }
 
   // Every delivery held on this channel is gone: the broker delivers them again.
@@ -637,7 +687,7 @@ class AmqpSource final : public spi::Source {
                        if (!consumer) return;
                        attempts_.failed(c.delivery.id, c.receive_count);
                        ++consumer->held_retries;
-                       retries_.hold({Clock::now() + std::min(c.delay, options_.retry_hold_max),
+                       retries_.hold({Clock::now() + std::min(c.delay, retry_hold_max_),
                                       c.delivery.lease, c.delivery.tag});
                      },
                      [&](ReleaseCommand& c) {
@@ -843,6 +893,7 @@ class AmqpSource final : public spi::Source {
   const int max_in_flight_;
   amqp::ConsumerPool pool_;  // the connection thread's
   int max_batch_ = 100;
+  std::chrono::milliseconds retry_hold_max_;  // options_' capped under consumer_timeout
   std::string describe_;
   std::string message_source_;  // every message's source()
   int wake_fd_ = -1;
@@ -880,13 +931,10 @@ class AmqpSource final : public spi::Source {
   int recovery_failures_ = 0;  // consumer recoveries failed in a row
   std::uint64_t recoveries_ = 0;
   std::uint64_t losses_ = 0;
+  std::uint64_t consumer_timeouts_ = 0;
   std::size_t reported_unacknowledged_ = 0;
   std::uint64_t ack_frames_ = 0;
 };
-
-std::string str(std::chrono::milliseconds d) {
-  return std::to_string(d.count()) + " ms";
-}
 
 }  // namespace
 
@@ -926,6 +974,8 @@ void validate(const AmqpSourceOptions& o) {
     bad_option("recovery_interval", str(o.recovery_interval), "at least 100 ms");
   if (o.retry_hold_max < std::chrono::milliseconds(0))
     bad_option("retry_hold_max", str(o.retry_hold_max), "0 or more");
+  if (o.consumer_timeout < std::chrono::milliseconds(0))
+    bad_option("consumer_timeout", str(o.consumer_timeout), "0 (none) or more");
   if (o.heartbeat < std::chrono::seconds(0) || o.heartbeat > std::chrono::seconds(65535))
     bad_option("heartbeat", std::to_string(o.heartbeat.count()) + " s", "0..65535 s");
 }

@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 
 #include <cctype>
+#include <charconv>
 #include <cstring>
 
 #include "common/redact.hpp"
@@ -107,6 +108,21 @@ Uri parse_uri(const std::string& text) {
     if (!path.empty()) uri.vhost = decode(path, "vhost");
   }
   return uri;
+}
+
+std::optional<std::chrono::milliseconds> consumer_timeout_of(int reply_code,
+                                                             std::string_view reply_text) {
+  if (reply_code != 406 || reply_text.find("delivery acknowledgement") == std::string_view::npos ||
+      reply_text.find("timed out") == std::string_view::npos)
+    return std::nullopt;
+  constexpr std::string_view kValue = "Timeout value used: ";
+  const auto at = reply_text.find(kValue);
+  if (at == std::string_view::npos) return std::chrono::milliseconds(0);
+  const char* first = reply_text.data() + at + kValue.size();
+  std::int64_t ms = 0;
+  const auto [end, error] = std::from_chars(first, reply_text.data() + reply_text.size(), ms);
+  if (error != std::errc() || ms < 0) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(ms);
 }
 
 std::string describe_close(const amqp_method_t& method) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "sluice/amqp/error.hpp"
 
@@ -33,6 +34,13 @@ struct Uri {
 
 // Throws std::invalid_argument saying what is wrong, never repeating the password.
 Uri parse_uri(const std::string& text);
+
+// A channel.close that says a delivery stayed unacknowledged past the broker's
+// consumer_timeout (406 PRECONDITION_FAILED, "delivery acknowledgement on channel N timed
+// out. Timeout value used: T ms ..."): the timeout it names (0 ms when the text names
+// none); nothing for any other close.
+std::optional<std::chrono::milliseconds> consumer_timeout_of(int reply_code,
+                                                             std::string_view reply_text);
 
 struct ConnectionOptions {
   Uri uri;

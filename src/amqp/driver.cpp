@@ -97,10 +97,20 @@ std::vector<driver::SourceOption> amqp_options() {
                   s.source.recovery_interval = as_duration(n, k, milliseconds(100), seconds(3600));
                 }),
       option<S>("retry_hold_max", "duration", "5m",
-                "A failed message is held (unacknowledged) for its backoff, at most this long, "
-                "then nacked with requeue; keep it under the broker's consumer_timeout (30m).",
+                "A failed message is held (unacknowledged) for its backoff, at most this long "
+                "and at most half of consumer_timeout (warned at start), then nacked with "
+                "requeue.",
                 [](S& s, auto& n, auto& k) {
                   s.source.retry_hold_max = as_duration(n, k, milliseconds(0), seconds(86400));
+                }),
+      option<S>("consumer_timeout", "duration", "30m",
+                "The broker's consumer_timeout (rabbitmq.conf) or the queue's x-consumer-timeout, "
+                "which AMQP cannot read: caps retry holds; 0s: the broker has none. A channel the "
+                "broker closes for a delivery held longer is recognized, counted "
+                "(sluice_amqp_consumer_timeouts_total) and recovered whatever this says.",
+                [](S& s, auto& n, auto& k) {
+                  s.source.consumer_timeout =
+                      as_duration(n, k, milliseconds(0), std::chrono::hours(24 * 365));
                 }),
       option<S>("heartbeat", "duration", "60s",
                 "The connection heartbeat asked for (whole seconds; 0s: none); a broker silent "
@@ -309,6 +319,9 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
         {"amqp_connections_lost", K::total,
          "RabbitMQ connections lost (closed by the broker, network, missed heartbeats)"},
         {"amqp_ack_frames", K::total, "basic.ack frames sent (multiple=true covers many messages)"},
+        {"amqp_consumer_timeouts", K::total,
+         "RabbitMQ channels the broker closed because a delivery stayed unacknowledged past its "
+         "consumer_timeout (what they held came back from the queue)"},
     };
     return table;
   }

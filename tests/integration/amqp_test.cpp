@@ -2,6 +2,8 @@
 // started by the test process on private loopback ports). Counts come from the
 // broker itself (rabbitmqctl list_queues) wherever the claim is about the broker.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -548,6 +550,80 @@ TEST_F(AmqpTest, ConnectionClosedByTheBrokerLosesNothing) {
   EXPECT_GE(gauges->get("amqp_connection_recoveries"), 1) << "the connection was never lost";
   EXPECT_GT(container.stats().lost, 0u) << "no delivery was held when the connection closed";
   EXPECT_EQ(seen.size(), 3000u);
+}
+
+// The broker closes a channel whose oldest delivery stays unacknowledged past its
+// consumer_timeout (406 PRECONDITION_FAILED). Here 2 s, checked every 250 ms (both read
+// by a channel when it opens): a handler holds one delivery 5 s. The close is recognized,
+// counted and logged with the delivery, the delivery comes back and is handled again,
+// the others were handled meanwhile, nothing is left on the broker.
+TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
+  broker_->ctl(
+      "eval 'application:set_env(rabbit, consumer_timeout, 2000), "
+      "application:set_env(rabbit, channel_tick_interval, 250).'");
+  struct Restore {
+    RabbitMq* broker;
+    ~Restore() {
+      broker->ctl(
+          "eval 'application:unset_env(rabbit, consumer_timeout), "
+          "application:set_env(rabbit, channel_tick_interval, 60000).'");
+    }
+  } restore{broker_};
+  auto log = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  struct Unhook {
+    std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink;
+    ~Unhook() { std::erase(spdlog::default_logger()->sinks(), sink); }
+  } unhook{sink};
+
+  publish(queue_, 50);
+  std::mutex m;
+  std::map<std::string, int> calls;
+  std::atomic<int> others_done{0};
+  int others_done_when_back = -1;
+  auto gauges = std::make_shared<Gauges>();
+  auto options = source_options();
+  auto held = container_options(20);
+  held.worker_threads = 4;
+  Container container(held, make_amqp_source(options), [&](Message& message) {
+    int call = 0;
+    {
+      std::lock_guard lock(m);
+      call = ++calls[std::string(message.id())];
+      if (message.id() == "m-7" && call == 2) others_done_when_back = others_done.load();
+    }
+    if (message.id() == "m-7") {
+      if (call == 1) std::this_thread::sleep_for(5s);
+    } else {
+      ++others_done;
+    }
+  });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(m);
+        return calls["m-7"] == 2 && drained(queue_, container);
+      },
+      60s));
+  container.stop();
+  EXPECT_EQ(gauges->get("amqp_consumer_timeouts"), 1) << "the channel close was not recognized";
+  std::lock_guard lock(m);
+  EXPECT_EQ(calls.size(), 50u);
+  EXPECT_EQ(calls["m-7"], 2) << "the held delivery did not come back";
+  for (const auto& [id, n] : calls) {
+    if (id != "m-7") EXPECT_EQ(n, 1) << id << " came back too";
+  }
+  EXPECT_EQ(others_done_when_back, 49) << "the others did not go on while one was held";
+  const std::string text = log->str();
+  EXPECT_NE(text.find("event=consumer_timeout"), std::string::npos) << text;
+  EXPECT_NE(text.find("timeout_ms=2000"), std::string::npos) << text;
+  EXPECT_NE(text.find("m-7 (delivery "), std::string::npos) << "which delivery: " << text;
+  EXPECT_EQ(text.find("event=channel_closed"), std::string::npos) << text;
+  const auto q = broker_->queue(queue_);
+  EXPECT_EQ(q.ready, 0);
+  EXPECT_EQ(q.unacked, 0);
 }
 
 TEST_F(AmqpTest, BrokerRestartedMidRunLosesNothing) {

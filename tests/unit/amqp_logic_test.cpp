@@ -61,6 +61,50 @@ TEST(AckTracker, UnknownAndRepeatedSettlementsAreIgnored) {
   EXPECT_EQ(t.take(true).acks, 0u);
 }
 
+TEST(AckTracker, SaysWhichDeliveriesWereHeldSinceWhen) {
+  AckTracker t;
+  const AckTracker::Clock::time_point t0{};
+  t.delivered(1, t0 + 1s, "a");
+  t.delivered(2, t0 + 2s, "b");
+  t.delivered(3, t0 + 3s, "c");
+  t.delivered(4, t0 + 4s, "d");
+  t.acked(1);  // acked, not yet sent: still unacknowledged on the broker
+  t.finished(2);
+  auto held = t.held_since(t0 + 3500ms);
+  ASSERT_EQ(held.size(), 2u) << "2 is settled, 4 came later";
+  EXPECT_EQ(held[0].tag, 1u);
+  EXPECT_EQ(held[0].id, "a");
+  EXPECT_EQ(held[1].tag, 3u);
+  EXPECT_EQ(held[1].since, t0 + 3s);
+  t.take(true);
+  EXPECT_EQ(t.held_since(t0 + 10s).size(), 2u) << "3 and 4 stay open";
+}
+
+TEST(ConsumerTimeout, TheBrokersCloseIsRecognizedWithItsTimeout) {
+  // RabbitMQ 3.10's and 4.x's text.
+  const auto timeout = consumer_timeout_of(
+      406,
+      "PRECONDITION_FAILED - delivery acknowledgement on channel 3 timed out. Timeout value "
+      "used: 1800000 ms. This timeout value can be configured, see consumers doc guide to learn "
+      "more");
+  ASSERT_TRUE(timeout.has_value());
+  EXPECT_EQ(*timeout, 1800000ms);
+  EXPECT_EQ(consumer_timeout_of(406,
+                                "PRECONDITION_FAILED - delivery acknowledgement on channel 1 "
+                                "timed out"),
+            0ms)
+      << "recognized, the timeout unnamed";
+  EXPECT_EQ(consumer_timeout_of(406, "PRECONDITION_FAILED - unknown delivery tag 9"), std::nullopt);
+  EXPECT_EQ(consumer_timeout_of(406, "PRECONDITION_FAILED - inequivalent arg 'x-queue-type'"),
+            std::nullopt);
+  EXPECT_EQ(consumer_timeout_of(404, "delivery acknowledgement timed out"), std::nullopt);
+  EXPECT_EQ(consumer_timeout_of(406,
+                                "delivery acknowledgement timed out. Timeout value used: "
+                                "99999999999999999999999 ms"),
+            0ms)
+      << "a number past 64 bits is not wrapped";
+}
+
 namespace {
 ConsumerScaler::Config config() {
   ConsumerScaler::Config c;

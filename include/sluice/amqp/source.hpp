@@ -35,9 +35,14 @@ struct AmqpSourceOptions {
   std::chrono::milliseconds stop_consumer_min_interval{60000};
   // A lost connection or channel is recovered after a backoff doubling up to this.
   std::chrono::milliseconds recovery_interval{5000};
-  // A retry is held here (unacknowledged) for its backoff, at most this long, then
-  // nacked with requeue. Keep it well under the broker's consumer_timeout (30 min).
+  // A retry is held here (unacknowledged) for its backoff, at most this long (and at
+  // most half of consumer_timeout), then nacked with requeue.
   std::chrono::milliseconds retry_hold_max{std::chrono::minutes(5)};
+  // The broker's consumer_timeout (rabbitmq.conf; 30 min by default) or the queue's
+  // x-consumer-timeout, as far as Sluice knows it (AMQP 0-9-1 cannot read either): a
+  // channel closed for a delivery held longer is recognized whatever this says; this
+  // caps retry holds and names the timeout when the broker's text does not. 0: none.
+  std::chrono::milliseconds consumer_timeout{std::chrono::minutes(30)};
   std::chrono::seconds heartbeat{60};
   std::string connection_name = "sluice";
   std::string ca_file;  // amqps: the CA bundle that signed the broker's certificate
