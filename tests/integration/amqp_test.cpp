@@ -584,6 +584,8 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
   int others_done_when_back = -1;
   auto gauges = std::make_shared<Gauges>();
   auto options = source_options();
+  options.consumer_timeout = 2s;  // what the broker was told
+  options.retry_hold_max = 5s;    // would outlast it: warned, capped
   auto held = container_options(20);
   held.worker_threads = 4;
   Container container(held, make_amqp_source(options), [&](Message& message) {
@@ -613,7 +615,9 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
   EXPECT_EQ(calls.size(), 50u);
   EXPECT_EQ(calls["m-7"], 2) << "the held delivery did not come back";
   for (const auto& [id, n] : calls) {
-    if (id != "m-7") EXPECT_EQ(n, 1) << id << " came back too";
+    if (id != "m-7") {
+      EXPECT_EQ(n, 1) << id << " came back too";
+    }
   }
   EXPECT_EQ(others_done_when_back, 49) << "the others did not go on while one was held";
   const std::string text = log->str();
@@ -621,6 +625,10 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
   EXPECT_NE(text.find("timeout_ms=2000"), std::string::npos) << text;
   EXPECT_NE(text.find("m-7 (delivery "), std::string::npos) << "which delivery: " << text;
   EXPECT_EQ(text.find("event=channel_closed"), std::string::npos) << text;
+  EXPECT_NE(text.find("retry_hold_max (5000 ms) is not under half the broker's consumer_timeout "
+                      "(2000 ms): a failed message is held at most 1000 ms"),
+            std::string::npos)
+      << text;
   const auto q = broker_->queue(queue_);
   EXPECT_EQ(q.ready, 0);
   EXPECT_EQ(q.unacked, 0);
