@@ -524,7 +524,8 @@ class AmqpSource final : public spi::Source {
                      .decode(deliver, message, consumer.lease,
                              [this](const std::string& id) { return attempts_.get(id); })
                      .delivery;
-    consumer.acks.delivered(tag, Clock::now(), std::string(spi::id_of(state)));
+    const auto now = Clock::now();
+    consumer.acks.delivered(tag, now, std::string(spi::id_of(state)));
     bool notify = false;
     {
       std::lock_guard lock(ready_mutex_);
@@ -533,7 +534,7 @@ class AmqpSource final : public spi::Source {
       receiver_waiting_ = false;
     }
     if (notify) asio::post(context_.executor, [this] { timer_.cancel(); });
-    const auto decision = scaler_.on_delivery(consumer.cycle, pool_.active(), Clock::now());
+    const auto decision = scaler_.on_delivery(consumer.cycle, pool_.active(), now);
     act(consumer, decision);
   }
 
@@ -568,8 +569,9 @@ class AmqpSource final : public spi::Source {
 
   // The broker closed a channel because a delivery on it stayed unacknowledged longer
   // than its consumer_timeout: which one(s), held how long. Whatever the channel held
-  // comes back from the queue; a handler still running on it finishes, and its ack is
-  // counted abandoned (at least once: the pipeline's dedupe stores the record once).
+  // comes back from the queue; the container drops what it held under the lost lease
+  // (counted lost), a handler still running on it finishes unacknowledged (at least once:
+  // the pipeline's dedupe stores the record once).
   void on_consumer_timeout(std::uint16_t channel, std::chrono::milliseconds timeout) {
     if (timeout.count() == 0) timeout = options_.consumer_timeout;  // the text named none
     ++consumer_timeouts_;

@@ -611,6 +611,7 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
       60s));
   container.stop();
   EXPECT_EQ(gauges->get("amqp_consumer_timeouts"), 1) << "the channel close was not recognized";
+  EXPECT_GE(container.stats().lost, 1u) << "the held delivery was not dropped with its channel";
   std::lock_guard lock(m);
   EXPECT_EQ(calls.size(), 50u);
   EXPECT_EQ(calls["m-7"], 2) << "the held delivery did not come back";
