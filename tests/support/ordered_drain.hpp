@@ -32,8 +32,9 @@ struct OrderedDrainOptions {
 
 struct OrderedDrain {
   bool drained = false;
-  std::chrono::duration<double> took{};  // from start() until every message is settled
-  int longest_run = 0;                   // the most messages of one group in one handler call
+  std::chrono::duration<double> took{};        // from start() until every message is settled
+  int longest_run = 0;                         // the most messages of one group in one handler call
+  std::vector<std::vector<std::string>> runs;  // each handler call's messages of one group
   std::vector<std::string> retried, released, rejected;
 };
 
@@ -70,13 +71,13 @@ inline OrderedDrain drain_ordered(const sinks::BatchWriter::SinkFactory& factory
   std::mutex mutex;
   Container container(options, fake_source(queue), BatchHandler([&](std::span<Message> batch) {
                         std::vector<sinks::BatchWriter::Item> items;
-                        std::map<std::string, int> per_group;
+                        std::map<std::string, std::vector<std::string>> per_group;
                         for (auto& message : batch) {
                           const std::string body(message.body());
                           const auto colon = body.find(':');
                           const std::string group = body.substr(0, colon);
                           const int seq = std::stoi(body.substr(colon + 1));
-                          ++per_group[group];
+                          per_group[group].push_back(body);
                           pipeline::Record record;
                           record.hash = pipeline::content_hash("V1", {group, seq});
                           record.message_id = body;
@@ -86,8 +87,11 @@ inline OrderedDrain drain_ordered(const sinks::BatchWriter::SinkFactory& factory
                           items.push_back({std::move(record), message});
                         }
                         std::lock_guard lock(mutex);
-                        for (const auto& [group, n] : per_group)
-                          outcome.longest_run = std::max(outcome.longest_run, n);
+                        for (auto& [group, run] : per_group) {
+                          outcome.longest_run =
+                              std::max(outcome.longest_run, static_cast<int>(run.size()));
+                          outcome.runs.push_back(std::move(run));
+                        }
                         writer.submit_all(std::move(items));
                       }));
   const auto total = static_cast<std::size_t>(o.groups) * static_cast<std::size_t>(o.per_group);
