@@ -31,7 +31,7 @@ void fill(const std::string& queue, const std::vector<std::string>& bodies) {
   o.uri = amqp::parse_uri(test::RabbitMq::shared().uri());
   amqp::Connection admin(o);
   admin.open_channel(1);
-  admin.declare_queue(1, queue, false, "");
+  admin.declare_queue(1, queue);
   amqp::PublisherOptions p;
   p.uri = test::RabbitMq::shared().uri();
   amqp::Publisher publisher(p);

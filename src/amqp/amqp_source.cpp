@@ -119,14 +119,14 @@ class AmqpSource final : public spi::Source {
       scaler_.reconfigure(std::min(options_.min_consumers, max_in_flight), max_in_flight);
     }
     // A retry held (unacknowledged) as long as the broker's consumer_timeout would have
-    // the broker close its channel: held at most half of it, then nacked with requeue.
+    // the broker close its channel: held at most half of it, then returned.
     retry_hold_max_ = options_.retry_hold_max;
     if (options_.consumer_timeout.count() > 0 && retry_hold_max_ > options_.consumer_timeout / 2) {
       retry_hold_max_ = options_.consumer_timeout / 2;
       context_.warning("AMQP source: retry_hold_max (" + str(options_.retry_hold_max) +
                        ") is not under half the broker's consumer_timeout (" +
                        str(options_.consumer_timeout) + "): a failed message is held at most " +
-                       str(retry_hold_max_) + ", then nacked with requeue");
+                       str(retry_hold_max_) + ", then returned to the queue");
     }
     ack_batch_ = static_cast<std::size_t>(std::max(1, pool_.prefetch_share() / 2));
     max_batch_ = std::clamp(std::max(options_.batch_size, 100), 1, max_in_flight);
@@ -516,8 +516,7 @@ class AmqpSource final : public spi::Source {
     Consumer& consumer = *found;
     if (stopping_intake_) {  // on its way before our cancel: back to the queue at once
       consumer.acks.delivered(tag);
-      connection_->nack(channel, tag, true);
-      consumer.acks.finished(tag);
+      return_unprocessed(consumer, tag);
       return;
     }
     auto state = decoder_
@@ -695,8 +694,7 @@ class AmqpSource final : public spi::Source {
                      [&](ReleaseCommand& c) {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
                        if (!consumer) return;
-                       connection_->nack(consumer->channel, c.delivery.tag, true);
-                       consumer->acks.finished(c.delivery.tag);
+                       return_unprocessed(*consumer, c.delivery.tag);
                        mark_dirty();
                      },
                      [&](RejectCommand& c) {
@@ -731,10 +729,34 @@ class AmqpSource final : public spi::Source {
     while (const auto r = retries_.take_due(now, all)) {
       Consumer* consumer = pool_.by_lease(r->lease);
       if (!consumer) continue;
-      connection_->nack(consumer->channel, r->tag, true);
+      // A failure: basic.reject with requeue, which every RabbitMQ version counts toward
+      // a quorum queue's x-delivery-limit (from 4.3, a nack does not).
+      connection_->reject(consumer->channel, r->tag, true);
       consumer->acks.finished(r->tag);
       --consumer->held_retries;
+      ++failed_returns_;
       mark_dirty();
+    }
+    report_returns();
+  }
+
+  // Back to the queue unprocessed (released, or never handed out at a stop): basic.nack
+  // with requeue, which RabbitMQ counts as no failure from 4.3 on (before 4.3 every
+  // return counts toward x-delivery-limit, a closed channel's too).
+  void return_unprocessed(Consumer& consumer, std::uint64_t tag) {
+    connection_->nack(consumer.channel, tag, true);
+    consumer.acks.finished(tag);
+    ++unprocessed_returns_;
+    report_returns();
+  }
+  void report_returns() {
+    if (failed_returns_ != reported_failed_returns_) {
+      reported_failed_returns_ = failed_returns_;
+      gauge("amqp_failed_returns", static_cast<double>(failed_returns_));
+    }
+    if (unprocessed_returns_ != reported_unprocessed_returns_) {
+      reported_unprocessed_returns_ = unprocessed_returns_;
+      gauge("amqp_unprocessed_returns", static_cast<double>(unprocessed_returns_));
     }
   }
 
@@ -847,9 +869,7 @@ class AmqpSource final : public spi::Source {
     for (auto& s : unhanded) {
       Consumer* consumer = pool_.by_lease(spi::lease_of(s));
       if (!consumer) continue;
-      const auto tag = tag_of(s);
-      connection_->nack(consumer->channel, tag, true);
-      consumer->acks.finished(tag);
+      return_unprocessed(*consumer, tag_of(s));
     }
     send_acks(/*all=*/true);
   }
@@ -936,6 +956,8 @@ class AmqpSource final : public spi::Source {
   std::uint64_t consumer_timeouts_ = 0;
   std::size_t reported_unacknowledged_ = 0;
   std::uint64_t ack_frames_ = 0;
+  std::uint64_t failed_returns_ = 0, reported_failed_returns_ = 0;
+  std::uint64_t unprocessed_returns_ = 0, reported_unprocessed_returns_ = 0;
 };
 
 }  // namespace

@@ -315,21 +315,38 @@ QueueInfo Connection::inspect_queue(std::uint16_t channel, const std::string& qu
   return {ok->message_count, ok->consumer_count};
 }
 
-QueueInfo Connection::declare_queue(std::uint16_t channel, const std::string& queue, bool quorum,
-                                    const std::string& dead_letter_exchange,
-                                    const std::string& dead_letter_routing_key) {
-  amqp_table_entry_t arguments[3];
+QueueInfo Connection::declare_queue(std::uint16_t channel, const std::string& queue,
+                                    const QueueDeclaration& d) {
+  amqp_table_entry_t arguments[5];
   int count = 0;
-  auto add = [&](const char* key, const std::string& value) {
+  auto add = [&](const char* key, amqp_field_value_t value) {
     arguments[count].key = amqp_cstring_bytes(key);
-    arguments[count].value.kind = AMQP_FIELD_KIND_UTF8;
-    arguments[count++].value.value.bytes = amqp_cstring_bytes(value.c_str());
+    arguments[count++].value = value;
+  };
+  auto text = [](const std::string& value) {
+    amqp_field_value_t v{};
+    v.kind = AMQP_FIELD_KIND_UTF8;
+    v.value.bytes = amqp_cstring_bytes(value.c_str());
+    return v;
   };
   static const std::string kQuorum = "quorum";
-  if (quorum) add("x-queue-type", kQuorum);
-  if (!dead_letter_exchange.empty() || !dead_letter_routing_key.empty())
-    add("x-dead-letter-exchange", dead_letter_exchange);
-  if (!dead_letter_routing_key.empty()) add("x-dead-letter-routing-key", dead_letter_routing_key);
+  if (d.quorum) add("x-queue-type", text(kQuorum));
+  if (!d.dead_letter_exchange.empty() || !d.dead_letter_routing_key.empty())
+    add("x-dead-letter-exchange", text(d.dead_letter_exchange));
+  if (!d.dead_letter_routing_key.empty())
+    add("x-dead-letter-routing-key", text(d.dead_letter_routing_key));
+  if (d.delivery_limit > 0) {
+    amqp_field_value_t v{};
+    v.kind = AMQP_FIELD_KIND_I64;
+    v.value.i64 = d.delivery_limit;
+    add("x-delivery-limit", v);
+  }
+  if (d.single_active_consumer) {
+    amqp_field_value_t v{};
+    v.kind = AMQP_FIELD_KIND_BOOLEAN;
+    v.value.boolean = 1;
+    add("x-single-active-consumer", v);
+  }
   auto* ok = amqp_queue_declare(state_, channel, amqp_cstring_bytes(queue.c_str()), 0, 1, 0, 0,
                                 amqp_table_t{count, arguments});
   check_reply(("declaring the queue '" + queue + "'").c_str());

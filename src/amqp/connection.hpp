@@ -53,6 +53,17 @@ struct ConnectionOptions {
   std::chrono::milliseconds rpc_timeout{30000};  // a synchronous call with no answer
 };
 
+// A durable queue's arguments.
+struct QueueDeclaration {
+  bool quorum = false;  // x-queue-type: quorum
+  // With either set, x-dead-letter-exchange; with a routing key, dead letters go through
+  // `dead_letter_exchange` ("" is the default exchange: the key names a queue).
+  std::string dead_letter_exchange;
+  std::string dead_letter_routing_key;
+  int delivery_limit = 0;               // x-delivery-limit (quorum queues); 0: none
+  bool single_active_consumer = false;  // x-single-active-consumer
+};
+
 struct QueueInfo {
   std::uint32_t messages = 0;  // ready (not counting unacknowledged)
   std::uint32_t consumers = 0;
@@ -77,11 +88,9 @@ class Connection {
   // Passive declare: throws AmqpError with reply_code 404 when the queue is missing
   // (which closes the channel).
   QueueInfo inspect_queue(std::uint16_t channel, const std::string& queue);
-  // A durable queue; with a dead-letter routing key its dead letters go through
-  // `dead_letter_exchange` ("" is the default exchange: the key names a queue).
-  QueueInfo declare_queue(std::uint16_t channel, const std::string& queue, bool quorum,
-                          const std::string& dead_letter_exchange,
-                          const std::string& dead_letter_routing_key = "");
+  // A durable queue (see QueueDeclaration).
+  QueueInfo declare_queue(std::uint16_t channel, const std::string& queue,
+                          const QueueDeclaration& declaration = {});
   // Passive exchange.declare: throws AmqpError with reply_code 404 when it is missing.
   void inspect_exchange(std::uint16_t channel, const std::string& exchange);
   void delete_queue(std::uint16_t channel, const std::string& queue);

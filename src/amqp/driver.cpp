@@ -98,8 +98,8 @@ std::vector<driver::SourceOption> amqp_options() {
                 }),
       option<S>("retry_hold_max", "duration", "5m",
                 "A failed message is held (unacknowledged) for its backoff, at most this long "
-                "and at most half of consumer_timeout (warned at start), then nacked with "
-                "requeue.",
+                "and at most half of consumer_timeout (warned at start), then returned with "
+                "basic.reject (requeue).",
                 [](S& s, auto& n, auto& k) {
                   s.source.retry_hold_max = as_duration(n, k, milliseconds(0), seconds(86400));
                 }),
@@ -134,6 +134,15 @@ std::vector<driver::SourceOption> amqp_options() {
                 "(basic.reject without requeue) as well as to the rejects table. false: they are "
                 "kept in the rejects table and acked.",
                 [](S& s, auto& n, auto& k) { s.dead_letter_exchange = as_bool(n, k); }),
+      option<S>("delivery_limit", "integer", "0",
+                "The quorum queue's x-delivery-limit (0: none known): the broker dead-letters a "
+                "message returned that many times (before RabbitMQ 4.3 any return; from 4.3 "
+                "failures only, which Sluice sends as basic.reject with requeue). "
+                "sink.max_record_failures is lowered to delivery_limit + 1 (an error when set "
+                "higher), so that Sluice rejects a failing record, with its reason, first.",
+                [](S& s, auto& n, auto& k) {
+                  s.delivery_limit = static_cast<int>(as_int(n, k, 0, 1000000));
+                }),
   };
 }
 
@@ -261,7 +270,10 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
   std::vector<std::pair<std::string, std::string>> renamed_keys() const override {
     std::vector<std::pair<std::string, std::string>> renamed;
     for (const auto& o : options())
-      if (o.key != "url" && o.key != "heartbeat") renamed.emplace_back("source." + o.key, o.key);
+      // Keys newer than the move to source.rabbitmq.* never had a flat name.
+      if (o.key != "url" && o.key != "heartbeat" && o.key != "consumer_timeout" &&
+          o.key != "delivery_limit")
+        renamed.emplace_back("source." + o.key, o.key);
     renamed.emplace_back("source.amqp_url", "url");
     renamed.emplace_back("source.amqp_heartbeat", "heartbeat");
     return renamed;
@@ -286,6 +298,21 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
                         std::to_string(c.max_in_flight) +
                         "): each consumer holds at least one delivery");
     if (o.retry_hold_max < c.failure_backoff_base) c.failure_backoff_base = o.retry_hold_max;
+    // The broker gives a message at most delivery_limit + 1 deliveries: Sluice refuses a
+    // record that keeps failing on its last one at the latest, so that the rejects table
+    // has it with its reason rather than the broker's x-death alone.
+    if (const int limit = of(settings).delivery_limit;
+        limit > 0 && p.max_record_failures > limit + 1) {
+      const int deliveries = limit + 1;
+      if (p.max_record_failures_set)
+        throw ConfigError("sink.max_record_failures: got " + std::to_string(p.max_record_failures) +
+                          ", expected at most " + std::to_string(deliveries) +
+                          " with source.rabbitmq.delivery_limit " + std::to_string(limit) +
+                          " (the broker dead-letters a message after " +
+                          std::to_string(deliveries) +
+                          " deliveries, without the reason Sluice stores with a reject)");
+      p.max_record_failures = deliveries;
+    }
     try {
       validate(o);
     } catch (const OptionError& e) {
@@ -319,6 +346,12 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
         {"amqp_connections_lost", K::total,
          "RabbitMQ connections lost (closed by the broker, network, missed heartbeats)"},
         {"amqp_ack_frames", K::total, "basic.ack frames sent (multiple=true covers many messages)"},
+        {"amqp_failed_returns", K::total,
+         "RabbitMQ deliveries returned as failed after their retry backoff (basic.reject with "
+         "requeue: counted toward a quorum queue's x-delivery-limit)"},
+        {"amqp_unprocessed_returns", K::total,
+         "RabbitMQ deliveries returned unprocessed (basic.nack with requeue: released, or not "
+         "handed out at a stop; from RabbitMQ 4.3 not counted toward x-delivery-limit)"},
         {"amqp_consumer_timeouts", K::total,
          "RabbitMQ channels the broker closed because a delivery stayed unacknowledged past its "
          "consumer_timeout (what they held came back from the queue)"},

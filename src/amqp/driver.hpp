@@ -10,6 +10,7 @@ namespace sluice::amqp {
 struct AmqpSettings : driver::SourceSettings {
   AmqpSourceOptions source;
   bool dead_letter_exchange = false;  // rejects also go to the queue's dead-letter exchange
+  int delivery_limit = 0;  // the quorum queue's x-delivery-limit, as far as Sluice knows it
 };
 
 const driver::SourceDriver& amqp_source_driver();

@@ -8,8 +8,8 @@
 #include <unordered_map>
 
 #include "amqp/connection.hpp"
-#include "sluice/tracing.hpp"
 #include "common/crypto.hpp"
+#include "sluice/tracing.hpp"
 
 namespace sluice::amqp {
 namespace {

@@ -17,7 +17,7 @@ namespace sluice::amqp {
 namespace {
 
 int declare_or_inspect(const char* name, const std::string& url, const std::string& queue,
-                       bool create, bool quorum, const std::string& dead_letter_exchange,
+                       bool create, const QueueDeclaration& declaration = {},
                        const std::string& dead_letter_queue = "") {
   try {
     amqp::ConnectionOptions o;
@@ -25,11 +25,13 @@ int declare_or_inspect(const char* name, const std::string& url, const std::stri
     o.connection_name = "sluice-cli";
     amqp::Connection connection(o);
     connection.open_channel(1);
-    if (create && !dead_letter_queue.empty())
-      connection.declare_queue(1, dead_letter_queue, quorum, "");
-    const auto info =
-        create ? connection.declare_queue(1, queue, quorum, dead_letter_exchange, dead_letter_queue)
-               : connection.inspect_queue(1, queue);
+    if (create && !dead_letter_queue.empty()) {
+      QueueDeclaration dead_letters;  // of the same type
+      dead_letters.quorum = declaration.quorum;
+      connection.declare_queue(1, dead_letter_queue, dead_letters);
+    }
+    const auto info = create ? connection.declare_queue(1, queue, declaration)
+                             : connection.inspect_queue(1, queue);
     if (create)
       std::cout << queue << "\n";
     else
@@ -49,13 +51,13 @@ int declare_or_inspect(const char* name, const std::string& url, const std::stri
 
 }  // namespace
 
-int queue_create(const std::string& url, const std::string& queue, bool quorum,
-                 const std::string& dead_letter_exchange, const std::string& dead_letter_queue) {
+int queue_create(const std::string& url, const std::string& queue, QueueDeclaration declaration,
+                 const std::string& dead_letter_queue) {
   if (queue.empty()) {
     std::cerr << "sluice queue create: --name: missing, expected a RabbitMQ queue name\n";
     return 2;
   }
-  if (!dead_letter_queue.empty() && !dead_letter_exchange.empty()) {
+  if (!dead_letter_queue.empty() && !declaration.dead_letter_exchange.empty()) {
     std::cerr << "sluice queue create: --dead-letter-queue and --dead-letter-exchange: give one "
                  "(--dead-letter-queue dead-letters through the default exchange)\n";
     return 2;
@@ -64,8 +66,13 @@ int queue_create(const std::string& url, const std::string& queue, bool quorum,
     std::cerr << "sluice queue create: --dead-letter-queue is the queue itself\n";
     return 2;
   }
-  return declare_or_inspect("queue create", url, queue, true, quorum, dead_letter_exchange,
-                            dead_letter_queue);
+  if (declaration.delivery_limit > 0 && !declaration.quorum) {
+    std::cerr << "sluice queue create: --delivery-limit: only quorum queues have one (add "
+                 "--quorum)\n";
+    return 2;
+  }
+  declaration.dead_letter_routing_key = dead_letter_queue;
+  return declare_or_inspect("queue create", url, queue, true, declaration, dead_letter_queue);
 }
 
 ManagementApi::ManagementApi(boost::asio::any_io_executor executor, const std::string& amqp_url,
@@ -123,8 +130,7 @@ int queue_stats(const std::string& url, const std::string& queue,
     std::cerr << "sluice queue stats: --queue: missing, expected a RabbitMQ queue name\n";
     return 2;
   }
-  if (management_url.empty())
-    return declare_or_inspect("queue stats", url, queue, false, false, "");
+  if (management_url.empty()) return declare_or_inspect("queue stats", url, queue, false);
   boost::asio::io_context io;
   try {
     ManagementApi api(io.get_executor(), url, management_url);

@@ -15,8 +15,8 @@ namespace sluice::amqp {
 // Declares a durable queue (idempotent; a different declaration is PRECONDITION_FAILED,
 // exit 2); with `dead_letter_queue`, that one first (of the same type), and the queue
 // dead-letters into it through the default exchange. Exit codes as the README says.
-int queue_create(const std::string& url, const std::string& queue, bool quorum,
-                 const std::string& dead_letter_exchange, const std::string& dead_letter_queue);
+int queue_create(const std::string& url, const std::string& queue, QueueDeclaration declaration,
+                 const std::string& dead_letter_queue);
 
 // Ready messages and consumers (AMQP's passive queue.declare); with a management URL
 // (http://host:15672), ready, unacknowledged and consumers from the management

@@ -3,7 +3,7 @@
 //   - the attempt log: receive counts of messages that failed here, by message id, for
 //     classic queues (which count no deliveries); the oldest forgotten first;
 //   - held retries: a failed delivery is held for its backoff (RabbitMQ has no delayed
-//     requeue) and nacked with requeue when it is due.
+//     requeue) and returned (basic.reject with requeue) when it is due.
 #include <chrono>
 #include <cstdint>
 #include <deque>

@@ -28,8 +28,8 @@ struct PublishFlags {
 struct Flags {
   PublishFlags publish;
   std::string stats_url, stats_queue, management_url;
-  std::string create_url, create_dead_letter_exchange, create_dead_letter_queue;
-  bool create_quorum = false;
+  std::string create_url, create_dead_letter_queue;
+  QueueDeclaration create_declaration;
   std::string autoscale_url, autoscale_queue, autoscale_management_url;
 };
 
@@ -133,9 +133,17 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
   auto* create = commands.queue_create;
   create->add_option("--amqp-url", flags->create_url,
                      "RabbitMQ instead: amqp://user:password@host/vhost");
-  create->add_flag("--quorum", flags->create_quorum, "RabbitMQ: a quorum queue");
-  create->add_option("--dead-letter-exchange", flags->create_dead_letter_exchange,
+  create->add_flag("--quorum", flags->create_declaration.quorum, "RabbitMQ: a quorum queue");
+  create->add_option("--dead-letter-exchange", flags->create_declaration.dead_letter_exchange,
                      "RabbitMQ: the queue's x-dead-letter-exchange");
+  create
+      ->add_option("--delivery-limit", flags->create_declaration.delivery_limit,
+                   "RabbitMQ quorum queue: x-delivery-limit, the returns after which the broker "
+                   "dead-letters a message (source.rabbitmq.delivery_limit says it to sluice run)")
+      ->check(CLI::Range(1, 1000000));
+  create->add_flag("--single-active-consumer", flags->create_declaration.single_active_consumer,
+                   "RabbitMQ: x-single-active-consumer (one consumer at a time receives: the "
+                   "queue is one ordered group)");
   create->add_option("--dead-letter-queue", flags->create_dead_letter_queue,
                      "RabbitMQ: also declare this queue and dead-letter into it (through the "
                      "default exchange: x-dead-letter-routing-key)");
@@ -180,8 +188,8 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
   verbs.queue_create = driver::SourceVerbs::Verb{
       "--amqp-url (RabbitMQ)", [flags] { return !flags->create_url.empty(); }, false,
       [flags, name] {
-        return queue_create(flags->create_url, *name, flags->create_quorum,
-                            flags->create_dead_letter_exchange, flags->create_dead_letter_queue);
+        return queue_create(flags->create_url, *name, flags->create_declaration,
+                            flags->create_dead_letter_queue);
       }};
   add_dead_letter_verbs(commands, verbs);
   return verbs;

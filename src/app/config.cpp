@@ -400,6 +400,7 @@ const std::vector<Option>& options() {
        "to be permanent, a write concern not met) this many deliveries in a row is rejected "
        "(sink_refused) instead of coming back again.",
        [](auto& c, auto& n, auto& k) {
+         c.max_record_failures_set = true;
          c.writer.max_record_failures = static_cast<int>(as_int(n, k, 1, 1000));
        }},
       {"sink.table", "string", "records",
@@ -996,7 +997,8 @@ void finalize(Loading& loading) {
                         name + ")");
   auto settings = std::move(loading.sections.find(source.name())->second);
   driver::PipelineSettings pipeline_settings{c.container, c.transform.max_body_bytes,
-                                             c.max_body_bytes_set};
+                                             c.max_body_bytes_set, c.writer.max_record_failures,
+                                             c.max_record_failures_set};
   source.finalize(*settings, pipeline_settings);
   c.source = std::move(settings);
   c.container.name = c.name;               // the container's log lines name their pipeline
@@ -1189,7 +1191,8 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
         o.apply(*settings, YAML::Load(o.default_value), o.key + " (default)");
     loading.sections.emplace(std::string(d->name()), std::move(settings));
   }
-  config.max_body_bytes_set = false;  // only the file or the environment set it
+  config.max_body_bytes_set = false;  // only the file or the environment set these
+  config.max_record_failures_set = false;
   if (!root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping at the top level");
     try {

@@ -33,8 +33,9 @@ struct PipelineConfig {
   const driver::SourceDriver* source_driver = nullptr;
   std::shared_ptr<const driver::SourceSettings> source;  // the driver's settings
   ContainerOptions container;
-  bool wait_for_queue = false;      // a missing queue at start: wait for it instead of exit 2
-  bool max_body_bytes_set = false;  // decode.max_body_bytes given (not its default)
+  bool wait_for_queue = false;           // a missing queue at start: wait for it instead of exit 2
+  bool max_body_bytes_set = false;       // decode.max_body_bytes given (not its default)
+  bool max_record_failures_set = false;  // sink.max_record_failures given (not its default)
   // stages
   pipeline::TransformSpec transform;
   // sink
@@ -48,8 +49,8 @@ struct PipelineConfig {
   int autoscale_capacity = 0;      // 0: container.max_in_flight
   long autoscale_running = 1;
   std::string metrics_listen = "127.0.0.1:9464";
-  bool admin_enabled = false;  // pause/resume/status on the metrics server
-  std::string admin_token;     // SLUICE_ADMIN_TOKEN: never from the file, never printed
+  bool admin_enabled = false;     // pause/resume/status on the metrics server
+  std::string admin_token;        // SLUICE_ADMIN_TOKEN: never from the file, never printed
   tracing::TracerOptions tracer;  // tracing.*: the process's
   std::string log_level = "info";
   std::vector<std::string> log_fields;  // business fields carried in log lines

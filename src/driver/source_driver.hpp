@@ -63,6 +63,8 @@ struct PipelineSettings {
   ContainerOptions& container;
   std::size_t& max_body_bytes;  // decode.max_body_bytes
   bool max_body_bytes_set;      // given in the file or the environment (not its default)
+  int& max_record_failures;     // sink.max_record_failures
+  bool max_record_failures_set;
 };
 
 // What the probe last read of the queue. Written by the probe's thread, read by any.

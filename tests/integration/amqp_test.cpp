@@ -50,7 +50,10 @@ struct Admin {
     connection->open_channel(1);
   }
   void queue(const std::string& name, bool quorum = false, const std::string& dlx = "") {
-    connection->declare_queue(1, name, quorum, dlx);
+    amqp::QueueDeclaration declaration;
+    declaration.quorum = quorum;
+    declaration.dead_letter_exchange = dlx;
+    connection->declare_queue(1, name, declaration);
   }
   void remove(const std::string& name) { connection->delete_queue(1, name); }
   // A fanout exchange delivering to `queue`.
@@ -526,6 +529,86 @@ TEST_F(AmqpTest, QuorumQueueDeliveryCountIsTheReceiveCount) {
     EXPECT_EQ(c, (std::vector<int>{1, 2})) << id;
     EXPECT_EQ(header[id], "1") << id << ": the broker's own count of earlier deliveries";
   }
+}
+
+// A quorum queue's x-delivery-limit (declared by `sluice queue create --delivery-limit`):
+// a message that always fails is returned as a failure (basic.reject with requeue, which
+// every version counts; from 4.3 a nack does not), delivered limit + 1 times on 3.10 (a
+// return of the delivery whose x-delivery-count has reached the limit dead-letters it),
+// then the broker dead-letters it with its reason; it never loops, the others go on.
+TEST_F(AmqpTest, QuorumDeliveryLimitDeadLettersAFailingMessageAfterItsReturns) {
+  const std::string queue = test::unique_queue_name("amqp-limit");
+  const std::string dlq = queue + "-dlq";
+  const std::string url = "'" + broker_->uri() + "'";
+  const auto [code, text] = test::run_with_status(
+      std::string(SLUICE_BINARY) + " queue create --amqp-url " + url + " --name " + queue +
+      " --quorum --delivery-limit 3 --dead-letter-queue " + dlq);
+  ASSERT_EQ(code, 0) << text;
+  // Without --quorum a delivery limit is refused (classic queues have none).
+  const auto classic =
+      test::run_with_status(std::string(SLUICE_BINARY) + " queue create --amqp-url " + url +
+                            " --name " + queue + "-classic --delivery-limit 3");
+  EXPECT_EQ(classic.first, 2) << classic.second;
+  EXPECT_NE(classic.second.find("--delivery-limit: only quorum queues"), std::string::npos)
+      << classic.second;
+  publish(queue, 20);
+  std::mutex m;
+  std::vector<int> receive_counts;  // of m-3
+  auto gauges = std::make_shared<Gauges>();
+  auto options = source_options();
+  options.queue = queue;
+  auto container_settings = container_options();
+  container_settings.failure_backoff_base = 50ms;
+  Container container(container_settings, make_amqp_source(options), [&](Message& message) {
+    if (message.id() != "m-3") return;
+    std::lock_guard lock(m);
+    receive_counts.push_back(message.receive_count());
+    throw std::runtime_error("always fails");
+  });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(
+      wait_until([&] { return broker_->queue(dlq).ready == 1 && drained(queue, container); }, 60s))
+      << broker_->queue(dlq).ready << " dead-lettered";
+  std::this_thread::sleep_for(500ms);  // a loop would deliver it again meanwhile
+  container.stop();
+  {
+    std::lock_guard lock(m);
+    EXPECT_EQ(receive_counts, (std::vector<int>{1, 2, 3, 4}))
+        << "the broker's x-delivery-count + 1 on each delivery";
+  }
+  EXPECT_EQ(container.stats().acked, 19u);
+  EXPECT_EQ(gauges->get("amqp_failed_returns"), 4) << "each failure returned with basic.reject";
+  const auto dead = test::run_with_status(std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
+                                          "/tests/tools/pika_dead_letters.py " + url + " " + dlq);
+  EXPECT_EQ(dead.second, "m-3 delivery_limit:" + queue + ":1\n");
+  const auto q = broker_->queue(queue);
+  EXPECT_EQ(q.ready + q.unacked, 0);
+}
+
+// What goes back unprocessed (released, or not handed out at a stop) is a basic.nack:
+// no failure (RabbitMQ 4.3 and later do not count it toward x-delivery-limit).
+TEST_F(AmqpTest, ReleasedDeliveriesGoBackAsUnprocessedNotAsFailures) {
+  publish(queue_, 10);
+  auto gauges = std::make_shared<Gauges>();
+  std::mutex m;
+  std::map<std::string, int> calls;
+  Container container(container_options(), make_amqp_source(source_options()),
+                      [&](Message& message) {
+                        std::lock_guard lock(m);
+                        if (++calls[std::string(message.id())] == 1 && message.id() < "m-3")
+                          message.release();  // m-0, m-1, m-2 (and m-10.. none)
+                        else
+                          message.ack();
+                      });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 10; }, 30s));
+  container.stop();
+  EXPECT_EQ(gauges->get("amqp_unprocessed_returns"), 3);
+  EXPECT_EQ(gauges->get("amqp_failed_returns"), -1) << "none was a failure";
+  std::lock_guard lock(m);
+  for (const char* id : {"m-0", "m-1", "m-2"}) EXPECT_EQ(calls[id], 2) << id;
 }
 
 // A lease lost with its channel: what was held is never acked on a new channel, the

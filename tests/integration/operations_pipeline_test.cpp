@@ -740,8 +740,8 @@ TEST_F(OperationsPipeline, RabbitMqRedriveKeepsWhatTheBrokerReturnsAndEnds) {
   const std::string tag = std::to_string(getpid());
   const std::string dlq = "ops-rg-dlq-" + tag, routed = "ops-rg-routed-" + tag,
                     exchange = "ops-rg-headers-" + tag, bounce = "ops-rg-bounce-" + tag;
-  admin.declare_queue(1, dlq, false, "");
-  admin.declare_queue(1, routed, false, "");
+  admin.declare_queue(1, dlq);
+  admin.declare_queue(1, routed);
   amqp_exchange_declare(admin.raw(), 1, amqp_cstring_bytes(exchange.c_str()),
                         amqp_cstring_bytes("headers"), 0, 0, 1, 0, amqp_empty_table);
   admin.check_reply("exchange.declare");

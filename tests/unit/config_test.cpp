@@ -596,3 +596,27 @@ TEST(Config, TheSeveralPipelinesExampleLoads) {
     EXPECT_EQ(c.transform.hash_versions.at("V1").size(), 4u) << c.name << ": the shared identity";
   }
 }
+
+// A quorum queue's delivery limit bounds the deliveries: Sluice refuses a failing record
+// on its last delivery at the latest (its reason stored), never after the broker has
+// dead-lettered it.
+TEST(Config, TheQueuesDeliveryLimitBoundsTheRecordFailures) {
+  const std::string fields =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const std::string rabbit = "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n";
+  EXPECT_EQ(parse_config(rabbit + fields).writer.max_record_failures, 5) << "no limit known";
+  EXPECT_EQ(parse_config(rabbit + "    delivery_limit: 2\n" + fields).writer.max_record_failures, 3)
+      << "lowered to the limit + 1 deliveries";
+  EXPECT_EQ(parse_config(rabbit + "    delivery_limit: 20\n" + fields).writer.max_record_failures,
+            5)
+      << "a higher limit changes nothing";
+  EXPECT_EQ(parse_config(rabbit + "    delivery_limit: 2\n" + fields +
+                         "sink:\n  max_record_failures: 3\n")
+                .writer.max_record_failures,
+            3);
+  EXPECT_TRUE(has(
+      error_of(rabbit + "    delivery_limit: 2\n" + fields + "sink:\n  max_record_failures: 4\n"),
+      {"sink.max_record_failures", "got 4", "at most 3", "source.rabbitmq.delivery_limit 2"}));
+  EXPECT_TRUE(has(error_of(rabbit + "    delivery_limit: -1\n" + fields),
+                  {"source.rabbitmq.delivery_limit", "-1"}));
+}

@@ -9,7 +9,7 @@
 // has its own channel. One I/O thread owns the connection (rabbitmq-c is not
 // thread-safe) and keeps its heartbeats; handlers settle through it. Acks go as
 // basic.ack with multiple=true over each channel's contiguous settled prefix; retries
-// are held here for their backoff, then nacked with requeue; rejects are
+// are held here for their backoff, then returned with basic.reject (requeue); rejects are
 // basic.reject without requeue (the queue's dead-letter exchange, if it has one).
 // Never more unacknowledged deliveries than the container's max_in_flight: each
 // consumer's prefetch is at most max_in_flight / max consumers.
@@ -36,7 +36,7 @@ struct AmqpSourceOptions {
   // A lost connection or channel is recovered after a backoff doubling up to this.
   std::chrono::milliseconds recovery_interval{5000};
   // A retry is held here (unacknowledged) for its backoff, at most this long (and at
-  // most half of consumer_timeout), then nacked with requeue.
+  // most half of consumer_timeout), then returned (basic.reject, requeue).
   std::chrono::milliseconds retry_hold_max{std::chrono::minutes(5)};
   // The broker's consumer_timeout (rabbitmq.conf; 30 min by default) or the queue's
   // x-consumer-timeout, as far as Sluice knows it (AMQP 0-9-1 cannot read either): a
