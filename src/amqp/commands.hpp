@@ -22,7 +22,7 @@ struct DeliveryRef {
 struct AckCommand {
   DeliveryRef delivery;
 };
-struct RetryCommand {  // held for the backoff (at most retry_hold_max), then nacked
+struct RetryCommand {  // held for the backoff (at most retry_hold_max), then rejected with requeue
   DeliveryRef delivery;
   std::chrono::milliseconds delay{0};
   int receive_count = 0;

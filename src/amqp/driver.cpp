@@ -135,9 +135,10 @@ std::vector<driver::SourceOption> amqp_options() {
                 "kept in the rejects table and acked.",
                 [](S& s, auto& n, auto& k) { s.dead_letter_exchange = as_bool(n, k); }),
       option<S>("delivery_limit", "integer", "0",
-                "The quorum queue's x-delivery-limit (0: none known): the broker dead-letters a "
-                "message returned that many times (before RabbitMQ 4.3 any return; from 4.3 "
-                "failures only, which Sluice sends as basic.reject with requeue). "
+                "The quorum queue's x-delivery-limit (0: none known): a message is delivered at "
+                "most limit + 1 times, its (limit + 1)th return dead-letters it (before RabbitMQ "
+                "4.3 any return counts; from 4.3 failures only, which Sluice sends as "
+                "basic.reject with requeue). "
                 "sink.max_record_failures is lowered to delivery_limit + 1 (an error when set "
                 "higher), so that Sluice rejects a failing record, with its reason, first.",
                 [](S& s, auto& n, auto& k) {

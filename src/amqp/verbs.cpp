@@ -137,9 +137,11 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
   create->add_option("--dead-letter-exchange", flags->create_declaration.dead_letter_exchange,
                      "RabbitMQ: the queue's x-dead-letter-exchange");
   create
-      ->add_option("--delivery-limit", flags->create_declaration.delivery_limit,
-                   "RabbitMQ quorum queue: x-delivery-limit, the returns after which the broker "
-                   "dead-letters a message (source.rabbitmq.delivery_limit says it to sluice run)")
+      ->add_option(
+          "--delivery-limit", flags->create_declaration.delivery_limit,
+          "RabbitMQ quorum queue: x-delivery-limit N (a message is delivered at most N + 1 "
+          "times, then dead-lettered; source.rabbitmq.delivery_limit says it to sluice "
+          "run)")
       ->check(CLI::Range(1, 1000000));
   create->add_flag("--single-active-consumer", flags->create_declaration.single_active_consumer,
                    "RabbitMQ: x-single-active-consumer (one consumer at a time receives: the "
