@@ -21,4 +21,8 @@ if [[ " $* " == *" --tsan "* ]]; then
   # deployment checks (they read the release binary's libraries: libtsan is not one).
   filter=(-E "${TSAN_EXCLUDE:-^(bench|install)\.|^integration\.Deploy$}")
 fi
-ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 900 "${filter[@]}"
+status=0
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 900 "${filter[@]}" || status=$?
+# A CI log may keep only its head and tail: the reasons go last.
+if ((status != 0)); then scripts/lib/failure-summary.sh "$dir"; fi
+exit "$status"
