@@ -21,6 +21,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 
 #include "amqp/commands.hpp"
@@ -108,7 +109,8 @@ class AmqpSource final : public spi::Source {
                options_.batch_size, max_in_flight_},
               scaler_),
         wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-        timer_(context_.executor) {
+        timer_(context_.executor),
+        decoder_(options_.single_active_consumer ? options_.queue : std::string()) {
     if (wake_fd_ < 0) throw SourceError(SourceErrorKind::permanent, "", "eventfd failed");
     const int max_in_flight = max_in_flight_;
     if (options_.max_consumers > max_in_flight) {
@@ -179,6 +181,7 @@ class AmqpSource final : public spi::Source {
     spi::SourceCapabilities c;
     c.push = true;
     c.confirms_acks = true;
+    c.ordered_groups = options_.single_active_consumer;
     c.max_batch = max_batch_;
     return c;
   }
@@ -188,9 +191,13 @@ class AmqpSource final : public spi::Source {
     for (int round = 0; round < 2; ++round) {
       {
         std::lock_guard lock(ready_mutex_);
-        while (!ready_.empty() && static_cast<int>(out.size()) < max) {
-          out.push_back(std::move(ready_.front()));
-          ready_.pop_front();
+        if (may_hand_out()) {
+          while (!ready_.empty() && static_cast<int>(out.size()) < max) {
+            out.push_back(std::move(ready_.front()));
+            ready_.pop_front();
+          }
+          if (options_.single_active_consumer)
+            for (const auto& d : out) ++handed_out_[spi::lease_of(d)];
         }
         if (!out.empty() || round == 1) break;
         receiver_waiting_ = true;
@@ -209,15 +216,23 @@ class AmqpSource final : public spi::Source {
     co_return out;
   }
 
-  void ack(const Delivery& state) override { push(AckCommand{ref(state)}); }
+  void ack(const Delivery& state) override {
+    push(AckCommand{ref(state)});
+    settled_by_core(state, false);
+  }
   void expedite_acks() override { push(ExpediteCommand{}); }
   void retry(const Delivery& state, std::chrono::milliseconds backoff) override {
     push(RetryCommand{ref(state), backoff, spi::receive_count_of(state)});
+    settled_by_core(state, true);
   }
-  void release(const Delivery& state) override { push(ReleaseCommand{ref(state)}); }
+  void release(const Delivery& state) override {
+    push(ReleaseCommand{ref(state)});
+    settled_by_core(state, true);
+  }
   asio::awaitable<bool> reject(Delivery state, std::string reason) override {
     spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", spi::id_of(state), reason);
     push(RejectCommand{ref(state)});
+    settled_by_core(state, false);
     co_return true;  // basic.reject without requeue: to the queue's dead-letter exchange
   }
 
@@ -252,6 +267,32 @@ class AmqpSource final : public spi::Source {
   }
   static DeliveryRef ref(const Delivery& state) {
     return {spi::lease_of(state), tag_of(state), std::string(spi::id_of(state))};
+  }
+
+  // A single-active-consumer queue is one ordered group, and RabbitMQ, unlike SQS FIFO,
+  // does not hold the rest of a group back while one of its messages is out: the source
+  // does. It hands out the next deliveries only once the core has settled every one it
+  // handed out (the core keeps a group's order among those), and none at all from a
+  // failure or a release on until the rewind (rewind_if_due) has sent them all back.
+  bool may_hand_out() const {  // under ready_mutex_
+    return !options_.single_active_consumer || (!rewinding_ && handed_out_.empty());
+  }
+  // After the command for `state` is pushed: the I/O thread that sees the count at zero
+  // finds every command of the settled deliveries queued.
+  void settled_by_core(const Delivery& state, bool returned) {
+    if (!options_.single_active_consumer) return;
+    bool notify = false;
+    {
+      std::lock_guard lock(ready_mutex_);
+      if (returned) rewinding_ = true;
+      if (auto it = handed_out_.find(spi::lease_of(state));
+          it != handed_out_.end() && --it->second == 0)
+        handed_out_.erase(it);
+      notify = receiver_waiting_ && may_hand_out() && !ready_.empty();
+      if (notify) receiver_waiting_ = false;
+    }
+    if (notify) asio::post(context_.executor, [this] { timer_.cancel(); });
+    if (returned) wake();
   }
 
   void push(Command command) {
@@ -385,15 +426,18 @@ class AmqpSource final : public spi::Source {
   }
 
   void serve() {
-    Clock::time_point next_tick = Clock::now();
+    next_tick_ = Clock::now();
     while (!stop_) {
       amqp_connection_state_t raw = connection_->raw();
       const bool buffered = amqp_data_in_buffer(raw) || amqp_frames_enqueued(raw);
       const auto now = Clock::now();
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now);
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick_ - now);
       if (!retries_.empty())
         wait = std::min(
             wait, std::chrono::duration_cast<std::chrono::milliseconds>(retries_.next_due() - now));
+      if (rewind_due_)
+        wait = std::min(wait,
+                        std::chrono::duration_cast<std::chrono::milliseconds>(*rewind_due_ - now));
       if (acks_dirty_)
         wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
                                   dirty_since_ + kAckLinger - now));
@@ -411,12 +455,13 @@ class AmqpSource final : public spi::Source {
       read_frames();  // also sends heartbeats and notices missing ones
       send_due_retries();
       send_acks();
+      rewind_if_due();
       report_unacknowledged();
-      if (Clock::now() >= next_tick) {
+      if (Clock::now() >= next_tick_) {
         tick();
-        next_tick = Clock::now() + std::max(std::chrono::milliseconds(10),
-                                            std::min(options_.receive_timeout / 4,
-                                                     std::chrono::milliseconds(250)));
+        next_tick_ = Clock::now() + std::max(std::chrono::milliseconds(10),
+                                             std::min(options_.receive_timeout / 4,
+                                                      std::chrono::milliseconds(250)));
       }
       amqp_maybe_release_buffers(raw);
     }
@@ -516,7 +561,9 @@ class AmqpSource final : public spi::Source {
     Consumer& consumer = *found;
     if (stopping_intake_) {  // on its way before our cancel: back to the queue at once
       consumer.acks.delivered(tag);
-      return_unprocessed(consumer, tag);
+      // A single active consumer's go back with the rest when the connection closes:
+      // returned one by one, they would come before earlier ones still held.
+      if (!options_.single_active_consumer) return_unprocessed(consumer, tag);
       return;
     }
     auto state = decoder_
@@ -599,7 +646,7 @@ class AmqpSource final : public spi::Source {
   }
 
   // Every delivery held on this channel is gone: the broker delivers them again.
-  void drop_channel(std::uint16_t channel, const char* why) {
+  void drop_channel(std::uint16_t channel, const char* why, bool expected = false) {
     const auto consumer = pool_.remove(channel);
     if (!consumer) return;
     const std::uint64_t lease = consumer->lease;
@@ -609,9 +656,11 @@ class AmqpSource final : public spi::Source {
     {
       std::lock_guard lock(ready_mutex_);
       std::erase_if(ready_, [&](const Delivery& s) { return spi::lease_of(s) == lease; });
+      handed_out_.erase(lease);  // the core counts them lost
     }
-    spdlog::warn("amqp event=lease_lost source=\"{}\" channel={} reason=\"{}\"", describe_, channel,
-                 why);
+    spdlog::log(expected ? spdlog::level::debug : spdlog::level::warn,
+                "amqp event=lease_lost source=\"{}\" channel={} reason=\"{}\"", describe_, channel,
+                why);
     context_.lease_lost(lease);
     report_consumers();
   }
@@ -687,6 +736,11 @@ class AmqpSource final : public spi::Source {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
                        if (!consumer) return;
                        attempts_.failed(c.delivery.id, c.receive_count);
+                       if (options_.single_active_consumer) {
+                         ++rewind_failures_;  // returned by the rewind, after its backoff
+                         rewind_at(Clock::now() + std::min(c.delay, retry_hold_max_));
+                         return;
+                       }
                        ++consumer->held_retries;
                        retries_.hold({Clock::now() + std::min(c.delay, retry_hold_max_),
                                       c.delivery.lease, c.delivery.tag});
@@ -694,6 +748,10 @@ class AmqpSource final : public spi::Source {
                      [&](ReleaseCommand& c) {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
                        if (!consumer) return;
+                       if (options_.single_active_consumer) {
+                         rewind_at(Clock::now());  // returned by the rewind
+                         return;
+                       }
                        return_unprocessed(*consumer, c.delivery.tag);
                        mark_dirty();
                      },
@@ -749,6 +807,49 @@ class AmqpSource final : public spi::Source {
     ++unprocessed_returns_;
     report_returns();
   }
+  void rewind_at(Clock::time_point due) {
+    rewind_due_ = rewind_due_ ? std::max(*rewind_due_, due) : due;
+  }
+
+  // A single active consumer's failure or release, once due and once the core holds
+  // none of its deliveries: the acks go out, then the channel closes, which returns
+  // everything it held unacknowledged to the queue in the queue's order (the failed
+  // message first) and, with it, the deliveries the broker had on the way. The queue's
+  // head then comes again, to a new consumer of ours or to another instance's.
+  void rewind_if_due() {
+    if (!rewind_due_ || Clock::now() < *rewind_due_ || stopping_intake_) return;
+    {
+      std::lock_guard lock(ready_mutex_);
+      if (!handed_out_.empty()) return;  // the core still has some of the run
+    }
+    run_commands();  // queued before the last of them was counted settled
+    if (!rewind_due_ || Clock::now() < *rewind_due_) return;  // a later failure's backoff
+    send_acks(/*all=*/true);
+    std::size_t returned = 0;
+    for (const auto channel : pool_.channels()) {
+      if (Consumer* c = pool_.on_channel(channel)) returned += c->acks.outstanding();
+      connection_->close_channel(channel);
+      drop_channel(channel, "rewound", /*expected=*/true);
+    }
+    rewind_due_.reset();
+    {
+      std::lock_guard lock(ready_mutex_);
+      rewinding_ = false;
+    }
+    // The failed ones, and with them the rest of what was held (never failed).
+    const std::size_t failed = std::min(rewind_failures_, returned);
+    failed_returns_ += failed;
+    unprocessed_returns_ += returned - failed;
+    rewind_failures_ = 0;
+    report_returns();
+    ++rewinds_;
+    gauge("amqp_rewinds", static_cast<double>(rewinds_));
+    spdlog::info("amqp event=rewound source=\"{}\" returned={} failed={}", describe_, returned,
+                 failed);
+    schedule_recovery(/*now=*/true);
+    next_tick_ = Clock::now();
+  }
+
   void report_returns() {
     if (failed_returns_ != reported_failed_returns_) {
       reported_failed_returns_ = failed_returns_;
@@ -866,6 +967,13 @@ class AmqpSource final : public spi::Source {
       std::lock_guard lock(ready_mutex_);
       unhanded.swap(ready_);
     }
+    if (options_.single_active_consumer) {
+      // Held, with a pending rewind's: the connection's close returns them all at once,
+      // in the queue's order, and the next active consumer starts at the earliest.
+      report_returns();
+      send_acks(/*all=*/true);
+      return;
+    }
     for (auto& s : unhanded) {
       Consumer* consumer = pool_.by_lease(spi::lease_of(s));
       if (!consumer) continue;
@@ -936,6 +1044,10 @@ class AmqpSource final : public spi::Source {
   std::mutex ready_mutex_;
   std::deque<Delivery> ready_ SLUICE_GUARDED_BY(ready_mutex_);
   bool receiver_waiting_ SLUICE_GUARDED_BY(ready_mutex_) = false;
+  // A single active consumer's: deliveries handed to the core and not yet settled, by
+  // lease; a failure or release waits for its rewind.
+  std::unordered_map<std::uint64_t, std::size_t> handed_out_ SLUICE_GUARDED_BY(ready_mutex_);
+  bool rewinding_ SLUICE_GUARDED_BY(ready_mutex_) = false;
   asio::steady_timer timer_;  // the receive loop's wait; cancelled when deliveries come
 
   // Owned by the I/O thread.
@@ -950,6 +1062,10 @@ class AmqpSource final : public spi::Source {
   bool expedite_ = false;
   bool stopping_intake_ = false;
   std::optional<Clock::time_point> recovery_due_;
+  std::optional<Clock::time_point> rewind_due_;  // a single active consumer's
+  std::uint64_t rewinds_ = 0;
+  std::size_t rewind_failures_ = 0;  // retries the next rewind returns
+  Clock::time_point next_tick_{};
   int recovery_failures_ = 0;  // consumer recoveries failed in a row
   std::uint64_t recoveries_ = 0;
   std::uint64_t losses_ = 0;
@@ -976,6 +1092,9 @@ void validate(const AmqpSourceOptions& o) {
   if (o.max_consumers < o.min_consumers)
     bad_option("max_consumers", std::to_string(o.max_consumers),
                "at least min_consumers (" + std::to_string(o.min_consumers) + ")");
+  if (o.single_active_consumer && o.max_consumers > 1)
+    bad_option("max_consumers", std::to_string(o.max_consumers),
+               "1 with single_active_consumer (only one consumer of such a queue receives)");
   if (o.max_consumers > 1000)
     bad_option("max_consumers", std::to_string(o.max_consumers), "at most 1000");
   if (o.prefetch < 1 || o.prefetch > 65535)

@@ -79,6 +79,7 @@ spi::Delivery DeliveryDecoder::build(const amqp_basic_deliver_t& deliver,
   builder_.attribute("Exchange", text(deliver.exchange));
   builder_.attribute("RoutingKey", text(deliver.routing_key));
   builder_.attribute("Redelivered", deliver.redelivered ? "true" : "false");
+  if (!group_.empty()) builder_.group(group_);
   // Quorum queues count deliveries (x-delivery-count: earlier returns); classic queues
   // only flag a redelivery, so failures seen here are counted by id too. (The
   // redelivered flag is not a failure: a consumer stopped, a connection lost.)

@@ -8,6 +8,7 @@
 #include <amqp.h>
 
 #include <cstdint>
+#include <string>
 
 #include "sluice/spi/delivery.hpp"
 
@@ -15,6 +16,10 @@ namespace sluice::amqp {
 
 class DeliveryDecoder {
  public:
+  // Every delivery belongs to this ordered group (a single-active-consumer queue is
+  // one); empty: none.
+  explicit DeliveryDecoder(std::string group = {}) : group_(std::move(group)) {}
+
   struct Decoded {
     spi::Delivery delivery;
     std::string id;
@@ -31,6 +36,7 @@ class DeliveryDecoder {
   static std::string message_id(const amqp_message_t& message);
   spi::Delivery build(const amqp_basic_deliver_t& deliver, const amqp_message_t& message,
                       std::uint64_t lease, const std::string& id, int failures_seen);
+  std::string group_;
   spi::DeliveryBuilder builder_;  // kept: its buffers keep their capacity
 };
 

@@ -144,6 +144,14 @@ std::vector<driver::SourceOption> amqp_options() {
                 [](S& s, auto& n, auto& k) {
                   s.delivery_limit = static_cast<int>(as_int(n, k, 0, 1000000));
                 }),
+      option<S>("single_active_consumer", "boolean", "false",
+                "The queue is a single-active-consumer queue (x-single-active-consumer; `sluice "
+                "queue create --single-active-consumer`): its messages are one ordered group, "
+                "written in the queue's order across instances (only the active consumer "
+                "receives). One consumer (source.concurrency 1); after a failure or a release "
+                "the held deliveries go back in order and come again (docs/rabbitmq.md). "
+                "Sluice cannot read the queue's arguments over AMQP: say it here.",
+                [](S& s, auto& n, auto& k) { s.source.single_active_consumer = as_bool(n, k); }),
   };
 }
 
@@ -273,7 +281,7 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
     for (const auto& o : options())
       // Keys newer than the move to source.rabbitmq.* never had a flat name.
       if (o.key != "url" && o.key != "heartbeat" && o.key != "consumer_timeout" &&
-          o.key != "delivery_limit")
+          o.key != "delivery_limit" && o.key != "single_active_consumer")
         renamed.emplace_back("source." + o.key, o.key);
     renamed.emplace_back("source.amqp_url", "url");
     renamed.emplace_back("source.amqp_heartbeat", "heartbeat");
@@ -289,8 +297,16 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
           "rabbitmq)");
     // Spring's concurrency: consumers. The container's own receive loop is single:
     // a push source's receive only takes what has arrived.
-    if (c.auto_concurrency)
+    if (o.single_active_consumer) {
+      if (p.concurrency_set && !c.auto_concurrency && c.max_concurrent_receives > 1)
+        throw ConfigError("source.concurrency: got " + std::to_string(c.min_concurrent_receives) +
+                          "-" + std::to_string(c.max_concurrent_receives) +
+                          ", expected 1 with source.rabbitmq.single_active_consumer (only one "
+                          "consumer of such a queue receives)");
+      c.min_concurrent_receives = c.max_concurrent_receives = 1;
+    } else if (c.auto_concurrency) {
       c.max_concurrent_receives = std::clamp(c.max_in_flight / std::max(1, o.prefetch), 1, 64);
+    }
     o.min_consumers = c.min_concurrent_receives;
     o.max_consumers = c.max_concurrent_receives;
     if (o.max_consumers > c.max_in_flight)
@@ -356,6 +372,9 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
         {"amqp_consumer_timeouts", K::total,
          "RabbitMQ channels the broker closed because a delivery stayed unacknowledged past its "
          "consumer_timeout (what they held came back from the queue)"},
+        {"amqp_rewinds", K::total,
+         "Single-active-consumer rewinds: after a failure (its backoff) or a release, the "
+         "channel closed so that the queue delivers its held messages again in order"},
     };
     return table;
   }

@@ -193,6 +193,7 @@ const std::vector<Option>& options() {
        "come back partial, one when idle); RabbitMQ consumers elastic from 1 to max_in_flight / "
        "prefetch (at most 64).",
        [](auto& c, auto& n, auto& k) {
+         c.concurrency_set = true;
          try {
            parse_concurrency(as_string(n, k), c.container);
          } catch (const std::invalid_argument&) {
@@ -996,9 +997,12 @@ void finalize(Loading& loading) {
                         "source.type: " +
                         name + ")");
   auto settings = std::move(loading.sections.find(source.name())->second);
-  driver::PipelineSettings pipeline_settings{c.container, c.transform.max_body_bytes,
-                                             c.max_body_bytes_set, c.writer.max_record_failures,
-                                             c.max_record_failures_set};
+  driver::PipelineSettings pipeline_settings{c.container,
+                                             c.transform.max_body_bytes,
+                                             c.max_body_bytes_set,
+                                             c.writer.max_record_failures,
+                                             c.max_record_failures_set,
+                                             c.concurrency_set};
   source.finalize(*settings, pipeline_settings);
   c.source = std::move(settings);
   c.container.name = c.name;               // the container's log lines name their pipeline
@@ -1193,6 +1197,7 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
   }
   config.max_body_bytes_set = false;  // only the file or the environment set these
   config.max_record_failures_set = false;
+  config.concurrency_set = false;
   if (!root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping at the top level");
     try {

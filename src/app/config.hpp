@@ -36,6 +36,7 @@ struct PipelineConfig {
   bool wait_for_queue = false;           // a missing queue at start: wait for it instead of exit 2
   bool max_body_bytes_set = false;       // decode.max_body_bytes given (not its default)
   bool max_record_failures_set = false;  // sink.max_record_failures given (not its default)
+  bool concurrency_set = false;          // source.concurrency given (not its default)
   // stages
   pipeline::TransformSpec transform;
   // sink

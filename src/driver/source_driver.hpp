@@ -65,6 +65,7 @@ struct PipelineSettings {
   bool max_body_bytes_set;      // given in the file or the environment (not its default)
   int& max_record_failures;     // sink.max_record_failures
   bool max_record_failures_set;
+  bool concurrency_set;  // source.concurrency
 };
 
 // What the probe last read of the queue. Written by the probe's thread, read by any.

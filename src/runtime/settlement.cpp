@@ -179,8 +179,10 @@ void Settlement::lease_lost(std::uint64_t lease) {
       if (state->lease == lease && !state->settled()) gone.push_back(state);
   }
   for (auto& s : gone) detail::settle_once(s, Outcome::lost);
-  spdlog::warn("container={} event=lease_lost lease={} dropped={}", core_.options.name, lease,
-               gone.size());
+  // Nothing held under it (a channel a source closed on purpose): no news.
+  spdlog::log(gone.empty() ? spdlog::level::debug : spdlog::level::warn,
+              "container={} event=lease_lost lease={} dropped={}", core_.options.name, lease,
+              gone.size());
 }
 
 std::vector<StatePtr> Settlement::due_for_extension(std::int64_t threshold_ms,

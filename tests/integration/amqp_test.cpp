@@ -586,6 +586,59 @@ TEST_F(AmqpTest, QuorumDeliveryLimitDeadLettersAFailingMessageAfterItsReturns) {
   EXPECT_EQ(q.ready + q.unacked, 0);
 }
 
+// A single-active-consumer queue (declared by `sluice queue create
+// --single-active-consumer`, quorum and classic) is one ordered group: the handler sees
+// the queue's order. A failure (twice, each after its backoff) and a release rewind: the
+// acks go out, the channel closes, the queue delivers again from the failed message on.
+// Every message is handled successfully exactly once, in the order it was published.
+TEST_F(AmqpTest, SingleActiveConsumerKeepsTheQueuesOrderThroughFailuresAndReleases) {
+  for (const std::string kind : {"quorum", "classic"}) {
+    SCOPED_TRACE(kind);
+    const std::string queue = test::unique_queue_name("amqp-sac");
+    const auto [code, text] = test::run_with_status(
+        std::string(SLUICE_BINARY) + " queue create --amqp-url '" + broker_->uri() + "' --name " +
+        queue + " --single-active-consumer" + (kind == "quorum" ? " --quorum" : ""));
+    ASSERT_EQ(code, 0) << text;
+    constexpr int kMessages = 300;
+    publish(queue, kMessages);
+    std::mutex m;
+    std::vector<std::string> handled;  // successfully, in the order they were
+    std::map<std::string, int> calls;
+    auto gauges = std::make_shared<Gauges>();
+    auto options = source_options();
+    options.queue = queue;
+    options.single_active_consumer = true;
+    options.prefetch = 50;
+    auto settings = container_options();
+    settings.failure_backoff_base = 50ms;
+    Container container(settings, make_amqp_source(options), [&](Message& message) {
+      std::lock_guard lock(m);
+      const std::string id(message.id());
+      const int call = ++calls[id];
+      if (id == "m-40" && call <= 2) throw std::runtime_error("not yet");
+      if (id == "m-170" && call == 1) return message.release();
+      handled.push_back(id);
+    });
+    container.set_observer(gauges);
+    container.start();
+    ASSERT_TRUE(wait_until([&] { return container.stats().acked == kMessages; }, 60s))
+        << container.stats().acked;
+    container.stop();
+    std::vector<std::string> expected;
+    for (int i = 0; i < kMessages; ++i) expected.push_back("m-" + std::to_string(i));
+    std::lock_guard lock(m);
+    EXPECT_EQ(handled, expected) << "not in the queue's order, or one twice";
+    EXPECT_EQ(calls["m-40"], 3);
+    EXPECT_EQ(calls["m-170"], 2);
+    EXPECT_EQ(gauges->get("amqp_rewinds"), 3);
+    EXPECT_EQ(gauges->get("amqp_failed_returns"), 2);
+    // m-170, and with each rewind what the channel held after the failed or released one.
+    EXPECT_GE(gauges->get("amqp_unprocessed_returns"), 1);
+    const auto q = broker_->queue(queue);
+    EXPECT_EQ(q.ready + q.unacked, 0);
+  }
+}
+
 // What goes back unprocessed (released, or not handed out at a stop) is a basic.nack:
 // no failure (RabbitMQ 4.3 and later do not count it toward x-delivery-limit).
 TEST_F(AmqpTest, ReleasedDeliveriesGoBackAsUnprocessedNotAsFailures) {

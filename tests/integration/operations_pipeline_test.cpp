@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <regex>
 #include <thread>
 
@@ -724,6 +725,116 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   EXPECT_EQ(summary.written, 1000u);
   EXPECT_EQ(summary.duplicates, summary.received - 1000 - 20);
   EXPECT_EQ(rabbit.queue(dlq).ready, 20);
+}
+
+// A single-active-consumer quorum queue is one ordered group across instances. The
+// database fails the write of event 1500 for a while (a trigger's error, transient):
+// nothing after it is written meanwhile. Then two `sluice run`, the second waiting (the
+// broker lists two consumers, only one receives); the active one killed mid-run (kill
+// -9): the broker returns what it held and makes the other active, which goes on from
+// there. Every event is stored once, the rows in the order the events were published.
+TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveInstanceIsKilled) {
+  auto& rabbit = test::RabbitMq::shared();
+  const std::string queue = "ops-sac-" + std::to_string(getpid());
+  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
+  test::run_command(bin + " queue create" + url + " --name " + queue +
+                    " --quorum --single-active-consumer 2>&1");
+  constexpr int kEvents = 3000;
+  const std::string lines = ::testing::TempDir() + "/ops-sac.jsonl";
+  {
+    std::ofstream out(lines);
+    for (int i = 0; i < kEvents; ++i) out << R"({"id":"s-)" << i << R"(","seq":)" << i << "}\n";
+  }
+  test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
+                    " 2>&1");
+  // A quorum queue's counts reach rabbitmqctl a moment later.
+  ASSERT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready == kEvents; },
+                               std::chrono::seconds(10)))
+      << rabbit.queue(queue).ready;
+  db_ = ::testing::TempDir() + "/sluice-ops-sac-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db_);
+  const std::string path = ::testing::TempDir() + "/sluice-ops-sac.yaml";
+  std::ofstream(path) << "source:\n  type: rabbitmq\n  max_messages_per_second: 300\n"
+                      << "  rabbitmq:\n    url: " << rabbit.uri() << "\n    queue: " << queue
+                      << "\n    single_active_consumer: true\n    prefetch: 100\n"
+                      // A failed write goes back to the queue at once (a rewind).
+                      << "sink:\n  type: sqlite\n  max_attempts: 1\n  sqlite:\n    path: " << db_
+                      << "\n"
+                      << "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
+                      << "normalize:\n  fields:\n"
+                      << "    - {name: id, from: /id, type: string, required: true}\n"
+                      << "    - {name: seq, from: /seq, type: integer, required: true}\n"
+                      << "identity:\n  versions:\n    V1: [id]\n";
+  // The stored sequence numbers in the order the rows were written (none while the
+  // table is not there yet).
+  auto seqs = [&] {
+    std::vector<long> out;
+    sqlite3* handle = nullptr;
+    if (sqlite3_open_v2(db_.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_busy_timeout(handle, 2000);
+      sqlite3_stmt* statement = nullptr;
+      if (sqlite3_prepare_v2(handle,
+                             "SELECT json_extract(document, '$.seq') FROM records ORDER BY rowid",
+                             -1, &statement, nullptr) == SQLITE_OK) {
+        while (sqlite3_step(statement) == SQLITE_ROW)
+          out.push_back(sqlite3_column_int64(statement, 0));
+      }
+      sqlite3_finalize(statement);
+    }
+    sqlite3_close(handle);
+    return out;
+  };
+  auto exec = [&](const std::string& sql) {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &handle), SQLITE_OK);
+    sqlite3_busy_timeout(handle, 5000);
+    char* error = nullptr;
+    EXPECT_EQ(sqlite3_exec(handle, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
+    sqlite3_free(error);
+    sqlite3_close(handle);
+  };
+  // The sink's table, made first, with a trigger that fails event 1500 while `block`
+  // has a row: abs() of the least integer is a runtime error (SQLITE_ERROR: transient).
+  exec(
+      "CREATE TABLE records (hash TEXT NOT NULL, message_id TEXT, document TEXT NOT NULL, "
+      "written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')));"
+      "CREATE TABLE block (x); INSERT INTO block VALUES (1);"
+      "CREATE TRIGGER fail_1500 BEFORE INSERT ON records WHEN "
+      "json_extract(NEW.document, '$.seq') = 1500 AND EXISTS (SELECT 1 FROM block) "
+      "BEGIN SELECT abs(-9223372036854775807 - 1); END;");
+  const pid_t first = spawn_sluice({"run", "--config", path});
+  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1500; }, std::chrono::seconds(60)))
+      << "never started";
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(seqs().size(), 1500u) << "written past the failing event";
+  exec("DELETE FROM block");
+  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1700; }, std::chrono::seconds(60)))
+      << "stuck at the event that failed";
+  const pid_t second = spawn_sluice({"run", "--config", path});
+  EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).consumers == 2; },
+                               std::chrono::seconds(30)))
+      << "the second instance never registered its consumer";
+  const std::size_t before_kill = seqs().size();
+  ::kill(first, SIGKILL);
+  EXPECT_EQ(wait_exit(first), -SIGKILL);
+  EXPECT_LT(before_kill, static_cast<std::size_t>(kEvents)) << "killed after the work";
+  EXPECT_TRUE(test::wait_until([&] { return seqs().size() >= kEvents; }, std::chrono::seconds(90)))
+      << "the waiting instance did not take over: " << seqs().size() << " rows";
+  // What the killed one had written but not acked comes again: stored already.
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        const auto q = rabbit.queue(queue);
+        return q.ready + q.unacked == 0;
+      },
+      std::chrono::seconds(30)));
+  ::kill(second, SIGTERM);
+  EXPECT_EQ(wait_exit(second), 0);
+  const auto stored = seqs();
+  std::vector<long> expected(kEvents);
+  std::iota(expected.begin(), expected.end(), 0L);
+  EXPECT_EQ(stored, expected) << "out of order, lost or twice";
+  std::filesystem::remove(path);
+  std::filesystem::remove(lines);
 }
 
 // Redrive's guards on RabbitMQ, from a review: messages equal but for a header, one

@@ -600,6 +600,29 @@ TEST(Config, TheSeveralPipelinesExampleLoads) {
 // A quorum queue's delivery limit bounds the deliveries: Sluice refuses a failing record
 // on its last delivery at the latest (its reason stored), never after the broker has
 // dead-lettered it.
+// A single-active-consumer queue has one consumer that receives: source.concurrency
+// is 1 by default with it, and an explicit range over 1 is refused naming both keys.
+TEST(Config, ASingleActiveConsumerQueueHasOneConsumer) {
+  const std::string fields =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const std::string rabbit =
+      "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n    single_active_consumer: true\n";
+  const auto config = parse_config(rabbit + fields);
+  EXPECT_EQ(config.container.min_concurrent_receives, 1);
+  EXPECT_EQ(config.container.max_concurrent_receives, 1);
+  EXPECT_EQ(
+      parse_config(rabbit + "  concurrency: auto\n" + fields).container.max_concurrent_receives, 1);
+  EXPECT_EQ(parse_config(rabbit + "  concurrency: 1\n" + fields).container.max_concurrent_receives,
+            1);
+  EXPECT_TRUE(has(
+      error_of(rabbit + "  concurrency: 2-4\n" + fields),
+      {"source.concurrency", "got 2-4", "expected 1", "source.rabbitmq.single_active_consumer"}));
+  EXPECT_TRUE(has(error_of("source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n"
+                           "    single_active_consumer: maybe\n" +
+                           fields),
+                  {"source.rabbitmq.single_active_consumer", "maybe"}));
+}
+
 TEST(Config, TheQueuesDeliveryLimitBoundsTheRecordFailures) {
   const std::string fields =
       "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";

@@ -43,6 +43,12 @@ struct AmqpSourceOptions {
   // channel closed for a delivery held longer is recognized whatever this says; this
   // caps retry holds and names the timeout when the broker's text does not. 0: none.
   std::chrono::milliseconds consumer_timeout{std::chrono::minutes(30)};
+  // The queue is a single-active-consumer queue (x-single-active-consumer): its
+  // deliveries are one ordered group, in the queue's order across instances (only the
+  // active consumer receives). One consumer; a failure or release rewinds: the channel
+  // is closed (acks sent first), every delivery it held goes back in order, and the
+  // queue's head comes again after the failure's backoff. See docs/rabbitmq.md.
+  bool single_active_consumer = false;
   std::chrono::seconds heartbeat{60};
   std::string connection_name = "sluice";
   std::string ca_file;  // amqps: the CA bundle that signed the broker's certificate
