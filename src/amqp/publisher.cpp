@@ -32,8 +32,53 @@ Publisher::Publisher(PublisherOptions options) : options_(std::move(options)) {
 
 Publisher::~Publisher() = default;
 
+void Publisher::on_blocked(const std::string& reason, PublishReport& report) {
+  if (blocked_) return;
+  blocked_ = true;
+  blocked_since_ = Clock::now();
+  ++report.blocked;
+  spdlog::warn(
+      "event=amqp_connection_blocked reason=\"{}\" detail=\"the broker stopped taking "
+      "publishes (a memory or disk alarm): publishing paused until it unblocks\"",
+      reason);
+}
+
+void Publisher::on_unblocked(PublishReport& report) {
+  if (!blocked_) return;
+  blocked_ = false;
+  const auto paused =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - blocked_since_);
+  report.blocked_for += paused;
+  spdlog::info("event=amqp_connection_unblocked paused_ms={}", paused.count());
+}
+
+Clock::time_point Publisher::blocked_deadline(const PublishReport& report) const {
+  if (options_.blocked_timeout.count() == 0) return Clock::time_point::max();
+  const auto deadline = blocked_since_ + options_.blocked_timeout - report.blocked_for;
+  if (Clock::now() >= deadline)
+    throw AmqpError(AmqpError::Kind::timeout, 0,
+                    "blocked by the broker (connection.blocked) longer than the publisher's "
+                    "blocked_timeout (" +
+                        std::to_string(options_.blocked_timeout.count()) + " ms)");
+  return deadline;
+}
+
+void Publisher::wait_while_blocked(PublishReport& report) {
+  while (blocked_) {
+    const amqp_frame_t frame =
+        connection_->wait_method(blocked_deadline(report), "connection.unblocked");
+    if (frame.payload.method.id == AMQP_CONNECTION_UNBLOCKED_METHOD) on_unblocked(report);
+    if (frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
+      throw AmqpError(
+          AmqpError::Kind::connection,
+          static_cast<amqp_connection_close_t*>(frame.payload.method.decoded)->reply_code,
+          describe_close(frame.payload.method));
+  }
+}
+
 void Publisher::connect() {
   connection_.reset();
+  blocked_ = false;  // a new connection starts unblocked (the time blocked was counted)
   ConnectionOptions o;
   o.uri = parse_uri(options_.uri);
   o.connection_name = options_.connection_name;
@@ -82,6 +127,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
       std::size_t published_end = start;  // todo[start, published_end) were attempted
       try {
         if (!connection_) connect();
+        wait_while_blocked(report);  // a broker that is not reading takes nothing
         for (std::size_t k = start; k < end; ++k) {
           const std::size_t i = todo[k];
           const auto& m = messages[i];
@@ -117,9 +163,12 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
           by_id[m.message_id] = i;
         }
         // The confirms of this window (acks, nacks, returns before their ack).
-        const auto give_up = Clock::now() + options_.confirm_timeout;
+        auto give_up = Clock::now() + options_.confirm_timeout;
         while (!by_seq.empty()) {
-          const amqp_frame_t frame = connection_->wait_method(give_up, "confirm");
+          // No confirm is timed while blocked: its clock starts again at the unblock.
+          const amqp_frame_t frame =
+              blocked_ ? connection_->wait_method(blocked_deadline(report), "connection.unblocked")
+                       : connection_->wait_method(give_up, "confirm");
           const auto& method = frame.payload.method;
           auto settle = [&](std::uint64_t tag, bool multiple, bool ok) {
             for (auto it = by_seq.begin(); it != by_seq.end();) {
@@ -168,6 +217,14 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
                             "', routing key '" + key + "')");
               break;
             }
+            case AMQP_CONNECTION_BLOCKED_METHOD:
+              on_blocked(text(static_cast<amqp_connection_blocked_t*>(method.decoded)->reason),
+                         report);
+              break;
+            case AMQP_CONNECTION_UNBLOCKED_METHOD:
+              on_unblocked(report);
+              give_up = Clock::now() + options_.confirm_timeout;
+              break;
             case AMQP_CHANNEL_CLOSE_METHOD:
             case AMQP_CONNECTION_CLOSE_METHOD: {
               const std::string why = describe_close(method);
@@ -200,6 +257,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
             again.push_back(todo[k]);
           }
         failure = e.what();
+        on_unblocked(report);  // the time blocked ends with the connection
         connection_.reset();
         causes.insert(failure);
         if (e.reply_code() == 404 || e.reply_code() == 403 || e.kind() == AmqpError::Kind::auth ||

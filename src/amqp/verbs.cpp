@@ -85,6 +85,10 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
     const auto result = publisher.publish(options.exchange, std::move(messages),
                                           [&](std::size_t settled) { report(settled, false); });
     report(result.confirmed, true);
+    if (result.blocked)
+      std::cerr << "sluice publish: the broker blocked publishing (connection.blocked: a memory "
+                   "or disk alarm) "
+                << result.blocked << " time(s), " << result.blocked_for.count() << " ms in all\n";
     for (const auto& e : result.errors) std::cerr << "sluice publish: " << e << "\n";
     if (!result.ok())
       std::cerr << "sluice publish: " << result.returned << " returned (unroutable), "

@@ -802,18 +802,21 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
       "CREATE TRIGGER fail_1500 BEFORE INSERT ON records WHEN "
       "json_extract(NEW.document, '$.seq') = 1500 AND EXISTS (SELECT 1 FROM block) "
       "BEGIN SELECT abs(-9223372036854775807 - 1); END;");
+  // The first becomes the active consumer; the second waits from the start.
   const pid_t first = spawn_sluice({"run", "--config", path});
-  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1500; }, std::chrono::seconds(60)))
+  ASSERT_TRUE(test::wait_until([&] { return !seqs().empty(); }, std::chrono::seconds(60)))
       << "never started";
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_EQ(seqs().size(), 1500u) << "written past the failing event";
-  exec("DELETE FROM block");
-  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1700; }, std::chrono::seconds(60)))
-      << "stuck at the event that failed";
   const pid_t second = spawn_sluice({"run", "--config", path});
   EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).consumers == 2; },
                                std::chrono::seconds(30)))
       << "the second instance never registered its consumer";
+  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1500; }, std::chrono::seconds(60)))
+      << "stuck before the failing event";
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(seqs().size(), 1500u) << "written past the failing event";
+  exec("DELETE FROM block");
+  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1600; }, std::chrono::seconds(60)))
+      << "stuck at the event that failed";
   const std::size_t before_kill = seqs().size();
   ::kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), -SIGKILL);

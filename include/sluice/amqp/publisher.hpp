@@ -4,7 +4,9 @@
 // confirms are awaited together. A message the broker nacks, or whose confirm never
 // comes (a lost connection), is published again after a backoff, up to max_attempts;
 // one it returns (mandatory: no queue is bound for its routing key) fails at once.
-// Blocking, for one thread (rabbitmq-c is not thread-safe).
+// While the broker blocks the connection (connection.blocked: a memory or disk alarm)
+// nothing more is published and no confirm is timed out: publishing resumes at
+// connection.unblocked. Blocking, for one thread (rabbitmq-c is not thread-safe).
 #include <chrono>
 #include <functional>
 #include <map>
@@ -28,7 +30,10 @@ struct PublisherOptions {
   int max_attempts = 5;
   std::chrono::milliseconds base_delay{200};
   std::chrono::milliseconds max_delay{10000};
-  std::chrono::milliseconds confirm_timeout{30000};
+  std::chrono::milliseconds confirm_timeout{30000};  // not counting time blocked
+  // The longest one publish() waits on a blocked connection in all; then what is
+  // unsettled fails. 0: as long as the broker blocks.
+  std::chrono::milliseconds blocked_timeout{0};
   int window = 500;  // messages published before their confirms are awaited
 };
 
@@ -46,8 +51,10 @@ struct PublishReport {
   std::size_t returned = 0;  // unroutable (mandatory): failures
   std::size_t failed = 0;    // nacked or unconfirmed after every attempt
   std::size_t republished = 0;
-  std::size_t total = 0;            // messages given
-  std::vector<std::string> errors;  // one line per distinct cause
+  std::size_t blocked = 0;                   // connection.blocked received
+  std::chrono::milliseconds blocked_for{0};  // publishing paused by them
+  std::size_t total = 0;                     // messages given
+  std::vector<std::string> errors;           // one line per distinct cause
   // Every message confirmed by the broker.
   bool ok() const { return confirmed == total && returned == 0 && failed == 0; }
 };
@@ -82,7 +89,15 @@ class Publisher {
 
  private:
   void connect();
+  void on_blocked(const std::string& reason, PublishReport& report);
+  void on_unblocked(PublishReport& report);
+  // Between windows (nothing unconfirmed): reads frames until connection.unblocked.
+  void wait_while_blocked(PublishReport& report);
+  // When a wait for the unblock gives up; throws AmqpError once blocked_timeout is spent.
+  std::chrono::steady_clock::time_point blocked_deadline(const PublishReport& report) const;
   PublisherOptions options_;
+  bool blocked_ = false;
+  std::chrono::steady_clock::time_point blocked_since_{};
   std::unique_ptr<Connection> connection_;
   std::uint64_t next_seq_ = 1;
   std::uint64_t id_counter_ = 0;
