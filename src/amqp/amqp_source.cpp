@@ -734,7 +734,12 @@ class AmqpSource final : public spi::Source {
                      },
                      [&](RetryCommand& c) {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
-                       if (!consumer) return;
+                       if (!consumer) {
+                         // Its channel is gone (the broker has it back), but the source
+                         // stopped handing out for it: a rewind ends that.
+                         if (options_.single_active_consumer) rewind_at(Clock::now());
+                         return;
+                       }
                        attempts_.failed(c.delivery.id, c.receive_count);
                        if (options_.single_active_consumer) {
                          ++rewind_failures_;  // returned by the rewind, after its backoff
@@ -747,7 +752,10 @@ class AmqpSource final : public spi::Source {
                      },
                      [&](ReleaseCommand& c) {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
-                       if (!consumer) return;
+                       if (!consumer) {
+                         if (options_.single_active_consumer) rewind_at(Clock::now());
+                         return;
+                       }
                        if (options_.single_active_consumer) {
                          rewind_at(Clock::now());  // returned by the rewind
                          return;
@@ -768,6 +776,7 @@ class AmqpSource final : public spi::Source {
   }
 
   void reconfigure(int min, int max) {
+    if (options_.single_active_consumer) min = max = 1;  // one consumer of such a queue receives
     const int cap = std::max(1, context_.max_in_flight);
     scaler_.reconfigure(std::min(min, cap), std::min(max, cap));
     pool_.wanted =
@@ -960,19 +969,33 @@ class AmqpSource final : public spi::Source {
   void flush_now() {
     if (!connection_) return;
     stopping_intake_ = true;
+    if (options_.single_active_consumer) {
+      // Not basic.cancel: on a quorum queue the broker would make a waiting consumer
+      // active at once, while what this one holds comes back only at its close, behind.
+      // The acks go out, then the channel's close returns everything it held, in order,
+      // before the next consumer is active. (A handler still running past the stop's
+      // deadline finds its ack abandoned: the message comes again, a duplicate.)
+      send_acks(/*all=*/true);
+      const std::size_t failed = std::min(rewind_failures_, pool_.outstanding());
+      failed_returns_ += failed;
+      unprocessed_returns_ += pool_.outstanding() - failed;
+      rewind_failures_ = 0;
+      rewind_due_.reset();
+      report_returns();
+      for (const auto channel : pool_.channels()) {
+        connection_->close_channel(channel);
+        drop_channel(channel, "stopped", /*expected=*/true);
+      }
+      std::lock_guard lock(ready_mutex_);
+      ready_.clear();
+      return;
+    }
     for (Consumer* c : pool_.running()) cancel_consumer(*c);
     send_due_retries(/*all=*/true);
     std::deque<Delivery> unhanded;
     {
       std::lock_guard lock(ready_mutex_);
       unhanded.swap(ready_);
-    }
-    if (options_.single_active_consumer) {
-      // Held, with a pending rewind's: the connection's close returns them all at once,
-      // in the queue's order, and the next active consumer starts at the earliest.
-      report_returns();
-      send_acks(/*all=*/true);
-      return;
     }
     for (auto& s : unhanded) {
       Consumer* consumer = pool_.by_lease(spi::lease_of(s));
@@ -995,6 +1018,11 @@ class AmqpSource final : public spi::Source {
     for (auto& c : commands) {
       if (auto* flush = std::get_if<FlushCommand>(&c)) flush->done->set_value();
       abandoned += std::holds_alternative<AckCommand>(c);
+      // A single active consumer stopped handing out for it: the rewind after the
+      // reconnect ends that (the broker has the deliveries back already).
+      if (options_.single_active_consumer &&
+          (std::holds_alternative<RetryCommand>(c) || std::holds_alternative<ReleaseCommand>(c)))
+        rewind_at(Clock::now());
     }
     if (abandoned) context_.acks_settled(0, abandoned, abandoned);
   }

@@ -185,9 +185,14 @@ class AmqpQueueProbe final : public driver::QueueProbe {
         connection->open_channel(1);
         connection->inspect_queue(1, options.queue);
         // Reading needs its own permission: a consumer (prefetch 1) proves it. A message
-        // it may take is requeued when this connection closes, unharmed.
-        connection->qos(1, 1, false);
-        connection->cancel(1, connection->consume(1, options.queue, "sluice-check"));
+        // it may take is requeued when this connection closes, unharmed. Not on a
+        // single-active-consumer queue: the check could become the active consumer and
+        // take the head, which a quorum queue then returns behind other returned messages
+        // (the source's own consume reports a refused read there).
+        if (!options.single_active_consumer) {
+          connection->qos(1, 1, false);
+          connection->cancel(1, connection->consume(1, options.queue, "sluice-check"));
+        }
         result->set_value(0);
       } catch (const AmqpError& e) {
         // Said before the answer: the main thread may exit as soon as it has it.
@@ -299,10 +304,14 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
     // a push source's receive only takes what has arrived.
     if (o.single_active_consumer) {
       if (p.concurrency_set && !c.auto_concurrency && c.max_concurrent_receives > 1)
-        throw ConfigError("source.concurrency: got " + std::to_string(c.min_concurrent_receives) +
-                          "-" + std::to_string(c.max_concurrent_receives) +
-                          ", expected 1 with source.rabbitmq.single_active_consumer (only one "
-                          "consumer of such a queue receives)");
+        throw ConfigError(
+            "source.concurrency: got " +
+            (c.min_concurrent_receives == c.max_concurrent_receives
+                 ? std::to_string(c.max_concurrent_receives)
+                 : std::to_string(c.min_concurrent_receives) + "-" +
+                       std::to_string(c.max_concurrent_receives)) +
+            ", expected 1 with source.rabbitmq.single_active_consumer (only one consumer of such "
+            "a queue receives; auto means 1 there)");
       c.min_concurrent_receives = c.max_concurrent_receives = 1;
     } else if (c.auto_concurrency) {
       c.max_concurrent_receives = std::clamp(c.max_in_flight / std::max(1, o.prefetch), 1, 64);

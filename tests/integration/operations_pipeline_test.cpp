@@ -727,12 +727,13 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   EXPECT_EQ(rabbit.queue(dlq).ready, 20);
 }
 
-// A single-active-consumer quorum queue is one ordered group across instances. The
+// A single-active-consumer quorum queue is one ordered group across instances: three
+// `sluice run`, two waiting (the broker lists three consumers, only one receives). The
 // database fails the write of event 1500 for a while (a trigger's error, transient):
-// nothing after it is written meanwhile. Then two `sluice run`, the second waiting (the
-// broker lists two consumers, only one receives); the active one killed mid-run (kill
-// -9): the broker returns what it held and makes the other active, which goes on from
-// there. Every event is stored once, the rows in the order the events were published.
+// nothing after it is written meanwhile. Then the active one is stopped (SIGTERM), and
+// the next active one killed (kill -9), each mid-run: the broker gets back what it held
+// and makes another active, which goes on from there. Every event is stored once, the
+// rows in the order the events were published.
 TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveInstanceIsKilled) {
   auto& rabbit = test::RabbitMq::shared();
   const std::string queue = "ops-sac-" + std::to_string(getpid());
@@ -755,6 +756,7 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
   test::remove_sqlite(db_);
   const std::string path = ::testing::TempDir() + "/sluice-ops-sac.yaml";
   std::ofstream(path) << "source:\n  type: rabbitmq\n  max_messages_per_second: 300\n"
+                      << "  failure_backoff: 200ms\n  failure_backoff_max: 1s\n"
                       << "  rabbitmq:\n    url: " << rabbit.uri() << "\n    queue: " << queue
                       << "\n    single_active_consumer: true\n    prefetch: 100\n"
                       // A failed write goes back to the queue at once (a rewind).
@@ -802,7 +804,7 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
       "CREATE TRIGGER fail_1500 BEFORE INSERT ON records WHEN "
       "json_extract(NEW.document, '$.seq') = 1500 AND EXISTS (SELECT 1 FROM block) "
       "BEGIN SELECT abs(-9223372036854775807 - 1); END;");
-  // The first becomes the active consumer; the second waits from the start.
+  // The first becomes the active consumer; the others wait from the start.
   const pid_t first = spawn_sluice({"run", "--config", path});
   ASSERT_TRUE(test::wait_until([&] { return !seqs().empty(); }, std::chrono::seconds(60)))
       << "never started";
@@ -810,16 +812,30 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
   EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).consumers == 2; },
                                std::chrono::seconds(30)))
       << "the second instance never registered its consumer";
-  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1500; }, std::chrono::seconds(60)))
+  const pid_t third = spawn_sluice({"run", "--config", path});
+  EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).consumers == 3; },
+                               std::chrono::seconds(30)))
+      << "the third instance never registered its consumer";
+  // The batch that holds event 1500 fails whole: the rows stop short of it.
+  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1350; }, std::chrono::seconds(60)))
       << "stuck before the failing event";
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_EQ(seqs().size(), 1500u) << "written past the failing event";
+  const auto while_failing = seqs();
+  EXPECT_LE(while_failing.size(), 1500u) << "written past the failing event";
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(seqs().size(), while_failing.size()) << "written past the failing event";
   exec("DELETE FROM block");
   ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= 1600; }, std::chrono::seconds(60)))
       << "stuck at the event that failed";
+  const std::size_t before_stop = seqs().size();
+  ::kill(first, SIGTERM);
+  EXPECT_EQ(wait_exit(first), 0);
+  ASSERT_TRUE(test::wait_until([&] { return seqs().size() >= before_stop + 400; },
+                               std::chrono::seconds(60)))
+      << "no waiting instance took over after the stop";
   const std::size_t before_kill = seqs().size();
-  ::kill(first, SIGKILL);
-  EXPECT_EQ(wait_exit(first), -SIGKILL);
+  ::kill(second, SIGKILL);
+  EXPECT_EQ(wait_exit(second), -SIGKILL);
   EXPECT_LT(before_kill, static_cast<std::size_t>(kEvents)) << "killed after the work";
   EXPECT_TRUE(test::wait_until([&] { return seqs().size() >= kEvents; }, std::chrono::seconds(90)))
       << "the waiting instance did not take over: " << seqs().size() << " rows";
@@ -830,8 +846,8 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
         return q.ready + q.unacked == 0;
       },
       std::chrono::seconds(30)));
-  ::kill(second, SIGTERM);
-  EXPECT_EQ(wait_exit(second), 0);
+  ::kill(third, SIGTERM);
+  EXPECT_EQ(wait_exit(third), 0);
   const auto stored = seqs();
   std::vector<long> expected(kEvents);
   std::iota(expected.begin(), expected.end(), 0L);
