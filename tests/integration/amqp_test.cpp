@@ -2,7 +2,7 @@
 // started by the test process on private loopback ports). Counts come from the
 // broker itself (rabbitmqctl list_queues) wherever the claim is about the broker.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
@@ -130,6 +130,37 @@ class SeenIds {
  private:
   std::mutex m_;
   std::set<std::string> ids_;
+};
+
+// The default logger's lines while it lives (read while other threads log).
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<Sink>()) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink_); }
+  std::string text() { return sink_->text(); }
+
+ private:
+  class Sink : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    std::string text() {
+      std::lock_guard lock(mutex_);
+      return text_;
+    }
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& message) override {
+      spdlog::memory_buf_t line;
+      formatter_->format(message, line);
+      text_.append(line.data(), line.size());
+    }
+    void flush_() override {}
+
+   private:
+    std::string text_;
+  };
+  std::shared_ptr<Sink> sink_;
 };
 
 class AmqpTest : public ::testing::Test {
@@ -409,17 +440,8 @@ TEST_F(AmqpTest, PublisherPausesWhileTheBrokerBlocksItAndLosesNothing) {
     RabbitMq* broker;
     ~Restore() { broker->ctl("set_vm_memory_high_watermark 0.4"); }
   } restore{broker_};
-  auto log = std::make_shared<std::ostringstream>();
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
-  spdlog::default_logger()->sinks().push_back(sink);
-  struct Unhook {
-    std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink;
-    ~Unhook() { std::erase(spdlog::default_logger()->sinks(), sink); }
-  } unhook{sink};
-  auto logged = [&](const std::string& text) {
-    sink->flush();
-    return log->str().find(text) != std::string::npos;
-  };
+  CapturedLog log;
+  auto logged = [&](const std::string& text) { return log.text().find(text) != std::string::npos; };
   amqp::PublisherOptions o;
   o.uri = broker_->uri();
   o.window = 200;
@@ -758,13 +780,7 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
           "application:set_env(rabbit, channel_tick_interval, 60000).'");
     }
   } restore{broker_};
-  auto log = std::make_shared<std::ostringstream>();
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
-  spdlog::default_logger()->sinks().push_back(sink);
-  struct Unhook {
-    std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink;
-    ~Unhook() { std::erase(spdlog::default_logger()->sinks(), sink); }
-  } unhook{sink};
+  CapturedLog log;
 
   publish(queue_, 50);
   std::mutex m;
@@ -810,7 +826,7 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
     }
   }
   EXPECT_EQ(others_done_when_back, 49) << "the others did not go on while one was held";
-  const std::string text = log->str();
+  const std::string text = log.text();
   EXPECT_NE(text.find("event=consumer_timeout"), std::string::npos) << text;
   EXPECT_NE(text.find("timeout_ms=2000"), std::string::npos) << text;
   EXPECT_NE(text.find("m-7 (delivery "), std::string::npos) << "which delivery: " << text;
