@@ -91,8 +91,26 @@ TEST_F(OperationsIsolation, AFrozenDatabaseHoldsUpOnlyItsOwnPipeline) {
   std::vector<app::RunSummary> summaries;
   int code = -1;
   std::thread run([&] { code = app::run_pipelines(configs, options, summaries); });
+  // Whatever throws from here on (a query, a publish), the run is joined first and the
+  // test fails with the exception's text: a joinable thread destroyed would abort the
+  // whole process with no word of why.
+  struct JoinAtExit {
+    std::thread& run;
+    test::TcpFaultProxy& proxy;
+    ~JoinAtExit() {
+      if (!run.joinable()) return;
+      proxy.stall(false);  // the run drains and ends
+      run.join();
+    }
+  } join_at_exit{run, proxy};
+  // -1 until the pipeline has made its table (psql fails on a missing one).
   const auto pg_rows = [&] {
-    const auto text = pg.query("SELECT count(*) FROM " + table);
+    std::string text;
+    try {
+      text = pg.query("SELECT count(*) FROM " + table);
+    } catch (const std::exception&) {
+      return -1L;
+    }
     return text.empty() || text.find_first_not_of("0123456789\n") != std::string::npos
                ? -1L
                : std::stol(text);
