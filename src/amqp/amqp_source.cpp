@@ -561,9 +561,7 @@ class AmqpSource final : public spi::Source {
     Consumer& consumer = *found;
     if (stopping_intake_) {  // on its way before our cancel: back to the queue at once
       consumer.acks.delivered(tag);
-      // A single active consumer's go back with the rest when the connection closes:
-      // returned one by one, they would come before earlier ones still held.
-      if (!options_.single_active_consumer) return_unprocessed(consumer, tag);
+      return_unprocessed(consumer, tag);
       return;
     }
     auto state = decoder_
@@ -833,30 +831,36 @@ class AmqpSource final : public spi::Source {
     }
     run_commands();  // queued before the last of them was counted settled
     if (!rewind_due_ || Clock::now() < *rewind_due_) return;  // a later failure's backoff
-    send_acks(/*all=*/true);
-    std::size_t returned = 0;
-    for (const auto channel : pool_.channels()) {
-      if (Consumer* c = pool_.on_channel(channel)) returned += c->acks.outstanding();
-      connection_->close_channel(channel);
-      drop_channel(channel, "rewound", /*expected=*/true);
-    }
-    rewind_due_.reset();
+    const auto [returned, failed] = return_everything_held("rewound");
     {
       std::lock_guard lock(ready_mutex_);
       rewinding_ = false;
     }
-    // The failed ones, and with them the rest of what was held (never failed).
-    const std::size_t failed = std::min(rewind_failures_, returned);
-    failed_returns_ += failed;
-    unprocessed_returns_ += returned - failed;
-    rewind_failures_ = 0;
-    report_returns();
     ++rewinds_;
     gauge("amqp_rewinds", static_cast<double>(rewinds_));
     spdlog::info("amqp event=rewound source=\"{}\" returned={} failed={}", describe_, returned,
                  failed);
     schedule_recovery(/*now=*/true);
     next_tick_ = Clock::now();
+  }
+
+  // A single active consumer's return (a rewind, a stop): the acks go out, then every
+  // channel closes, which returns what it held unacknowledged in the queue's order. The
+  // failed ones count as failed returns, the rest (never failed) as unprocessed.
+  std::pair<std::size_t, std::size_t> return_everything_held(const char* why) {
+    send_acks(/*all=*/true);
+    const std::size_t returned = pool_.outstanding();
+    const std::size_t failed = std::min(rewind_failures_, returned);
+    failed_returns_ += failed;
+    unprocessed_returns_ += returned - failed;
+    rewind_failures_ = 0;
+    rewind_due_.reset();
+    report_returns();
+    for (const auto channel : pool_.channels()) {
+      connection_->close_channel(channel);
+      drop_channel(channel, why, /*expected=*/true);
+    }
+    return {returned, failed};
   }
 
   void report_returns() {
@@ -975,19 +979,7 @@ class AmqpSource final : public spi::Source {
       // The acks go out, then the channel's close returns everything it held, in order,
       // before the next consumer is active. (A handler still running past the stop's
       // deadline finds its ack abandoned: the message comes again, a duplicate.)
-      send_acks(/*all=*/true);
-      const std::size_t failed = std::min(rewind_failures_, pool_.outstanding());
-      failed_returns_ += failed;
-      unprocessed_returns_ += pool_.outstanding() - failed;
-      rewind_failures_ = 0;
-      rewind_due_.reset();
-      report_returns();
-      for (const auto channel : pool_.channels()) {
-        connection_->close_channel(channel);
-        drop_channel(channel, "stopped", /*expected=*/true);
-      }
-      std::lock_guard lock(ready_mutex_);
-      ready_.clear();
+      return_everything_held("stopped");  // its ready deliveries go with their channels
       return;
     }
     for (Consumer* c : pool_.running()) cancel_consumer(*c);

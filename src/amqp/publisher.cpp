@@ -52,21 +52,10 @@ void Publisher::on_unblocked(PublishReport& report) {
   spdlog::info("event=amqp_connection_unblocked paused_ms={}", paused.count());
 }
 
-Clock::time_point Publisher::blocked_deadline(const PublishReport& report) const {
-  if (options_.blocked_timeout.count() == 0) return Clock::time_point::max();
-  const auto deadline = blocked_since_ + options_.blocked_timeout - report.blocked_for;
-  if (Clock::now() >= deadline)
-    throw AmqpError(AmqpError::Kind::timeout, 0,
-                    "blocked by the broker (connection.blocked) longer than the publisher's "
-                    "blocked_timeout (" +
-                        std::to_string(options_.blocked_timeout.count()) + " ms)");
-  return deadline;
-}
-
 void Publisher::wait_while_blocked(PublishReport& report) {
   while (blocked_) {
     const amqp_frame_t frame =
-        connection_->wait_method(blocked_deadline(report), "connection.unblocked");
+        connection_->wait_method(Clock::time_point::max(), "connection.unblocked");
     if (frame.payload.method.id == AMQP_CONNECTION_UNBLOCKED_METHOD) on_unblocked(report);
     if (frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
       throw AmqpError(
@@ -167,7 +156,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
         while (!by_seq.empty()) {
           // No confirm is timed while blocked: its clock starts again at the unblock.
           const amqp_frame_t frame =
-              blocked_ ? connection_->wait_method(blocked_deadline(report), "connection.unblocked")
+              blocked_ ? connection_->wait_method(Clock::time_point::max(), "connection.unblocked")
                        : connection_->wait_method(give_up, "confirm");
           const auto& method = frame.payload.method;
           auto settle = [&](std::uint64_t tag, bool multiple, bool ok) {

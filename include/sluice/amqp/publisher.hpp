@@ -31,9 +31,6 @@ struct PublisherOptions {
   std::chrono::milliseconds base_delay{200};
   std::chrono::milliseconds max_delay{10000};
   std::chrono::milliseconds confirm_timeout{30000};  // not counting time blocked
-  // The longest one publish() waits on a blocked connection in all; then what is
-  // unsettled fails. 0: as long as the broker blocks.
-  std::chrono::milliseconds blocked_timeout{0};
   int window = 500;  // messages published before their confirms are awaited
 };
 
@@ -91,10 +88,9 @@ class Publisher {
   void connect();
   void on_blocked(const std::string& reason, PublishReport& report);
   void on_unblocked(PublishReport& report);
-  // Between windows (nothing unconfirmed): reads frames until connection.unblocked.
+  // Between windows (nothing unconfirmed): reads frames until connection.unblocked, as
+  // long as the broker blocks (a lost connection ends it: AmqpError).
   void wait_while_blocked(PublishReport& report);
-  // When a wait for the unblock gives up; throws AmqpError once blocked_timeout is spent.
-  std::chrono::steady_clock::time_point blocked_deadline(const PublishReport& report) const;
   PublisherOptions options_;
   bool blocked_ = false;
   std::chrono::steady_clock::time_point blocked_since_{};
