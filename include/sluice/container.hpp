@@ -27,6 +27,7 @@
 #include <string>
 
 #include "sluice/message.hpp"
+#include "sluice/position_store.hpp"
 #include "sluice/source.hpp"
 
 namespace sluice {
@@ -198,6 +199,9 @@ class Container {
   // Before start(): a `receive` span per receive, a `process` span per message
   // (sluice/tracing.hpp). Without one, nothing is traced and nothing is paid.
   void set_tracer(std::shared_ptr<tracing::Tracer> tracer);
+  // Before start(): where a source that reads a log keeps its position
+  // (sluice/position_store.hpp). Without one, a restart starts where its options say.
+  void set_position_store(std::shared_ptr<PositionStore> store);
   // Before start(); without one, such messages are rejected with "reason: detail".
   // Messages whose payload failed for a passing reason are retried, never given here.
   void set_unusable_handler(UnusableHandler handler);

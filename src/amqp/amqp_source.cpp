@@ -30,9 +30,12 @@
 #include "amqp/consumer_scaler.hpp"
 #include "amqp/delivery_decoder.hpp"
 #include "amqp/retry_hold.hpp"
+#include "amqp/stream.hpp"
 #include "runtime/async_wait.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
+#include "runtime/position_saver.hpp"
+#include "runtime/prefix_tracker.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/option_error.hpp"
@@ -49,6 +52,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kAckLinger{5};
 constexpr std::chrono::milliseconds kSinglesAfter{20};
+// A stream's position is saved this often (and at a stop): a crash reads again at most
+// about this much (the sink's dedupe stores it once).
+constexpr std::chrono::milliseconds kPositionSaveInterval{1000};
 
 [[noreturn]] void bad_option(const std::string& name, const std::string& value,
                              const std::string& expected) {
@@ -110,8 +116,16 @@ class AmqpSource final : public spi::Source {
               scaler_),
         wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         timer_(context_.executor),
-        decoder_(options_.single_active_consumer ? options_.queue : std::string()) {
+        decoder_(options_.single_active_consumer ? options_.queue : std::string()),
+        stream_(!options_.stream_offset.empty()) {
     if (wake_fd_ < 0) throw SourceError(SourceErrorKind::permanent, "", "eventfd failed");
+    if (stream_) {
+      stream_start_ = *amqp::parse_stream_start(options_.stream_offset);  // validated
+      position_key_ = "rabbitmq:" + uri_.vhost + "/" + options_.queue + "@" + context_.name;
+      if (context_.positions)
+        saver_ = std::make_unique<runtime::PositionSaver>(context_.positions, position_key_,
+                                                          kPositionSaveInterval);
+    }
     const int max_in_flight = max_in_flight_;
     if (options_.max_consumers > max_in_flight) {
       context_.warning("AMQP source: " + std::to_string(options_.max_consumers) +
@@ -233,7 +247,8 @@ class AmqpSource final : public spi::Source {
     spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", spi::id_of(state), reason);
     push(RejectCommand{ref(state)});
     settled_by_core(state, false);
-    co_return true;  // basic.reject without requeue: to the queue's dead-letter exchange
+    // basic.reject without requeue: to the queue's dead-letter exchange; a stream has none.
+    co_return !stream_;
   }
 
   asio::awaitable<void> flush() override {
@@ -274,6 +289,11 @@ class AmqpSource final : public spi::Source {
   // does. It hands out the next deliveries only once the core has settled every one it
   // handed out (the core keeps a group's order among those), and none at all from a
   // failure or a release on until the rewind (rewind_if_due) has sent them all back.
+  // A single active consumer's queue and a stream are read again from their oldest
+  // unsettled delivery after a failure or a release (neither takes a delivery back alone:
+  // the one keeps its order, the other refuses nack and reject).
+  bool rewinds() const { return options_.single_active_consumer || stream_; }
+
   bool may_hand_out() const {  // under ready_mutex_
     return !options_.single_active_consumer || (!rewinding_ && handed_out_.empty());
   }
@@ -390,6 +410,7 @@ class AmqpSource final : public spi::Source {
                  scaler_.config().max_consumers);
     pool_.wanted = std::max(pool_.wanted, scaler_.config().min_consumers);
     if (stopping_intake_) return;  // reconnected after the stop's flush: no consumers
+    load_stream_position();
     for (int i = 0; i < pool_.wanted; ++i)
       if (!start_consumer()) break;
   }
@@ -407,9 +428,80 @@ class AmqpSource final : public spi::Source {
 
   // False when max_in_flight has no room for another consumer yet.
   bool start_consumer() {
-    if (!pool_.start(*connection_)) return false;
+    if (!stream_) {
+      if (!pool_.start(*connection_)) return false;
+      report_consumers();
+      return true;
+    }
+    // A stream: after the last offset handled (with every one before it), else where
+    // the options say.
+    amqp::StreamStart from = stream_start_;
+    if (stream_done_) from = {amqp::StreamStart::Kind::offset, *stream_done_ + 1};
+    amqp_table_entry_t entry{};
+    amqp::stream_offset_argument(from, entry);
+    const amqp_table_t arguments{1, &entry};
+    if (!pool_.start(*connection_, arguments)) return false;
+    stream_lease_ = pool_.latest_lease();
+    stream_tracker_.resume(0, 0);
+    spdlog::info("amqp event=stream_consumer_started source=\"{}\" from=\"{}\"", describe_,
+                 stream_done_ ? std::to_string(*stream_done_ + 1) : options_.stream_offset);
     report_consumers();
     return true;
+  }
+
+  // The position saved by an earlier run, read once before the first consumer starts.
+  // A store that cannot be read fails the connect (tried again): starting from the
+  // options instead would read the whole stream again, or skip part of it.
+  void load_stream_position() {
+    if (!stream_ || stream_loaded_ || !context_.positions) return;
+    std::optional<std::string> stored;
+    try {
+      stored = context_.positions->load(position_key_);
+    } catch (const std::exception& e) {
+      throw amqp::AmqpError(
+          amqp::AmqpError::Kind::connection, 0,
+          "reading the stream's saved position (" + position_key_ + "): " + e.what());
+    }
+    if (stored) {
+      std::int64_t offset = -1;
+      const auto [end, error] =
+          std::from_chars(stored->data(), stored->data() + stored->size(), offset);
+      if (error != std::errc() || end != stored->data() + stored->size() || offset < 0)
+        throw amqp::AmqpError(amqp::AmqpError::Kind::connection, 0,
+                              "the stream's saved position (" + position_key_ + ") is '" +
+                                  stored->substr(0, 40) +
+                                  "', expected an offset: delete that row to start from "
+                                  "source.rabbitmq.stream_offset");
+      stream_done_ = offset;
+    }
+    stream_loaded_ = true;
+    spdlog::info("amqp event=stream_position source=\"{}\" key=\"{}\" saved={}", describe_,
+                 position_key_, stored ? *stored : std::string("none"));
+  }
+
+  // A stream's delivery `tag` of consumer `lease` is done (acked or rejected).
+  void stream_settled(std::uint64_t lease, std::uint64_t tag) {
+    if (!stream_ || lease != stream_lease_) return;
+    if (stream_tracker_.settled(tag) && stream_tracker_.done_sequence() > 0)
+      stream_done_ = static_cast<std::int64_t>(stream_tracker_.done_position());
+  }
+
+  // Hands the position to the saver (it saves about every second); `now`: at a stop,
+  // saved before the stop goes on (waiting at most 2 s for the database).
+  void save_stream_position(bool now = false) {
+    if (!stream_ || !stream_done_) return;
+    if (stream_done_ != reported_offset_) {
+      reported_offset_ = stream_done_;
+      gauge("amqp_stream_offset", static_cast<double>(*stream_done_));
+    }
+    if (!saver_) return;
+    saver_->offer(std::to_string(*stream_done_));
+    if (now && !saver_->save_now(std::chrono::seconds(2)))
+      spdlog::warn(
+          "amqp event=stream_position_not_saved source=\"{}\" offset={} "
+          "detail=\"the database did not take it in 2 s: the next start reads again "
+          "what came after the last position saved\"",
+          describe_, *stream_done_);
   }
 
   void report_consumers() { gauge("amqp_consumers", pool_.active()); }
@@ -560,10 +652,12 @@ class AmqpSource final : public spi::Source {
     if (!found) return;  // a channel we gave up: the broker requeues on close
     Consumer& consumer = *found;
     if (stopping_intake_) {  // on its way before our cancel: back to the queue at once
+      if (stream_) return;   // a stream refuses nack; the channel's close ends it
       consumer.acks.delivered(tag);
       return_unprocessed(consumer, tag);
       return;
     }
+    if (stream_ && consumer.lease == stream_lease_) track_stream_delivery(tag, message);
     auto state = decoder_
                      .decode(deliver, message, consumer.lease,
                              [this](const std::string& id) { return attempts_.get(id); })
@@ -580,6 +674,32 @@ class AmqpSource final : public spi::Source {
     if (notify) asio::post(context_.executor, [this] { timer_.cancel(); });
     const auto decision = scaler_.on_delivery(consumer.cycle, pool_.active(), now);
     act(consumer, decision);
+  }
+
+  void track_stream_delivery(std::uint64_t tag, const amqp_message_t& message) {
+    const auto offset = amqp::stream_offset_of(message.properties);
+    if (offset) {
+      if (stream_seen_ && *offset <= *stream_seen_) {
+        ++stream_redeliveries_;  // read again after a rewind or a recovery
+        if (++redeliveries_unreported_ >= 100) report_stream_redeliveries();
+      }
+      stream_seen_ = std::max(stream_seen_.value_or(*offset), *offset);
+      last_delivered_offset_ = *offset;
+    }
+    if (!offset && !warned_no_offset_) {
+      warned_no_offset_ = true;
+      context_.warning("AMQP source: a delivery from '" + options_.queue +
+                       "' has no x-stream-offset header: is the queue a stream "
+                       "(source.rabbitmq.stream_offset is set)?");
+    }
+    // Without its header a delivery counts as where the last one was: the saved
+    // position never passes an offset not seen.
+    const auto position = last_delivered_offset_ ? *last_delivered_offset_ : stream_done_;
+    if (position) stream_tracker_.delivered(tag, static_cast<std::uint64_t>(*position));
+  }
+  void report_stream_redeliveries() {
+    redeliveries_unreported_ = 0;
+    gauge("amqp_stream_redeliveries", static_cast<double>(stream_redeliveries_));
   }
 
   void act(Consumer& consumer, amqp::ConsumerScaler::Decision decision) {
@@ -729,17 +849,18 @@ class AmqpSource final : public spi::Source {
                        attempts_.done(c.delivery.id);
                        ++unsent_acks_;
                        mark_dirty();
+                       stream_settled(c.delivery.lease, c.delivery.tag);
                      },
                      [&](RetryCommand& c) {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
                        if (!consumer) {
                          // Its channel is gone (the broker has it back), but the source
                          // stopped handing out for it: a rewind ends that.
-                         if (options_.single_active_consumer) rewind_at(Clock::now());
+                         if (rewinds()) rewind_at(Clock::now());
                          return;
                        }
                        attempts_.failed(c.delivery.id, c.receive_count);
-                       if (options_.single_active_consumer) {
+                       if (rewinds()) {
                          ++rewind_failures_;  // returned by the rewind, after its backoff
                          rewind_at(Clock::now() + std::min(c.delay, retry_hold_max_));
                          return;
@@ -751,10 +872,10 @@ class AmqpSource final : public spi::Source {
                      [&](ReleaseCommand& c) {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
                        if (!consumer) {
-                         if (options_.single_active_consumer) rewind_at(Clock::now());
+                         if (rewinds()) rewind_at(Clock::now());
                          return;
                        }
-                       if (options_.single_active_consumer) {
+                       if (rewinds()) {
                          rewind_at(Clock::now());  // returned by the rewind
                          return;
                        }
@@ -765,6 +886,16 @@ class AmqpSource final : public spi::Source {
                        Consumer* consumer = pool_.by_lease(c.delivery.lease);
                        if (!consumer) return;
                        attempts_.done(c.delivery.id);
+                       if (stream_) {
+                         // A stream refuses basic.reject (it closes the connection) and
+                         // dead-letters nothing: the delivery is done (the rejects table
+                         // of `sluice run` keeps it), acked for the consumer's credit.
+                         if (!consumer->acks.acked(c.delivery.tag)) return;
+                         ++unsent_acks_;
+                         mark_dirty();
+                         stream_settled(c.delivery.lease, c.delivery.tag);
+                         return;
+                       }
                        connection_->reject(consumer->channel, c.delivery.tag, false);
                        consumer->acks.finished(c.delivery.tag);
                        mark_dirty();
@@ -774,7 +905,7 @@ class AmqpSource final : public spi::Source {
   }
 
   void reconfigure(int min, int max) {
-    if (options_.single_active_consumer) min = max = 1;  // one consumer of such a queue receives
+    if (rewinds()) min = max = 1;  // one consumer of such a queue receives; of a stream, reads
     const int cap = std::max(1, context_.max_in_flight);
     scaler_.reconfigure(std::min(min, cap), std::min(max, cap));
     pool_.wanted =
@@ -938,6 +1069,8 @@ class AmqpSource final : public spi::Source {
   void tick() {
     const auto now = Clock::now();
     close_finished_consumers();
+    save_stream_position();
+    if (redeliveries_unreported_) report_stream_redeliveries();
     // One consumer at a time, each seeing the count its predecessors left.
     for (Consumer* c : pool_.running()) {
       if (c->cancelling) continue;
@@ -973,13 +1106,14 @@ class AmqpSource final : public spi::Source {
   void flush_now() {
     if (!connection_) return;
     stopping_intake_ = true;
-    if (options_.single_active_consumer) {
+    if (rewinds()) {
       // Not basic.cancel: on a quorum queue the broker would make a waiting consumer
       // active at once, while what this one holds comes back only at its close, behind.
       // The acks go out, then the channel's close returns everything it held, in order,
       // before the next consumer is active. (A handler still running past the stop's
       // deadline finds its ack abandoned: the message comes again, a duplicate.)
       return_everything_held("stopped");  // its ready deliveries go with their channels
+      save_stream_position(/*now=*/true);
       return;
     }
     for (Consumer* c : pool_.running()) cancel_consumer(*c);
@@ -1012,7 +1146,7 @@ class AmqpSource final : public spi::Source {
       abandoned += std::holds_alternative<AckCommand>(c);
       // A single active consumer stopped handing out for it: the rewind after the
       // reconnect ends that (the broker has the deliveries back already).
-      if (options_.single_active_consumer &&
+      if (rewinds() &&
           (std::holds_alternative<RetryCommand>(c) || std::holds_alternative<ReleaseCommand>(c)))
         rewind_at(Clock::now());
     }
@@ -1094,6 +1228,22 @@ class AmqpSource final : public spi::Source {
   std::uint64_t ack_frames_ = 0;
   std::uint64_t failed_returns_ = 0, reported_failed_returns_ = 0;
   std::uint64_t unprocessed_returns_ = 0, reported_unprocessed_returns_ = 0;
+
+  // A stream's (the I/O thread's, but the saver).
+  const bool stream_;
+  amqp::StreamStart stream_start_;  // options_.stream_offset, parsed
+  std::string position_key_;
+  std::unique_ptr<runtime::PositionSaver> saver_;  // with a PositionStore
+  bool stream_loaded_ = false;
+  std::uint64_t stream_lease_ = 0;         // the consumer whose deliveries are tracked
+  runtime::PrefixTracker stream_tracker_;  // its delivery tags, positioned by offset
+  // The last offset handled along with every one before it (saved, or since).
+  std::optional<std::int64_t> stream_done_, reported_offset_;
+  std::optional<std::int64_t> stream_seen_;            // the highest offset delivered
+  std::optional<std::int64_t> last_delivered_offset_;  // the latest delivery's
+  std::uint64_t stream_redeliveries_ = 0;
+  int redeliveries_unreported_ = 0;
+  bool warned_no_offset_ = false;
 };
 
 }  // namespace
@@ -1115,6 +1265,19 @@ void validate(const AmqpSourceOptions& o) {
   if (o.single_active_consumer && o.max_consumers > 1)
     bad_option("max_consumers", std::to_string(o.max_consumers),
                "1 with single_active_consumer (only one consumer of such a queue receives)");
+  if (!o.stream_offset.empty()) {
+    if (!amqp::parse_stream_start(o.stream_offset))
+      bad_option("stream_offset", o.stream_offset.substr(0, 40),
+                 "first, last, next, an offset (0 or more) or a UTC time "
+                 "(2026-12-01T08:00:00Z)");
+    if (o.max_consumers > 1)
+      bad_option("max_consumers", std::to_string(o.max_consumers),
+                 "1 with stream_offset (each consumer of a stream reads all of it)");
+    if (o.single_active_consumer)
+      bad_option("single_active_consumer", "true",
+                 "false with stream_offset (over AMQP 0-9-1 a stream has no single active "
+                 "consumer)");
+  }
   if (o.max_consumers > 1000)
     bad_option("max_consumers", std::to_string(o.max_consumers), "at most 1000");
   if (o.prefetch < 1 || o.prefetch > 65535)

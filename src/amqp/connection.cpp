@@ -329,8 +329,9 @@ QueueInfo Connection::declare_queue(std::uint16_t channel, const std::string& qu
     v.value.bytes = amqp_cstring_bytes(value.c_str());
     return v;
   };
-  static const std::string kQuorum = "quorum";
+  static const std::string kQuorum = "quorum", kStream = "stream";
   if (d.quorum) add("x-queue-type", text(kQuorum));
+  if (d.stream) add("x-queue-type", text(kStream));
   if (!d.dead_letter_exchange.empty() || !d.dead_letter_routing_key.empty())
     add("x-dead-letter-exchange", text(d.dead_letter_exchange));
   if (!d.dead_letter_routing_key.empty())
@@ -389,9 +390,9 @@ void Connection::qos(std::uint16_t channel, std::uint16_t prefetch, bool whole_c
 }
 
 std::string Connection::consume(std::uint16_t channel, const std::string& queue,
-                                const std::string& tag) {
+                                const std::string& tag, const amqp_table_t& arguments) {
   auto* ok = amqp_basic_consume(state_, channel, amqp_cstring_bytes(queue.c_str()),
-                                amqp_cstring_bytes(tag.c_str()), 0, 0, 0, amqp_empty_table);
+                                amqp_cstring_bytes(tag.c_str()), 0, 0, 0, arguments);
   check_reply(("consuming from the queue '" + queue + "'").c_str());
   return text(ok->consumer_tag);
 }

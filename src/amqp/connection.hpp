@@ -62,6 +62,7 @@ struct QueueDeclaration {
   std::string dead_letter_routing_key;
   int delivery_limit = 0;               // x-delivery-limit (quorum queues); 0: none
   bool single_active_consumer = false;  // x-single-active-consumer
+  bool stream = false;                  // x-queue-type: stream
 };
 
 struct QueueInfo {
@@ -95,7 +96,8 @@ class Connection {
   void inspect_exchange(std::uint16_t channel, const std::string& exchange);
   void delete_queue(std::uint16_t channel, const std::string& queue);
   void qos(std::uint16_t channel, std::uint16_t prefetch, bool whole_channel);
-  std::string consume(std::uint16_t channel, const std::string& queue, const std::string& tag);
+  std::string consume(std::uint16_t channel, const std::string& queue, const std::string& tag,
+                      const amqp_table_t& arguments = amqp_empty_table);
   void cancel(std::uint16_t channel, const std::string& consumer_tag);  // no wait for cancel-ok
   void confirm_select(std::uint16_t channel);
   // The longest a synchronous call (a close at shutdown, say) waits for its answer.

@@ -16,7 +16,7 @@ void answer_channel_close(Connection& connection, std::uint16_t channel) {
 }
 }  // namespace
 
-bool ConsumerPool::start(Connection& connection) {
+bool ConsumerPool::start(Connection& connection, const amqp_table_t& arguments) {
   const int prefetch = next_prefetch();
   if (prefetch < 1) return false;
   const std::uint16_t channel = free_channel(&connection);
@@ -27,8 +27,9 @@ bool ConsumerPool::start(Connection& connection) {
     consumer->prefetch = prefetch;
     consumer->channel = channel;
     consumer->lease = ++next_lease_;
-    consumer->tag = connection.consume(
-        channel, settings_.queue, settings_.tag_prefix + "-" + std::to_string(consumer->lease));
+    consumer->tag =
+        connection.consume(channel, settings_.queue,
+                           settings_.tag_prefix + "-" + std::to_string(consumer->lease), arguments);
     scaler_.begin(consumer->cycle, Clock::now());
     by_lease_[consumer->lease] = consumer.get();
     consumers_[channel] = std::move(consumer);

@@ -50,7 +50,8 @@ class ConsumerPool {
 
   // Starts one more consumer; false when max_in_flight has no room for it yet
   // (consumers being cancelled still hold theirs). Throws AmqpError.
-  bool start(Connection& connection);
+  bool start(Connection& connection, const amqp_table_t& arguments = amqp_empty_table);
+  std::uint64_t latest_lease() const { return next_lease_; }  // the last consumer started
   // Stops new deliveries; the channel stays open until what it delivered is settled
   // (never in the middle of a message), then close_finished() closes it.
   void cancel(Connection& connection, Consumer& consumer);

@@ -152,6 +152,18 @@ std::vector<driver::SourceOption> amqp_options() {
                 "the held deliveries go back in order and come again (docs/rabbitmq.md). "
                 "Sluice cannot read the queue's arguments over AMQP: say it here.",
                 [](S& s, auto& n, auto& k) { s.source.single_active_consumer = as_bool(n, k); }),
+      option<S>("stream_offset", "string", "",
+                "The queue is a stream (x-queue-type: stream; `sluice queue create --stream`), "
+                "read from here the first time: first, last, next, an offset (12345) or a UTC "
+                "time (2026-12-01T08:00:00Z). Empty: not a stream. The broker keeps no position "
+                "for AMQP 0-9-1 consumers: Sluice saves the last offset written (with every one "
+                "before it) in the sink's database (sluice_positions, about every second and at "
+                "a stop) and resumes after it; after a crash it reads again what came after, "
+                "which the content hash stores once. One consumer (source.concurrency 1); a "
+                "failure re-reads the stream from the oldest message not yet written; rejects "
+                "are kept in the rejects table (a stream dead-letters nothing). See "
+                "docs/rabbitmq.md.",
+                [](S& s, auto& n, auto& k) { s.source.stream_offset = as_string(n, k); }),
   };
 }
 
@@ -286,7 +298,8 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
     for (const auto& o : options())
       // Keys newer than the move to source.rabbitmq.* never had a flat name.
       if (o.key != "url" && o.key != "heartbeat" && o.key != "consumer_timeout" &&
-          o.key != "delivery_limit" && o.key != "single_active_consumer")
+          o.key != "delivery_limit" && o.key != "single_active_consumer" &&
+          o.key != "stream_offset")
         renamed.emplace_back("source." + o.key, o.key);
     renamed.emplace_back("source.amqp_url", "url");
     renamed.emplace_back("source.amqp_heartbeat", "heartbeat");
@@ -302,7 +315,8 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
           "rabbitmq)");
     // Spring's concurrency: consumers. The container's own receive loop is single:
     // a push source's receive only takes what has arrived.
-    if (o.single_active_consumer) {
+    const bool stream = !o.stream_offset.empty();
+    if (o.single_active_consumer || stream) {
       if (p.concurrency_set && !c.auto_concurrency && c.max_concurrent_receives > 1)
         throw ConfigError(
             "source.concurrency: got " +
@@ -310,8 +324,19 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
                  ? std::to_string(c.max_concurrent_receives)
                  : std::to_string(c.min_concurrent_receives) + "-" +
                        std::to_string(c.max_concurrent_receives)) +
-            ", expected 1 with source.rabbitmq.single_active_consumer (only one consumer of such "
-            "a queue receives; auto means 1 there)");
+            (stream ? ", expected 1 with source.rabbitmq.stream_offset (each consumer of a stream "
+                      "reads all of it; auto means 1 there)"
+                    : ", expected 1 with source.rabbitmq.single_active_consumer (only one "
+                      "consumer of such a queue receives; auto means 1 there)"));
+      if (stream && of(settings).dead_letter_exchange)
+        throw ConfigError(
+            "source.rabbitmq.dead_letter_exchange: got true, expected false with "
+            "source.rabbitmq.stream_offset (a stream dead-letters nothing: rejects are kept in "
+            "the rejects table)");
+      if (stream && of(settings).delivery_limit > 0)
+        throw ConfigError("source.rabbitmq.delivery_limit: got " +
+                          std::to_string(of(settings).delivery_limit) +
+                          ", expected 0 with source.rabbitmq.stream_offset (a stream has none)");
       c.min_concurrent_receives = c.max_concurrent_receives = 1;
     } else if (c.auto_concurrency) {
       c.max_concurrent_receives = std::clamp(c.max_in_flight / std::max(1, o.prefetch), 1, 64);
@@ -382,8 +407,15 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
          "RabbitMQ channels the broker closed because a delivery stayed unacknowledged past its "
          "consumer_timeout (what they held came back from the queue)"},
         {"amqp_rewinds", K::total,
-         "Single-active-consumer rewinds: after a failure (its backoff) or a release, the "
-         "channel closed so that the queue delivers its held messages again in order"},
+         "Single-active-consumer and stream rewinds: after a failure (its backoff) or a "
+         "release, the channel closed so that its held messages come again (a stream: read "
+         "again from the oldest not yet written)"},
+        {"amqp_stream_offset", K::gauge,
+         "A stream's last offset written along with every one before it (what is saved in "
+         "sluice_positions; a restart resumes after it)"},
+        {"amqp_stream_redeliveries", K::total,
+         "Stream deliveries of offsets this process had received before (read again after a "
+         "rewind or a connection recovery)"},
     };
     return table;
   }
@@ -402,9 +434,12 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
 
   std::string describe(const driver::SourceSettings& s, const ContainerOptions& c) const override {
     const auto& o = of(s).source;
-    return "rabbitmq " + common::redact_password(o.uri) + " queue " + o.queue + " (consumers " +
-           std::to_string(o.min_consumers) + "-" + std::to_string(o.max_consumers) + ", prefetch " +
-           std::to_string(o.prefetch) + ", max_in_flight " + std::to_string(c.max_in_flight) + ")";
+    return "rabbitmq " + common::redact_password(o.uri) +
+           (o.stream_offset.empty() ? " queue " : " stream ") + o.queue +
+           (o.stream_offset.empty() ? "" : " from " + o.stream_offset + " or its saved position") +
+           " (consumers " + std::to_string(o.min_consumers) + "-" +
+           std::to_string(o.max_consumers) + ", prefetch " + std::to_string(o.prefetch) +
+           ", max_in_flight " + std::to_string(c.max_in_flight) + ")";
   }
   std::string queue_name(const driver::SourceSettings& s) const override {
     return of(s).source.queue;

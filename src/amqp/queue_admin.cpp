@@ -66,6 +66,13 @@ int queue_create(const std::string& url, const std::string& queue, QueueDeclarat
     std::cerr << "sluice queue create: --dead-letter-queue is the queue itself\n";
     return 2;
   }
+  if (declaration.stream &&
+      (declaration.quorum || declaration.single_active_consumer || declaration.delivery_limit > 0 ||
+       !dead_letter_queue.empty() || !declaration.dead_letter_exchange.empty())) {
+    std::cerr << "sluice queue create: --stream: a stream is neither quorum nor single active "
+                 "consumer, and has no delivery limit or dead-lettering (give --stream alone)\n";
+    return 2;
+  }
   if (declaration.delivery_limit > 0 && !declaration.quorum) {
     std::cerr << "sluice queue create: --delivery-limit: only quorum queues have one (add "
                  "--quorum)\n";

@@ -150,6 +150,9 @@ driver::SourceVerbs add_amqp_verbs(const driver::VerbCommands& commands) {
   create->add_flag("--single-active-consumer", flags->create_declaration.single_active_consumer,
                    "RabbitMQ: x-single-active-consumer (one consumer at a time receives: the "
                    "queue is one ordered group)");
+  create->add_flag("--stream", flags->create_declaration.stream,
+                   "RabbitMQ: a stream (x-queue-type: stream), an append-only log read with "
+                   "source.rabbitmq.stream_offset");
   create->add_option("--dead-letter-queue", flags->create_dead_letter_queue,
                      "RabbitMQ: also declare this queue and dead-letter into it (through the "
                      "default exchange: x-dead-letter-routing-key)");

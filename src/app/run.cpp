@@ -217,6 +217,8 @@ class PipelineRun {
     }
     container_->set_observer(metrics_);
     if (tracer_) container_->set_tracer(tracer_);
+    // A source reading a log (a RabbitMQ stream) keeps its position beside the records.
+    container_->set_position_store(sinks::make_position_store(sink_factory(config_)));
     control_.attach(container_.get());
     // A message whose S3 payload is missing (or can never fit): rejected like a
     // malformed one, its row in the rejects table first.

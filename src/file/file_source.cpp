@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "file/line_tracker.hpp"
+#include "runtime/prefix_tracker.hpp"
 #include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
 
@@ -313,7 +313,7 @@ class FileSource final : public spi::Source {
                  std::size_t after = static_cast<std::size_t>(-1)) {
     std::lock_guard lock(mutex_);
     const std::size_t at_index = after < inputs_.size() ? after + 1 : inputs_.size();
-    LineTracker tracker;
+    runtime::PrefixTracker tracker;
     tracker.resume(at.line, at.offset);
     trackers_.insert(trackers_.begin() + static_cast<long>(at_index), tracker);
     names_.insert(names_.begin() + static_cast<long>(at_index), input->path);
@@ -585,7 +585,7 @@ class FileSource final : public spi::Source {
       dirty_ = false;
       // A path read again (truncated, replaced) has a later input: the later one counts.
       for (std::size_t i = 0; i < trackers_.size(); ++i)
-        files[names_[i]] = {trackers_[i].done_line(), trackers_[i].done_offset(),
+        files[names_[i]] = {trackers_[i].done_sequence(), trackers_[i].done_position(),
                             inputs_[i]->opened ? inputs_[i]->inode : inputs_[i]->start.inode};
     }
     try {
@@ -662,8 +662,8 @@ class FileSource final : public spi::Source {
   int stdin_flags_ = -1;
   // Any thread's, under mutex_:
   std::mutex mutex_;
-  std::vector<LineTracker> trackers_;  // one per input, by index
-  std::vector<std::string> names_;     // each input's path, by index
+  std::vector<runtime::PrefixTracker> trackers_;  // one per input, by index
+  std::vector<std::string> names_;                // each input's path, by index
   struct Retry {
     Clock::time_point due;
     Delivery state;

@@ -91,6 +91,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     context.executor = core.io.get_executor();
     context.name = core.options.name;
     context.max_in_flight = core.options.max_in_flight;
+    context.positions = core.positions;
     std::weak_ptr<Impl> weak = weak_from_this();
     context.acks_settled = [weak](std::size_t confirmed, std::size_t abandoned,
                                   std::size_t from_ack) {
@@ -366,6 +367,11 @@ void Container::set_tracer(std::shared_ptr<tracing::Tracer> tracer) {
     throw std::logic_error("Container::set_tracer: call it before start()");
   impl_->core.tracing =
       tracer ? std::make_unique<runtime::ContainerTracing>(std::move(tracer)) : nullptr;
+}
+void Container::set_position_store(std::shared_ptr<PositionStore> store) {
+  if (impl_->state.load() != Impl::State::idle)
+    throw std::logic_error("Container::set_position_store: call it before start()");
+  impl_->core.positions = std::move(store);
 }
 void Container::set_unusable_handler(UnusableHandler handler) {
   if (impl_->state.load() != Impl::State::idle)

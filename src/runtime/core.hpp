@@ -65,7 +65,8 @@ struct Core {
   // set_concurrent_receives, on the I/O thread, under the container's options mutex).
   ContainerOptions options;
   std::shared_ptr<ContainerObserver> observer;  // set before start()
-  std::unique_ptr<ContainerTracing> tracing;     // set before start(); null: not traced
+  std::unique_ptr<ContainerTracing> tracing;    // set before start(); null: not traced
+  std::shared_ptr<PositionStore> positions;     // set before start(); may be null
   boost::asio::io_context io;
   // Made by start() before the I/O thread runs; what it can do is known once it is
   // open (set on the I/O thread before the first receive loop starts, and seen by the

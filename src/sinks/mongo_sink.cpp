@@ -346,6 +346,46 @@ class MongoSink final : public Sink {
     return total;
   }
 
+  std::optional<std::string> load_position(const std::string& key) override {
+    ensure_open();
+    BsonPtr filter(BCON_NEW("_id", BCON_UTF8(key.c_str())));
+    mongoc_collection_t* positions =
+        mongoc_client_get_collection(client_, options_.database.c_str(), "sluice_positions");
+    mongoc_cursor_t* cursor =
+        mongoc_collection_find_with_opts(positions, filter.get(), nullptr, nullptr);
+    const bson_t* doc = nullptr;
+    std::optional<std::string> value;
+    if (mongoc_cursor_next(cursor, &doc)) {
+      bson_iter_t it;
+      if (bson_iter_init_find(&it, doc, "position") && BSON_ITER_HOLDS_UTF8(&it))
+        value = bson_iter_utf8(&it, nullptr);
+    }
+    bson_error_t error;
+    const bool failed = mongoc_cursor_error(cursor, &error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(positions);
+    if (failed)
+      throw scrubbed(std::string("MongoDB read a position: ") + error.message, failure_of(error));
+    return value;
+  }
+
+  void save_position(const std::string& key, const std::string& value) override {
+    ensure_open();
+    BsonPtr filter(BCON_NEW("_id", BCON_UTF8(key.c_str())));
+    BsonPtr update(BCON_NEW("$set", "{", "position", BCON_UTF8(value.c_str()), "saved_at",
+                            BCON_DATE_TIME(now_ms()), "}"));
+    BsonPtr opts(BCON_NEW("upsert", BCON_BOOL(true)));
+    mongoc_write_concern_append(write_concern_, opts.get());
+    mongoc_collection_t* positions =
+        mongoc_client_get_collection(client_, options_.database.c_str(), "sluice_positions");
+    bson_error_t error;
+    const bool saved = mongoc_collection_update_one(positions, filter.get(), update.get(),
+                                                    opts.get(), nullptr, &error);
+    mongoc_collection_destroy(positions);
+    if (!saved)
+      throw scrubbed(std::string("MongoDB save a position: ") + error.message, failure_of(error));
+  }
+
   // An unordered insert_many writes the others when one document fails.
   bool atomic_batches() const override { return false; }
   std::string describe() const override {

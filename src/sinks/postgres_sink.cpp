@@ -548,6 +548,30 @@ class PostgresSink final : public Sink {
     return counts.empty() ? 0 : std::stoull(*counts.begin());
   }
 
+  std::optional<std::string> load_position(const std::string& key) override {
+    ensure_positions();
+    Statement st;
+    st.sql = "SELECT position FROM sluice_positions WHERE key = $1";
+    st.values = {key.c_str()};
+    send(st);
+    std::vector<std::string> rows;
+    collect_results(rows, "read a position");
+    if (rows.empty()) return std::nullopt;
+    return rows.front();
+  }
+
+  void save_position(const std::string& key, const std::string& value) override {
+    ensure_positions();
+    Statement st;
+    st.sql =
+        "INSERT INTO sluice_positions (key, position) VALUES ($1, $2) ON CONFLICT (key) DO "
+        "UPDATE SET position = EXCLUDED.position, saved_at = now()";
+    st.values = {key.c_str(), value.c_str()};
+    send(st);
+    std::vector<std::string> none;
+    collect_results(none, "save a position");
+  }
+
   std::string describe() const override { return "postgres:" + options_.table; }
 
   void interrupt() override { interrupted_ = true; }
@@ -555,6 +579,12 @@ class PostgresSink final : public Sink {
  private:
   void ensure_open() {
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) open();
+  }
+  void ensure_positions() {
+    ensure_open();
+    exec(
+        "CREATE TABLE IF NOT EXISTS sluice_positions (key text PRIMARY KEY, position text NOT "
+        "NULL, saved_at timestamptz NOT NULL DEFAULT now())");
   }
   const std::vector<std::string>& tables() const { return tables_; }
   void close() {

@@ -4,7 +4,9 @@
 // connection, used by one writer thread; blocking calls are fine here.
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "pipeline/transform.hpp"
+#include "sluice/position_store.hpp"
 
 namespace sluice::sinks {
 
@@ -90,6 +93,11 @@ class Sink {
   virtual void mark_replayed(std::span<const std::string> ids) = 0;
   // Records in every table it writes (sink.table and the routed ones).
   virtual std::uint64_t count_records() = 0;
+  // A source's position in a log it reads (sluice/position_store.hpp), in the table or
+  // collection sluice_positions (made at first use): the value under `key`, or none.
+  virtual std::optional<std::string> load_position(const std::string& key) = 0;
+  // Replaces it, durably (the sink's commit or write concern). Throws SinkError.
+  virtual void save_position(const std::string& key, const std::string& value) = 0;
   virtual std::string describe() const = 0;
   // A batch is all or nothing for failures: no record of it comes back `failed` while a
   // later one is written (one statement, one transaction). Only then do the writers
@@ -146,5 +154,9 @@ struct MongoOptions {
 std::unique_ptr<Sink> make_sqlite_sink(SqliteOptions options);
 std::unique_ptr<Sink> make_postgres_sink(PostgresOptions options);
 std::unique_ptr<Sink> make_mongo_sink(MongoOptions options);
+
+// A PositionStore in the sink's database: a connection of its own, made by `factory`
+// at first use and made again after a failure. Calls are serialized.
+std::shared_ptr<PositionStore> make_position_store(std::function<std::unique_ptr<Sink>()> factory);
 
 }  // namespace sluice::sinks

@@ -200,6 +200,31 @@ class SqliteSink final : public Sink {
     return n;
   }
 
+  std::optional<std::string> load_position(const std::string& key) override {
+    ensure_positions();
+    sqlite3_stmt* stmt = prepare("SELECT position FROM sluice_positions WHERE key = ?1");
+    sqlite3_bind_text(stmt, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+    std::optional<std::string> value;
+    const int step = sqlite3_step(stmt);
+    if (step == SQLITE_ROW) value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    sqlite3_finalize(stmt);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) fail("read a position");
+    return value;
+  }
+
+  void save_position(const std::string& key, const std::string& value) override {
+    ensure_positions();
+    sqlite3_stmt* stmt = prepare(
+        "INSERT INTO sluice_positions (key, position, saved_at) VALUES "
+        "(?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ','now')) ON CONFLICT (key) DO UPDATE SET "
+        "position = excluded.position, saved_at = excluded.saved_at");
+    sqlite3_bind_text(stmt, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, value.c_str(), -1, SQLITE_TRANSIENT);
+    const int step = sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    if (step != SQLITE_DONE) fail("save a position");
+  }
+
   std::string describe() const override { return "sqlite:" + options_.path; }
 
   void interrupt() override {
@@ -211,6 +236,12 @@ class SqliteSink final : public Sink {
  private:
   void ensure_open() {
     if (!db_) open();
+  }
+  void ensure_positions() {
+    ensure_open();
+    exec(
+        "CREATE TABLE IF NOT EXISTS sluice_positions (key TEXT PRIMARY KEY, position TEXT NOT "
+        "NULL, saved_at TEXT NOT NULL)");
   }
   [[noreturn]] void fail(const std::string& what) {
     const std::string message = "SQLite " + what + " on " + options_.path + ": " +

@@ -857,6 +857,108 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
   std::filesystem::remove(lines);
 }
 
+// A stream read from its first offset by `sluice run`, killed (-9) twice mid-run: each
+// restart resumes after the offset saved in the database with the rows (not from the
+// first, never past a row not written), and the table ends with each of the 50,000
+// records once. The broker delivers again only what came after the saved offset.
+TEST_F(OperationsPipeline, RabbitMqStreamResumesAfterItsSavedOffsetWhenKilled) {
+  auto& rabbit = test::RabbitMq::shared();
+  const std::string queue = "ops-stream-" + std::to_string(getpid());
+  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
+  test::run_command(bin + " queue create" + url + " --name " + queue + " --stream 2>&1");
+  constexpr int kEvents = 50000;
+  const std::string lines = ::testing::TempDir() + "/ops-stream.jsonl";
+  {
+    std::ofstream out(lines);
+    for (int i = 0; i < kEvents; ++i) out << R"({"id":"t-)" << i << R"(","seq":)" << i << "}\n";
+  }
+  test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
+                    " 2>&1");
+  db_ = ::testing::TempDir() + "/sluice-ops-stream-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db_);
+  const std::string path = ::testing::TempDir() + "/sluice-ops-stream.yaml";
+  const std::string log = ::testing::TempDir() + "/sluice-ops-stream.log";
+  std::filesystem::remove(log);
+  std::ofstream(path) << "source:\n  type: rabbitmq\n  max_messages_per_second: 4000\n"
+                      << "  rabbitmq:\n    url: " << rabbit.uri() << "\n    queue: " << queue
+                      << "\n    stream_offset: first\n    prefetch: 500\n"
+                      << "sink:\n  type: sqlite\n  sqlite:\n    path: " << db_ << "\n"
+                      << "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: info\n"
+                      << "normalize:\n  fields:\n"
+                      << "    - {name: id, from: /id, type: string, required: true}\n"
+                      << "    - {name: seq, from: /seq, type: integer, required: true}\n"
+                      << "identity:\n  versions:\n    V1: [id]\n";
+  auto query = [&](const std::string& sql) -> long {
+    long value = -1;
+    sqlite3* handle = nullptr;
+    if (sqlite3_open_v2(db_.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_busy_timeout(handle, 2000);
+      sqlite3_stmt* statement = nullptr;
+      if (sqlite3_prepare_v2(handle, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK &&
+          sqlite3_step(statement) == SQLITE_ROW)
+        value = sqlite3_column_int64(statement, 0);
+      sqlite3_finalize(statement);
+    }
+    sqlite3_close(handle);
+    return value;  // -1: no table (yet), no row
+  };
+  auto rows = [&] { return query("SELECT count(*) FROM records"); };
+  auto saved = [&] { return query("SELECT CAST(position AS INTEGER) FROM sluice_positions"); };
+  // Where each run's consumer started, from its log: "first" or an offset.
+  auto starts = [&] {
+    std::vector<std::string> out;
+    std::ifstream in(log);
+    const std::string marker = "event=stream_consumer_started";
+    for (std::string line; std::getline(in, line);)
+      if (line.find(marker) != std::string::npos) {
+        const auto at = line.find("from=\"");
+        out.push_back(line.substr(at + 6, line.find('"', at + 6) - at - 6));
+      }
+    return out;
+  };
+  auto spawn = [&] {
+    return test::spawn_quiet(
+        {"/bin/sh", "-c", "exec " + bin + " run --config " + path + " 2>>" + log});
+  };
+  std::vector<long> resumed_at;
+  for (const long kill_at : {12000L, 30000L}) {
+    const pid_t run = spawn();
+    ASSERT_TRUE(test::wait_until([&] { return rows() >= kill_at; }, std::chrono::seconds(120)))
+        << "stuck at " << rows() << " rows";
+    ::kill(run, SIGKILL);
+    EXPECT_EQ(wait_exit(run), -SIGKILL);
+    const long written = rows(), position = saved();
+    EXPECT_LT(written, kEvents) << "killed after the work";
+    // Saved after the rows it covers were written: never ahead of them.
+    ASSERT_GE(position, 0) << "no position saved in " << written << " rows";
+    EXPECT_LT(position, written);
+    resumed_at.push_back(position + 1);
+    RecordProperty("rows_at_kill_" + std::to_string(kill_at), std::to_string(written));
+    RecordProperty("saved_at_kill_" + std::to_string(kill_at), std::to_string(position));
+  }
+  const pid_t last = spawn();
+  EXPECT_TRUE(test::wait_until([&] { return rows() >= kEvents; }, std::chrono::seconds(120)))
+      << rows() << " rows";
+  // Its position reaches the stream's end (saved about every second).
+  EXPECT_TRUE(test::wait_until([&] { return saved() == kEvents - 1; }, std::chrono::seconds(10)))
+      << "saved " << saved();
+  ::kill(last, SIGTERM);
+  EXPECT_EQ(wait_exit(last), 0);
+  const auto from = starts();
+  ASSERT_EQ(from.size(), 3u) << "one consumer per run";
+  EXPECT_EQ(from[0], "first");
+  // The restarts resumed after the saved offsets (the broker delivered nothing before).
+  EXPECT_EQ(from[1], std::to_string(resumed_at[0]));
+  EXPECT_EQ(from[2], std::to_string(resumed_at[1]));
+  EXPECT_EQ(rows(), kEvents);
+  EXPECT_EQ(query("SELECT count(DISTINCT json_extract(document, '$.seq')) FROM records"), kEvents);
+  EXPECT_EQ(query("SELECT min(json_extract(document, '$.seq')) FROM records"), 0);
+  EXPECT_EQ(query("SELECT max(json_extract(document, '$.seq')) FROM records"), kEvents - 1);
+  std::filesystem::remove(path);
+  std::filesystem::remove(lines);
+  std::filesystem::remove(log);
+}
+
 // Redrive's guards on RabbitMQ, from a review: messages equal but for a header, one
 // routed and one returned by a headers exchange, each settled as the broker did (the
 // returned one stays); a redrive into a queue that dead-letters straight back (TTL 0)

@@ -718,6 +718,8 @@ TEST(BatchWriter, ARecordFailingOnItsOwnIsRefusedAfterMaxRecordFailuresDeliverie
     std::vector<sinks::StoredReject> read_rejects(const sinks::RejectQuery&) override { return {}; }
     void mark_replayed(std::span<const std::string>) override {}
     std::uint64_t count_records() override { return 0; }
+    std::optional<std::string> load_position(const std::string&) override { return {}; }
+    void save_position(const std::string&, const std::string&) override {}
     std::string describe() const override { return "failing"; }
     std::vector<sinks::RejectRow> rejects;
   };

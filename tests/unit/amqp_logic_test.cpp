@@ -5,6 +5,7 @@
 #include "amqp/ack_tracker.hpp"
 #include "amqp/connection.hpp"
 #include "amqp/consumer_scaler.hpp"
+#include "amqp/stream.hpp"
 
 using namespace sluice::amqp;
 using namespace std::chrono_literals;
@@ -203,4 +204,57 @@ TEST(AmqpUri, PartsAreDecodedAndThePasswordNeverShown) {
       EXPECT_EQ(std::string(e.what()).find("top%zz"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(StreamStart, NamedPlacesOffsetsAndUtcTimes) {
+  using Kind = StreamStart::Kind;
+  EXPECT_EQ(parse_stream_start("first")->kind, Kind::first);
+  EXPECT_EQ(parse_stream_start("last")->kind, Kind::last);
+  EXPECT_EQ(parse_stream_start("next")->kind, Kind::next);
+  const auto offset = parse_stream_start("9223372036854775807");
+  ASSERT_TRUE(offset);
+  EXPECT_EQ(offset->kind, Kind::offset);
+  EXPECT_EQ(offset->value, INT64_MAX);
+  const auto time = parse_stream_start("2026-12-01T08:00:00Z");
+  ASSERT_TRUE(time);
+  EXPECT_EQ(time->kind, Kind::timestamp);
+  EXPECT_EQ(time->value, 1796112000);
+  EXPECT_EQ(parse_stream_start("2024-02-29T00:00:00Z")->value, 1709164800);
+  for (const char* bad : {"", "First", "-1", "1.5", "9223372036854775808", "2026-02-29T00:00:00Z",
+                          "2026-13-01T00:00:00Z", "2026-12-01T24:00:00Z", "2026-12-01T08:00:00+01",
+                          "2026-12-01t08:00:00Z", "1969-12-31T23:59:59Z", " 2026-12-01T08:00:00Z"})
+    EXPECT_FALSE(parse_stream_start(bad)) << bad;
+}
+
+TEST(StreamStart, TheConsumeArgumentAndTheDeliveryHeader) {
+  amqp_table_entry_t entry{};
+  stream_offset_argument({StreamStart::Kind::offset, 42}, entry);
+  EXPECT_EQ(text(entry.key), "x-stream-offset");
+  EXPECT_EQ(entry.value.kind, AMQP_FIELD_KIND_I64);
+  EXPECT_EQ(entry.value.value.i64, 42);
+  stream_offset_argument({StreamStart::Kind::first, 0}, entry);
+  EXPECT_EQ(entry.value.kind, AMQP_FIELD_KIND_UTF8);
+  EXPECT_EQ(text(entry.value.value.bytes), "first");
+  stream_offset_argument({StreamStart::Kind::timestamp, 1796112000}, entry);
+  EXPECT_EQ(entry.value.kind, AMQP_FIELD_KIND_TIMESTAMP);
+  EXPECT_EQ(entry.value.value.u64, 1796112000u);
+
+  amqp_basic_properties_t properties{};
+  EXPECT_FALSE(stream_offset_of(properties)) << "no headers";
+  amqp_table_entry_t headers[2]{};
+  headers[0].key = amqp_cstring_bytes("x-other");
+  headers[0].value.kind = AMQP_FIELD_KIND_I64;
+  headers[0].value.value.i64 = 7;
+  headers[1].key = amqp_cstring_bytes("x-stream-offset");
+  headers[1].value.kind = AMQP_FIELD_KIND_I64;
+  headers[1].value.value.i64 = 123456789012;
+  properties._flags = AMQP_BASIC_HEADERS_FLAG;
+  properties.headers = {2, headers};
+  EXPECT_EQ(stream_offset_of(properties), 123456789012);
+  headers[1].value.kind = AMQP_FIELD_KIND_U64;
+  headers[1].value.value.u64 = static_cast<std::uint64_t>(INT64_MAX) + 1;
+  EXPECT_FALSE(stream_offset_of(properties)) << "never wrapped";
+  headers[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  headers[1].value.value.bytes = amqp_cstring_bytes("12");
+  EXPECT_FALSE(stream_offset_of(properties)) << "not a number's kind";
 }

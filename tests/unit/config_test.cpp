@@ -623,6 +623,28 @@ TEST(Config, ASingleActiveConsumerQueueHasOneConsumer) {
                   {"source.rabbitmq.single_active_consumer", "maybe"}));
 }
 
+TEST(Config, AStreamHasOneConsumerAStartAndNoDeadLettering) {
+  const std::string fields =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const std::string rabbit = "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\n";
+  for (const char* start : {"first", "last", "next", "0", "12345", "2026-12-01T08:00:00Z"}) {
+    const auto config = parse_config(rabbit + "    stream_offset: \"" + start + "\"\n" + fields);
+    EXPECT_EQ(config.container.max_concurrent_receives, 1) << start;
+  }
+  for (const char* bad : {"start", "-1", "2026-02-30T00:00:00Z", "2026-12-01T08:00:00",
+                          "2026-12-01 08:00:00Z", "99999999999999999999"})
+    EXPECT_TRUE(has(error_of(rabbit + "    stream_offset: \"" + bad + "\"\n" + fields),
+                    {"source.rabbitmq.stream_offset", bad, "first, last, next"}))
+        << bad;
+  const std::string stream = rabbit + "    stream_offset: first\n";
+  EXPECT_TRUE(has(error_of(stream + "  concurrency: 2\n" + fields),
+                  {"source.concurrency", "got 2", "expected 1", "source.rabbitmq.stream_offset"}));
+  EXPECT_TRUE(has(error_of(stream + "    dead_letter_exchange: true\n" + fields),
+                  {"source.rabbitmq.dead_letter_exchange", "source.rabbitmq.stream_offset"}));
+  EXPECT_TRUE(has(error_of(stream + "    single_active_consumer: true\n" + fields),
+                  {"source.rabbitmq.single_active_consumer", "stream_offset"}));
+}
+
 TEST(Config, TheQueuesDeliveryLimitBoundsTheRecordFailures) {
   const std::string fields =
       "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";

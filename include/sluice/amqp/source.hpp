@@ -49,6 +49,15 @@ struct AmqpSourceOptions {
   // is closed (acks sent first), every delivery it held goes back in order, and the
   // queue's head comes again after the failure's backoff. See docs/rabbitmq.md.
   bool single_active_consumer = false;
+  // The queue is a stream (x-queue-type: stream), read from here the first time: "first",
+  // "last", "next", an offset ("12345") or a UTC time ("2026-12-01T08:00:00Z"); empty: not
+  // a stream. The broker keeps no position for AMQP 0-9-1 consumers: the source saves
+  // the last offset it has handled along with every one before it in the container's
+  // PositionStore (key "rabbitmq:VHOST/QUEUE@CONTAINER", about every second and at a
+  // stop) and resumes after it. One consumer (each consumer of a stream reads all of it);
+  // a failure or release re-reads the stream from the oldest message not yet handled,
+  // after the failure's backoff; a reject is acked (a stream has no dead-lettering).
+  std::string stream_offset;
   std::chrono::seconds heartbeat{60};
   std::string connection_name = "sluice";
   std::string ca_file;  // amqps: the CA bundle that signed the broker's certificate

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/position_store.hpp"
 #include "sluice/source.hpp"
 #include "sluice/spi/delivery.hpp"
 
@@ -90,6 +91,9 @@ struct SourceContext {
   int max_in_flight = 0;
   // A figure of the source's own for metrics ("amqp_consumers", ...). Any thread.
   std::function<void(const std::string& name, double value)> gauge;
+  // Where a source that reads a log keeps its position (sluice/position_store.hpp);
+  // null: none (a restart starts where the source's options say).
+  std::shared_ptr<PositionStore> positions;
 };
 
 class Source {
