@@ -714,6 +714,124 @@ TEST_F(AmqpTest, SingleActiveConsumerKeepsTheQueuesOrderThroughFailuresAndReleas
   }
 }
 
+// A stream read by the library container with a PositionStore of the test's: a failure
+// rewinds (never a nack or reject: the broker would close the connection), a reject is
+// acked, a connection closed by the broker resumes after the offset handled (not from
+// `first`), the position saved at the stop covers every message, and a second container
+// on the same store reads only what was published after it.
+TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
+  class MemoryStore final : public PositionStore {
+   public:
+    std::optional<std::string> load(const std::string& key) override {
+      std::lock_guard lock(m);
+      if (auto it = values.find(key); it != values.end()) return it->second;
+      return std::nullopt;
+    }
+    void save(const std::string& key, const std::string& value) override {
+      std::lock_guard lock(m);
+      values[key] = value;
+      ++saves;
+    }
+    std::mutex m;
+    std::map<std::string, std::string> values;
+    int saves = 0;
+  };
+  const std::string stream = test::unique_queue_name("amqp-stream");
+  const auto [code, text] =
+      test::run_with_status(std::string(SLUICE_BINARY) + " queue create --amqp-url '" +
+                            broker_->uri() + "' --name " + stream + " --stream 2>&1");
+  ASSERT_EQ(code, 0) << text;
+  constexpr int kMessages = 3000;
+  publish(stream, kMessages);
+  auto store = std::make_shared<MemoryStore>();
+  std::mutex m;
+  std::map<std::string, int> calls;
+  std::set<std::string> done;
+  auto gauges = std::make_shared<Gauges>();
+  auto options = source_options();
+  options.queue = stream;
+  options.stream_offset = "first";
+  options.prefetch = 200;
+  auto settings = container_options(400);
+  settings.worker_threads = 4;
+  settings.failure_backoff_base = 50ms;
+  {
+    Container container(settings, make_amqp_source(options), [&](Message& message) {
+      std::this_thread::sleep_for(4ms);  // about 1,000 a second: the fault comes mid-run
+      std::lock_guard lock(m);
+      const std::string id(message.id());
+      const int call = ++calls[id];
+      if (id == "m-500" && call <= 2) throw std::runtime_error("not yet");
+      if (id == "m-900" && call == 1) return message.reject("never good");
+      done.insert(id);
+    });
+    container.set_observer(gauges);
+    container.set_position_store(store);
+    container.start();
+    ASSERT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(m);
+          return done.size() >= 800;
+        },
+        60s));
+    broker_->ctl("close_all_connections 'sluice stream test'");
+    {
+      std::lock_guard lock(m);
+      EXPECT_LT(done.size(), static_cast<std::size_t>(kMessages - 1)) << "closed after the work";
+    }
+    ASSERT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(m);
+          return done.size() == kMessages - 1;  // all but the rejected m-900
+        },
+        90s));
+    ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_stream_offset") == kMessages - 1; }, 10s))
+        << gauges->get("amqp_stream_offset");
+    container.stop();
+  }
+  {
+    std::lock_guard lock(m);
+    EXPECT_EQ(calls["m-500"], 3) << "failed twice, then handled";
+    EXPECT_EQ(calls["m-900"], 1) << "rejected once: acked, never delivered again";
+    EXPECT_FALSE(done.count("m-900"));
+  }
+  EXPECT_GE(gauges->get("amqp_connection_recoveries"), 1) << "the connection was never lost";
+  EXPECT_GE(gauges->get("amqp_rewinds"), 2)
+      << "one per failure (and one after the recovery at most)";
+  EXPECT_GT(gauges->get("amqp_stream_redeliveries"), 0) << "a rewind reads again";
+  // Read again: what came after the oldest unhandled offset at each rewind and at the
+  // recovery, never the whole stream from `first` again.
+  EXPECT_LT(gauges->get("amqp_stream_redeliveries"), kMessages);
+  ASSERT_EQ(store->values.size(), 1u);
+  const auto& [key, position] = *store->values.begin();
+  EXPECT_EQ(key, "rabbitmq://" + stream + "@" + settings.name);  // vhost "/"
+  EXPECT_EQ(position, std::to_string(kMessages - 1));
+
+  // A second container on the same store: only what was published since.
+  publish(stream, 100, kMessages);
+  std::set<std::string> second;
+  {
+    Container container(settings, make_amqp_source(options), [&](Message& message) {
+      std::lock_guard lock(m);
+      second.insert(std::string(message.id()));
+    });
+    container.set_position_store(store);
+    container.start();
+    ASSERT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(m);
+          return second.size() >= 100;
+        },
+        30s));
+    std::this_thread::sleep_for(500ms);  // nothing older comes after them
+    container.stop();
+  }
+  std::lock_guard lock(m);
+  EXPECT_EQ(second.size(), 100u);
+  EXPECT_EQ(*second.begin(), "m-" + std::to_string(kMessages));
+  EXPECT_EQ(store->values.begin()->second, std::to_string(kMessages + 99));
+}
+
 // What goes back unprocessed (released, or not handed out at a stop) is a basic.nack:
 // no failure (RabbitMQ 4.3 and later do not count it toward x-delivery-limit).
 TEST_F(AmqpTest, ReleasedDeliveriesGoBackAsUnprocessedNotAsFailures) {
