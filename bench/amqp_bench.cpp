@@ -5,9 +5,14 @@
 // distinct record (the ceiling, which writes nothing: when it exits after acking
 // them all). CPU and peak RSS are the child's own (wait4), broker and database not
 // included. One broker, one PostgreSQL 15 (fsync off), same run:
-//   1. ceiling: bench_amqp_raw, bare rabbitmq-c, prefetch 250, acks multiple=true;
-//   2. sluice run --until-drained (examples of config below), into PostgreSQL;
-//   3. Node amqplib + pg doing the same work (bench/node-peer/amqp-consumer.mjs).
+//   1. no-work ceiling: bench_amqp_raw, bare rabbitmq-c, prefetch 250, acks
+//      multiple=true, writes nothing;
+//   2. database ceiling: bench_amqp_raw writing the very rows the pipeline writes
+//      (worked out here with Sluice's transform), with the sink's statement and group
+//      commit (bench/pg_rows.hpp), prefetch 1000, each acked once written;
+//   3. sluice run --until-drained (examples of config below), into PostgreSQL;
+//   4. Node amqplib + pg doing the same work (bench/node-peer/amqp-consumer.mjs).
+// Each row's ratios are against both ceilings of its run.
 // Usage: bench_amqp [COUNT] [RUNS] [--no-node]
 #include <cstdio>
 #include <cstring>
@@ -18,6 +23,7 @@
 #include "amqp/connection.hpp"
 #include "app/publish.hpp"
 #include "observe.hpp"
+#include "rows_file.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "support/emulator.hpp"
 #include "support/rabbitmq.hpp"
@@ -82,8 +88,9 @@ std::string sluice_config(const std::string& queue, const std::string& dsn,
          "    - {name: eventId, from: /eventId}\n"
          "identity:\n  version: V1\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n"
          "sink:\n  type: postgres\n  table: " +
-         table + "\n  batch_size: 200\n  writers: " + env("BENCH_WRITERS", "4") +
-         "\n  postgres:\n    dsn: " + dsn + "\nmetrics:\n  listen: ''\nlogging:\n  level: error\n";
+         table + "\n  batch_size: " + env("BENCH_BATCH", "100") +
+         "\n  writers: " + env("BENCH_WRITERS", "4") + "\n  postgres:\n    dsn: " + dsn +
+         "\nmetrics:\n  listen: ''\nlogging:\n  level: error\n";
 }
 
 }  // namespace
@@ -103,16 +110,26 @@ int main(int argc, char** argv) {
       "RabbitMQ benchmark: %d inventory events (%ld distinct), RabbitMQ 3.10 + PostgreSQL 15 "
       "(fsync off) on loopback, timed from outside\n",
       count, distinct);
-  std::printf("%-4s %-46s %8s %8s %11s %8s %8s %11s\n", "run", "contender", "seconds", "msg/s",
-              "CPU us/msg", "RSS MiB", "ceiling", "broker/db s");
+  // The database ceiling's rows: each body's record, by Sluice's own transform.
+  const std::string rows_file = "/tmp/sluice-bench-amqp-rows-" + std::to_string(getpid()) + ".tsv";
+  const bench::RemoveOnExit remove_rows{rows_file};
+  bench::write_rows_file(sluice_config("q", pg.dsn(), "t"), events.bodies, rows_file);
+  std::printf("%-4s %-46s %8s %8s %11s %8s %8s %8s %11s\n", "run", "contender", "seconds", "msg/s",
+              "CPU us/msg", "RSS MiB", "no-work", "database", "broker/db s");
   for (int run = 1; run <= runs; ++run) {
-    double ceiling_rate = 0;
+    double ceiling_rate = 0, database_rate = 0;
     auto report = [&](const char* name, const bench::Observed& r) {
       const double rate = count / r.seconds;
-      if (ceiling_rate == 0) ceiling_rate = rate;
-      std::printf("%-4d %-46s %8.2f %8.0f %11.1f %8.1f %8.2f %5.1f/%-5.1f%s\n", run, name,
+      if (ceiling_rate == 0)
+        ceiling_rate = rate;
+      else if (database_rate == 0)
+        database_rate = rate;
+      char of_database[16] = "-";  // the no-work ceiling comes before the database one
+      if (database_rate > 0)
+        std::snprintf(of_database, sizeof of_database, "%.2f", rate / database_rate);
+      std::printf("%-4d %-46s %8.2f %8.0f %11.1f %8.1f %8.2f %8s %5.1f/%-5.1f%s\n", run, name,
                   r.seconds, rate, r.cpu_seconds / count * 1e6, r.rss_mib, rate / ceiling_rate,
-                  r.server_cpu, r.database_cpu,
+                  of_database, r.server_cpu, r.database_cpu,
                   !bench::exit_problem(r.exit_status).empty()
                       ? ("  ENDED BADLY: " + bench::exit_problem(r.exit_status)).c_str()
                   : r.rows >= 0 && r.rows != distinct ? "  ROWS WRONG"
@@ -127,6 +144,14 @@ int main(int argc, char** argv) {
              observe({dir + "/bench_amqp_raw", "127.0.0.1", std::to_string(broker.port()), q,
                       std::to_string(count)},
                      q, pg.dsn(), "", distinct));
+    }
+    {
+      const std::string q = "bench-rawdb-" + tag, table = "bench_rawdb_" + tag;
+      fill(q, events.bodies);
+      report("database ceiling: bare rabbitmq-c + libpq",
+             observe({dir + "/bench_amqp_raw", "127.0.0.1", std::to_string(broker.port()), q,
+                      std::to_string(count), pg.dsn(), table, rows_file},
+                     q, pg.dsn(), table, distinct));
     }
     {
       const std::string q = "bench-sluice-" + tag, table = "bench_sluice_" + tag;

@@ -51,6 +51,7 @@
 #include "common/crypto.hpp"
 #include "observe.hpp"
 #include "pipeline/transform.hpp"
+#include "rows_file.hpp"
 #include "sluice/sqs/client.hpp"
 #include "support/emulator.hpp"
 #include "support/fault_proxy.hpp"
@@ -129,28 +130,10 @@ static int run_bench(int argc, char** argv) {
   // The database ceiling writes the very rows the pipeline writes: each body's record,
   // worked out here with Sluice's own transform, keyed by the body's MD5 (SQS's MD5OfBody).
   const std::string rows_file = "/tmp/sluice-bench-rows-" + std::to_string(getpid()) + ".tsv";
-  struct RemoveOnExit {  // also when a contender cannot start
-    const std::string& path;
-    ~RemoveOnExit() { std::remove(path.c_str()); }
-  } remove_rows{rows_file};
-  {
-    const pipeline::Transformer transformer(
-        app::parse_config(
-            config_yaml("http://127.0.0.1:1/0/q", emulator.endpoint(), pg.dsn(), "t", 100, 4))
-            .transform);
-    std::ofstream out(rows_file);
-    for (const auto& body : events.bodies) {
-      pipeline::MessageView view;
-      view.body = body;
-      view.message_id = "m";
-      view.received_time = std::chrono::system_clock::now();
-      const auto result = transformer.transform(view);
-      const auto* record = std::get_if<pipeline::Record>(&result);
-      if (!record) throw std::runtime_error("an event the pipeline rejects: " + body);
-      out << crypto::md5_hex(body) << '\t' << record->hash << '\t' << record->document.dump()
-          << '\n';
-    }
-  }
+  const bench::RemoveOnExit remove_rows{rows_file};
+  bench::write_rows_file(
+      config_yaml("http://127.0.0.1:1/0/q", emulator.endpoint(), pg.dsn(), "t", 100, 4),
+      events.bodies, rows_file);
   const std::string bin = SLUICE_BINARY_DIR, root = SLUICE_SOURCE_DIR;
   const std::string node_bin = root + "/tools/emulator/node_modules/.bin/node";
   const int batch = std::atoi(env_or("BENCH_BATCH", "100").c_str());

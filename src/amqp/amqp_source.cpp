@@ -20,6 +20,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -69,7 +70,11 @@ std::string str(std::chrono::milliseconds d) {
 
 SourceError source_error(const amqp::AmqpError& e) {
   using Kind = amqp::AmqpError::Kind;
-  const bool permanent = e.kind() == Kind::auth || e.kind() == Kind::tls || e.reply_code() == 403;
+  // x-stream-offset on a queue that is not a stream: the queue's type will not change.
+  const bool not_a_stream = e.reply_code() == 406 &&
+                            std::string_view(e.what()).find("x-stream-offset") != std::string::npos;
+  const bool permanent =
+      e.kind() == Kind::auth || e.kind() == Kind::tls || e.reply_code() == 403 || not_a_stream;
   std::string code = e.not_found()            ? "NOT_FOUND"
                      : e.reply_code() == 403  ? "ACCESS_REFUSED"
                      : e.reply_code() == 530  ? "NOT_ALLOWED"
@@ -77,7 +82,10 @@ SourceError source_error(const amqp::AmqpError& e) {
                      : e.kind() == Kind::auth ? "ACCESS_REFUSED"
                                               : "";
   return SourceError(permanent ? SourceErrorKind::permanent : SourceErrorKind::transient, code,
-                     e.what());
+                     not_a_stream ? std::string(e.what()) +
+                                        " (source.rabbitmq.stream_offset is set: the queue is "
+                                        "not a stream)"
+                                  : e.what());
 }
 
 using amqp::AckCommand;
@@ -121,7 +129,8 @@ class AmqpSource final : public spi::Source {
     if (wake_fd_ < 0) throw SourceError(SourceErrorKind::permanent, "", "eventfd failed");
     if (stream_) {
       stream_start_ = *amqp::parse_stream_start(options_.stream_offset);  // validated
-      position_key_ = "rabbitmq:" + uri_.vhost + "/" + options_.queue + "@" + context_.name;
+      position_key_ = "rabbitmq vhost=" + uri_.vhost + " queue=" + options_.queue +
+                      " pipeline=" + context_.name;
       if (context_.positions)
         saver_ = std::make_unique<runtime::PositionSaver>(context_.positions, position_key_,
                                                           kPositionSaveInterval);
@@ -409,7 +418,9 @@ class AmqpSource final : public spi::Source {
                  pool_.prefetch_share(), scaler_.config().min_consumers,
                  scaler_.config().max_consumers);
     pool_.wanted = std::max(pool_.wanted, scaler_.config().min_consumers);
-    if (stopping_intake_) return;  // reconnected after the stop's flush: no consumers
+    // Reconnected after the stop's flush, or the queue turned out to be a stream read as
+    // a queue: no consumers.
+    if (stopping_intake_ || refused_) return;
     load_stream_position();
     for (int i = 0; i < pool_.wanted; ++i)
       if (!start_consumer()) break;
@@ -437,6 +448,7 @@ class AmqpSource final : public spi::Source {
     // the options say.
     amqp::StreamStart from = stream_start_;
     if (stream_done_) from = {amqp::StreamStart::Kind::offset, *stream_done_ + 1};
+    stream_expected_ = stream_done_ ? std::optional(*stream_done_ + 1) : std::nullopt;
     amqp_table_entry_t entry{};
     amqp::stream_offset_argument(from, entry);
     const amqp_table_t arguments{1, &entry};
@@ -466,7 +478,7 @@ class AmqpSource final : public spi::Source {
       std::int64_t offset = -1;
       const auto [end, error] =
           std::from_chars(stored->data(), stored->data() + stored->size(), offset);
-      if (error != std::errc() || end != stored->data() + stored->size() || offset < 0)
+      if (error != std::errc() || end != stored->data() + stored->size() || offset < -1)
         throw amqp::AmqpError(amqp::AmqpError::Kind::connection, 0,
                               "the stream's saved position (" + position_key_ + ") is '" +
                                   stored->substr(0, 40) +
@@ -658,6 +670,13 @@ class AmqpSource final : public spi::Source {
       return;
     }
     if (stream_ && consumer.lease == stream_lease_) track_stream_delivery(tag, message);
+    if (!stream_ && !stream_checked_) {
+      stream_checked_ = true;
+      if (amqp::stream_offset_of(message.properties)) {
+        refuse_stream_read_as_queue();
+        return;
+      }
+    }
     auto state = decoder_
                      .decode(deliver, message, consumer.lease,
                              [this](const std::string& id) { return attempts_.get(id); })
@@ -676,8 +695,40 @@ class AmqpSource final : public spi::Source {
     act(consumer, decision);
   }
 
+  // A stream read as a queue: the first failure's nack would make the broker close the
+  // connection (540), and the consumer would start again at "next", past what came in
+  // between. Consuming stops instead (nothing read is acked: the stream keeps it all).
+  void refuse_stream_read_as_queue() {
+    refused_ = true;
+    spdlog::error(
+        "amqp event=queue_is_a_stream source=\"{}\" action=\"consuming stopped\" detail=\"the "
+        "queue is a stream (its deliveries carry x-stream-offset): set "
+        "source.rabbitmq.stream_offset (first, last, next, an offset or a time) to read it "
+        "with a saved position\"",
+        describe_);
+    context_.warning("AMQP source: '" + options_.queue +
+                     "' is a stream: set source.rabbitmq.stream_offset; consuming stopped");
+    for (const auto channel : pool_.channels()) {
+      connection_->close_channel(channel);
+      drop_channel(channel, "the queue is a stream", /*expected=*/true);
+    }
+  }
+
   void track_stream_delivery(std::uint64_t tag, const amqp_message_t& message) {
     const auto offset = amqp::stream_offset_of(message.properties);
+    if (offset && stream_expected_) {
+      if (*offset > *stream_expected_)
+        spdlog::warn(
+            "amqp event=stream_offsets_gone source=\"{}\" expected={} first={} detail=\"the "
+            "stream no longer holds offsets {} to {} (its retention removed them, or it was "
+            "deleted and declared again): they were never read\"",
+            describe_, *stream_expected_, *offset, *stream_expected_, *offset - 1);
+      stream_expected_.reset();
+    }
+    // The first delivery pins where the options said to start ("next", "last", a
+    // time): a rewind or a recovery before anything is done starts there again, and so
+    // does a restart (-1: from offset 0).
+    if (offset && !stream_done_) stream_done_ = *offset - 1;
     if (offset) {
       if (stream_seen_ && *offset <= *stream_seen_) {
         ++stream_redeliveries_;  // read again after a rewind or a recovery
@@ -1077,7 +1128,7 @@ class AmqpSource final : public spi::Source {
       act(*c, scaler_.on_tick(c->cycle, pool_.active(), !c->acks.empty(), now));
     }
     // Lost consumers come back after the recovery backoff.
-    if (recovery_due_ && now >= *recovery_due_ && !stopping_intake_) {
+    if (recovery_due_ && now >= *recovery_due_ && !stopping_intake_ && !refused_) {
       recovery_due_.reset();
       while (pool_.active() < pool_.wanted) {
         try {
@@ -1239,11 +1290,14 @@ class AmqpSource final : public spi::Source {
   runtime::PrefixTracker stream_tracker_;  // its delivery tags, positioned by offset
   // The last offset handled along with every one before it (saved, or since).
   std::optional<std::int64_t> stream_done_, reported_offset_;
+  std::optional<std::int64_t> stream_expected_;        // the offset a resumed consumer asked for
   std::optional<std::int64_t> stream_seen_;            // the highest offset delivered
   std::optional<std::int64_t> last_delivered_offset_;  // the latest delivery's
   std::uint64_t stream_redeliveries_ = 0;
   int redeliveries_unreported_ = 0;
   bool warned_no_offset_ = false;
+  bool stream_checked_ = false;  // a queue's first delivery was looked at: not a stream
+  bool refused_ = false;         // it was one: no more consumers
 };
 
 }  // namespace

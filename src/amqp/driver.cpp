@@ -10,9 +10,11 @@
 #include <future>
 #include <iostream>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "amqp/connection.hpp"
+#include "amqp/stream.hpp"
 #include "amqp/verbs.hpp"
 #include "common/redact.hpp"
 #include "driver/probe_wait.hpp"
@@ -201,12 +203,27 @@ class AmqpQueueProbe final : public driver::QueueProbe {
         // single-active-consumer queue: the check could become the active consumer and
         // take the head, which a quorum queue then returns behind other returned messages
         // (the source's own consume reports a refused read there).
+        // A stream's consume names where to start (from its end here: nothing is taken);
+        // a queue that is not a stream refuses that argument.
         if (!options.single_active_consumer) {
           connection->qos(1, 1, false);
-          connection->cancel(1, connection->consume(1, options.queue, "sluice-check"));
+          amqp_table_entry_t from{};
+          if (!options.stream_offset.empty())
+            stream_offset_argument({StreamStart::Kind::next, 0}, from);
+          const amqp_table_t arguments =
+              options.stream_offset.empty() ? amqp_empty_table : amqp_table_t{1, &from};
+          connection->cancel(1, connection->consume(1, options.queue, "sluice-check", arguments));
         }
         result->set_value(0);
       } catch (const AmqpError& e) {
+        if (e.reply_code() == 406 &&
+            std::string_view(e.what()).find("x-stream-offset") != std::string_view::npos) {
+          std::cerr << "sluice: source.rabbitmq.stream_offset: the queue '" << options.queue
+                    << "' is not a stream (x-queue-type: stream), so it cannot be read from an "
+                       "offset; remove the option, or read a stream\n";
+          result->set_value(403);  // said: exit 2
+          return;
+        }
         // Said before the answer: the main thread may exit as soon as it has it.
         const bool refused = e.kind() == AmqpError::Kind::auth || e.reply_code() == 403;
         const bool tls = e.kind() == AmqpError::Kind::tls;
@@ -328,6 +345,11 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
                       "reads all of it; auto means 1 there)"
                     : ", expected 1 with source.rabbitmq.single_active_consumer (only one "
                       "consumer of such a queue receives; auto means 1 there)"));
+      if (stream && o.single_active_consumer)
+        throw ConfigError(
+            "source.rabbitmq.single_active_consumer: got true, expected false with "
+            "source.rabbitmq.stream_offset (over AMQP 0-9-1 a stream has no single active "
+            "consumer)");
       if (stream && of(settings).dead_letter_exchange)
         throw ConfigError(
             "source.rabbitmq.dead_letter_exchange: got true, expected false with "

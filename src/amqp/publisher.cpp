@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <thread>
@@ -65,6 +66,44 @@ void Publisher::wait_while_blocked(PublishReport& report) {
   }
 }
 
+void Publisher::send(const std::string& exchange, OutgoingMessage message) {
+  if (!sent_.empty() && exchange != sent_exchange_) flush_sent();
+  sent_exchange_ = exchange;
+  sent_bytes_ += message.body.size();
+  sent_.push_back(std::move(message));
+  if (sent_.size() >= static_cast<std::size_t>(options_.window) ||
+      sent_bytes_ >= options_.max_unconfirmed_bytes)
+    flush_sent();
+}
+
+PublishReport Publisher::wait_for_confirms() {
+  flush_sent();
+  PublishReport report = std::move(sent_report_);
+  sent_report_ = {};
+  return report;
+}
+
+void Publisher::flush_sent() {
+  if (sent_.empty()) return;
+  std::vector<OutgoingMessage> batch;
+  batch.swap(sent_);
+  sent_bytes_ = 0;
+  const PublishReport r = publish(sent_exchange_, std::move(batch));
+  auto& total = sent_report_;
+  total.confirmed += r.confirmed;
+  total.returned += r.returned;
+  total.nacked += r.nacked;
+  total.failed += r.failed;
+  total.republished += r.republished;
+  total.blocked += r.blocked;
+  total.blocked_for += r.blocked_for;
+  total.total += r.total;
+  for (const auto& e : r.errors)
+    if (std::find(total.errors.begin(), total.errors.end(), e) == total.errors.end())
+      total.errors.push_back(e);
+  for (const auto& [why, n] : r.returned_by_reason) total.returned_by_reason[why] += n;
+}
+
 void Publisher::connect() {
   connection_.reset();
   blocked_ = false;  // a new connection starts unblocked (the time blocked was counted)
@@ -105,10 +144,15 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
   while (!todo.empty()) {
     std::vector<std::size_t> again;
     for (auto i : todo) settled_now[i] = 0;
-    for (std::size_t start = 0; start < todo.size();
-         start += static_cast<std::size_t>(options_.window)) {
-      const std::size_t end =
-          std::min(todo.size(), start + static_cast<std::size_t>(options_.window));
+    for (std::size_t start = 0, end = 0; start < todo.size(); start = end) {
+      // A window: up to `window` messages and `max_unconfirmed_bytes` (at least one).
+      std::size_t bytes = 0;
+      for (end = start;
+           end < todo.size() && end - start < static_cast<std::size_t>(options_.window); ++end) {
+        const std::size_t size = messages[todo[end]].body.size();
+        if (end > start && bytes + size > options_.max_unconfirmed_bytes) break;
+        bytes += size;
+      }
       std::unordered_map<std::uint64_t, std::size_t> by_seq;
       std::unordered_map<std::string, std::size_t> by_id;
       std::set<std::size_t> returned;
@@ -170,6 +214,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
                   ++report.confirmed;
                 } else {
                   again.push_back(i);
+                  ++report.nacked;
                   failure = "nacked by the broker";
                 }
                 it = by_seq.erase(it);
@@ -192,6 +237,7 @@ PublishReport Publisher::publish(const std::string& exchange, std::vector<Outgoi
             case AMQP_BASIC_RETURN_METHOD: {
               auto* ret = static_cast<amqp_basic_return_t*>(method.decoded);
               const std::string why = std::to_string(ret->reply_code) + " " + text(ret->reply_text);
+              ++report.returned_by_reason[why];
               const std::string key = text(ret->routing_key);
               amqp_message_t message;
               const auto reply = amqp_read_message(connection_->raw(), frame.channel, &message, 0);

@@ -90,6 +90,11 @@ int publish(const PublishFlags& options, driver::PublishRequest request) {
                    "or disk alarm) "
                 << result.blocked << " time(s), " << result.blocked_for.count() << " ms in all\n";
     for (const auto& e : result.errors) std::cerr << "sluice publish: " << e << "\n";
+    for (const auto& [why, n] : result.returned_by_reason)
+      std::cerr << "sluice publish: " << n << " returned with " << why << "\n";
+    if (result.nacked)
+      std::cerr << "sluice publish: " << result.nacked
+                << " nacked by the broker (published again while attempts were left)\n";
     if (!result.ok())
       std::cerr << "sluice publish: " << result.returned << " returned (unroutable), "
                 << result.failed << " not confirmed\n";

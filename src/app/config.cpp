@@ -397,9 +397,11 @@ const std::vector<Option>& options() {
          c.writer.max_attempts = static_cast<int>(as_int(n, k, 1, 1000));
        }},
       {"sink.max_record_failures", "integer", "5",
-       "A record the database fails on its own (a MongoDB write error whose code is not known "
-       "to be permanent, a write concern not met) this many deliveries in a row is rejected "
-       "(sink_refused) instead of coming back again.",
+       "A record the database fails on its own this many deliveries in a row is rejected "
+       "(sink_refused) instead of coming back again: a MongoDB write error whose code is not "
+       "known to be permanent, a write concern not met, or (SQLite, PostgreSQL) a batch that "
+       "fails again with a record delivered before in it, written in halves on their own down "
+       "to the record that fails alone, its batch-mates written (not for ordered groups).",
        [](auto& c, auto& n, auto& k) {
          c.max_record_failures_set = true;
          c.writer.max_record_failures = static_cast<int>(as_int(n, k, 1, 1000));
@@ -1467,7 +1469,14 @@ std::string describe(const PipelineConfig& c) {
           : c.sink == SinkType::postgres
               ? std::string("postgres (dsn redacted)")
               : std::string("mongodb (uri redacted) ") + c.mongodb.database)
-      << ", batch " << c.writer.batch_size << ", writers " << c.writer.writers << "\n";
+      << ", batch " << c.writer.batch_size << ", writers " << c.writer.writers
+      << ", a record refused after " << c.writer.max_record_failures << " failed deliveries"
+      << (!c.max_record_failures_set &&
+                  c.writer.max_record_failures != sinks::WriterOptions{}.max_record_failures
+              ? " (lowered from " + std::to_string(sinks::WriterOptions{}.max_record_failures) +
+                    " by the source: the queue's delivery limit)"
+              : std::string())
+      << "\n";
   using Key = pipeline::TransformSpec::Key;
   out << "identity: " << c.transform.hash_version << " over";
   if (c.transform.key == Key::content)

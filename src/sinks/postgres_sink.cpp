@@ -582,14 +582,17 @@ class PostgresSink final : public Sink {
   }
   void ensure_positions() {
     ensure_open();
+    if (positions_ready_) return;
     exec(
         "CREATE TABLE IF NOT EXISTS sluice_positions (key text PRIMARY KEY, position text NOT "
         "NULL, saved_at timestamptz NOT NULL DEFAULT now())");
+    positions_ready_ = true;
   }
   const std::vector<std::string>& tables() const { return tables_; }
   void close() {
     if (conn_) PQfinish(conn_);
     conn_ = nullptr;
+    positions_ready_ = false;
   }
   SinkFailure classify(const PGresult* res) {
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return SinkFailure::unavailable;
@@ -703,6 +706,7 @@ class PostgresSink final : public Sink {
   std::vector<std::string> tables_;  // sink.table, then the routed tables: by Record::route
   PGconn* conn_ = nullptr;
   std::atomic<bool> interrupted_{false};
+  bool positions_ready_ = false;         // sluice_positions made on this connection
   bool use_prepared_ = true;             // until a pooler loses them (classify)
   std::vector<std::string> statements_;  // the insert of each table, by Record::route
   std::vector<std::map<std::string, std::string>> column_types_;  // by route: name -> type

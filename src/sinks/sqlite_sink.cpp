@@ -239,9 +239,11 @@ class SqliteSink final : public Sink {
   }
   void ensure_positions() {
     ensure_open();
+    if (positions_ready_) return;
     exec(
         "CREATE TABLE IF NOT EXISTS sluice_positions (key TEXT PRIMARY KEY, position TEXT NOT "
         "NULL, saved_at TEXT NOT NULL)");
+    positions_ready_ = true;
   }
   [[noreturn]] void fail(const std::string& what) {
     const std::string message = "SQLite " + what + " on " + options_.path + ": " +
@@ -276,6 +278,7 @@ class SqliteSink final : public Sink {
     inserts_.clear();
     if (insert_reject_) sqlite3_finalize(insert_reject_);
     insert_reject_ = nullptr;
+    positions_ready_ = false;
     std::lock_guard lock(db_mutex_);
     if (db_) sqlite3_close(db_);
     db_ = nullptr;
@@ -288,6 +291,7 @@ class SqliteSink final : public Sink {
   std::vector<std::string> tables_;     // sink.table, then the routed tables
   std::vector<sqlite3_stmt*> inserts_;  // one per table, by Record::route
   sqlite3_stmt* insert_reject_ = nullptr;
+  bool positions_ready_ = false;  // sluice_positions made on this connection
 };
 
 }  // namespace

@@ -344,6 +344,8 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
     return;
   }
   std::chrono::milliseconds backoff = options_.retry_base;
+  std::string last_error;
+  bool gave_up = false;  // after its attempts (not unreachable, not stopping)
   for (int attempt = 1;; ++attempt) {
     const auto started = Clock::now();
     auto span = trace_write(items);
@@ -423,9 +425,37 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
                    sink.describe(), records.size(), attempt, to_string(kind),
                    give_up ? "action=nack" : "retry_in_ms=" + std::to_string(wait.count()),
                    e.what());
+      last_error = e.what();
+      gave_up = give_up;
       if (give_up || !sleep_unless_stopping(wait)) break;
       backoff = std::min(backoff * 2, options_.retry_max);
     }
+  }
+  // A batch that keeps failing may fail for one record: one that failed before (a later
+  // delivery) may be it. Each half is then written on its own, down to that record, so
+  // that its batch-mates are written rather than delivered again with it (on a queue
+  // with a delivery limit they would spend theirs, and could be dead-lettered for
+  // another record's failure), and the record failing alone on its
+  // max_record_failures-th delivery is refused. Not for ordered groups: a later record
+  // of a group must not be written after an earlier one failed, nor go on without it.
+  const auto failed_before = [](const Item& item) { return item.message.receive_count() > 1; };
+  const auto grouped = [](const Item& item) { return item.message.group_id().has_value(); };
+  if (gave_up && records.size() > 1 && std::ranges::any_of(items, failed_before) &&
+      std::ranges::none_of(items, grouped)) {
+    const std::size_t half = records.size() / 2;
+    spdlog::debug("event=batch_failed_again sink={} records={} action=split error=\"{}\"",
+                  sink.describe(), records.size(), last_error);
+    write_range(sink, items.first(half), records.first(half), refused);
+    write_range(sink, items.subspan(half), records.subspan(half), refused);
+    return;
+  }
+  if (gave_up && records.size() == 1 && !grouped(items[0]) &&
+      items[0].message.receive_count() >= options_.max_record_failures) {
+    refuse(sink, items[0], records[0],
+           "failed on " + std::to_string(items[0].message.receive_count()) +
+               " deliveries: " + last_error,
+           refused);
+    return;
   }
   // Not written: nothing is acked; the queue delivers them again after their backoff.
   for (auto& item : items) {

@@ -7,7 +7,9 @@
 //   a batch refused as a whole -> split in halves until the refused records are found,
 //     the others written;
 //   database unreachable -> waited for; other batch failures -> retried with jittered
-//     backoff, then nacked; a record failing on its own max_record_failures deliveries
+//     backoff, then nacked; a batch failing again with a record delivered before in it
+//     -> split in halves written on their own (not for ordered groups), so that the
+//     others are written; a record failing on its own max_record_failures deliveries
 //     in a row -> refused.
 // Rejected messages go to the rejects table (when enabled) before they are settled.
 // A message is never acked before the database has its record.

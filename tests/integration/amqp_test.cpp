@@ -508,6 +508,7 @@ TEST_F(AmqpTest, PublisherCountsReturnsAndMissingExchangesAsFailures) {
   EXPECT_FALSE(report.ok());
   ASSERT_FALSE(report.errors.empty());
   EXPECT_NE(report.errors.front().find("NO_ROUTE"), std::string::npos) << report.errors.front();
+  EXPECT_EQ(report.returned_by_reason, (std::map<std::string, std::size_t>{{"312 NO_ROUTE", 3}}));
   // A missing exchange: the broker closes the channel (404); not retried.
   report = publisher.publish("no-such-exchange", events(queue_, 2));
   EXPECT_EQ(report.failed, 2u);
@@ -521,6 +522,125 @@ TEST_F(AmqpTest, PublisherCountsReturnsAndMissingExchangesAsFailures) {
   EXPECT_EQ(report.confirmed, 2u);
   EXPECT_TRUE(report.ok());
   EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).ready == 2; }, 10s));
+}
+
+// Windows end at max_unconfirmed_bytes as well as at `window` messages; nacks are
+// counted (a queue full with x-overflow reject-publish nacks what it refuses); send()
+// publishes a window once one is full and wait_for_confirms() the rest, waiting for all.
+TEST_F(AmqpTest, PublisherBoundsUnconfirmedBytesCountsNacksAndWaitsForAll) {
+  amqp::PublisherOptions o;
+  o.uri = broker_->uri();
+  o.max_unconfirmed_bytes = 100 * 1024;
+  o.max_attempts = 1;
+  amqp::Publisher publisher(o);
+  std::vector<amqp::OutgoingMessage> large;
+  for (int i = 0; i < 40; ++i) {
+    amqp::OutgoingMessage message;
+    message.body = std::string(30 * 1024, 'x');
+    message.routing_key = queue_;
+    large.push_back(std::move(message));
+  }
+  std::vector<std::size_t> settled;
+  auto report = publisher.publish("", large, [&](std::size_t n) { settled.push_back(n); });
+  EXPECT_EQ(report.confirmed, 40u);
+  // Three bodies of 30 KiB fit in 100 KiB, a fourth would not: 14 windows.
+  ASSERT_EQ(settled.size(), 14u);
+  for (std::size_t k = 0; k < settled.size(); ++k)
+    EXPECT_EQ(settled[k], std::min<std::size_t>(3 * (k + 1), 40)) << k;
+
+  amqp::ConnectionOptions admin_options;
+  admin_options.uri = amqp::parse_uri(broker_->uri());
+  amqp::Connection admin(admin_options);
+  admin.open_channel(1);
+  const std::string full = test::unique_queue_name("amqp-full");
+  amqp_table_entry_t arguments[2]{};
+  arguments[0].key = amqp_cstring_bytes("x-max-length");
+  arguments[0].value.kind = AMQP_FIELD_KIND_I64;
+  arguments[0].value.value.i64 = 5;
+  arguments[1].key = amqp_cstring_bytes("x-overflow");
+  arguments[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  arguments[1].value.value.bytes = amqp_cstring_bytes("reject-publish");
+  amqp_queue_declare(admin.raw(), 1, amqp_cstring_bytes(full.c_str()), 0, 1, 0, 0,
+                     amqp_table_t{2, arguments});
+  ASSERT_EQ(amqp_get_rpc_reply(admin.raw()).reply_type, AMQP_RESPONSE_NORMAL);
+  report = publisher.publish("", events(full, 10));
+  EXPECT_EQ(report.confirmed, 5u);
+  EXPECT_EQ(report.nacked, 5u) << "the queue refused what passed its length";
+  EXPECT_EQ(report.failed, 5u) << "one attempt each";
+  EXPECT_FALSE(report.ok());
+
+  const std::string batched = test::unique_queue_name("amqp-batched");
+  admin.declare_queue(1, batched);
+  o.max_unconfirmed_bytes = 16 << 20;
+  o.window = 500;
+  amqp::Publisher sender(o);
+  for (auto& m : events(batched, 1200)) sender.send("", std::move(m));
+  // Two windows went out as they filled; the last 200 wait for wait_for_confirms().
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(batched).ready == 1000; }, 10s))
+      << broker_->queue(batched).ready;
+  report = sender.wait_for_confirms();
+  EXPECT_EQ(report.total, 1200u);
+  EXPECT_EQ(report.confirmed, 1200u);
+  EXPECT_TRUE(report.ok());
+  EXPECT_TRUE(wait_until([&] { return broker_->queue(batched).ready == 1200; }, 10s));
+  EXPECT_EQ(sender.wait_for_confirms().total, 0u) << "a report per wait";
+}
+
+// Acks behind a delivery still being handled cannot go out as one multiple=true frame:
+// after 20 ms they go one by one, so the broker is not left holding 99 handled
+// messages for as long as the slow one takes. The slow handler here waits for the
+// broker to show exactly one unacknowledged delivery: without single acks it would
+// wait for ever (the test times out).
+TEST_F(AmqpTest, AcksBehindAHeldDeliveryGoOutOneByOne) {
+  publish(queue_, 100);
+  test::Gate release_first;
+  auto gauges = std::make_shared<Gauges>();
+  auto settings = container_options(100);
+  settings.worker_threads = 4;
+  auto options = source_options();
+  options.prefetch = 100;
+  Container container(settings, make_amqp_source(options), [&](Message& message) {
+    if (message.id() == "m-0") release_first.wait();
+  });
+  container.set_observer(gauges);
+  container.start();
+  const bool singles_sent =
+      wait_until([&] { return broker_->queue(queue_).unacked == 1; }, std::chrono::seconds(30));
+  const double frames_while_held = gauges->get("amqp_ack_frames");
+  release_first.open();
+  ASSERT_TRUE(singles_sent) << "the broker still holds " << broker_->queue(queue_).unacked;
+  ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 30s));
+  container.stop();
+  EXPECT_GE(frames_while_held, 99) << "one frame per ack behind the held delivery";
+  EXPECT_EQ(container.stats().acked, 100u);
+}
+
+// A failure's backoff longer than retry_hold_max: the delivery is held only that long,
+// then returned (basic.reject, requeue) and delivered again; without the cap the second
+// call would come after the 20 s backoff (the test would time out).
+TEST_F(AmqpTest, RetryHoldMaxCapsHowLongAFailureIsHeld) {
+  publish(queue_, 5);
+  std::mutex m;
+  std::map<std::string, int> calls;
+  auto gauges = std::make_shared<Gauges>();
+  auto settings = container_options();
+  settings.failure_backoff_base = 20s;
+  settings.failure_backoff_max = 20s;
+  auto options = source_options();
+  options.retry_hold_max = 300ms;
+  Container container(settings, make_amqp_source(options), [&](Message& message) {
+    std::lock_guard lock(m);
+    if (++calls[std::string(message.id())] == 1 && message.id() == "m-1")
+      throw std::runtime_error("once");
+  });
+  container.set_observer(gauges);
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 5; }, 10s))
+      << "the failed delivery waited out its backoff, not retry_hold_max";
+  container.stop();
+  std::lock_guard lock(m);
+  EXPECT_EQ(calls["m-1"], 2);
+  EXPECT_EQ(gauges->get("amqp_failed_returns"), 1) << "returned to the queue, then delivered";
 }
 
 TEST_F(AmqpTest, FailedMessagesComeBackAfterABackoffNotAtFullSpeed) {
@@ -804,7 +924,7 @@ TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
   EXPECT_LT(gauges->get("amqp_stream_redeliveries"), kMessages);
   ASSERT_EQ(store->values.size(), 1u);
   const auto& [key, position] = *store->values.begin();
-  EXPECT_EQ(key, "rabbitmq://" + stream + "@" + settings.name);  // vhost "/"
+  EXPECT_EQ(key, "rabbitmq vhost=/ queue=" + stream + " pipeline=" + settings.name);
   EXPECT_EQ(position, std::to_string(kMessages - 1));
 
   // A second container on the same store: only what was published since.
@@ -830,6 +950,84 @@ TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
   EXPECT_EQ(second.size(), 100u);
   EXPECT_EQ(*second.begin(), "m-" + std::to_string(kMessages));
   EXPECT_EQ(store->values.begin()->second, std::to_string(kMessages + 99));
+}
+
+// From a review: a stream read from "next" whose first delivery fails starts again at
+// that delivery (the first delivery pins the start), not at "next" (which would skip
+// it and everything read meanwhile); a stream read without stream_offset stops
+// consuming with an error (a nack would make the broker close the connection and the
+// consumer start again at "next"); `sluice run` with stream_offset on a queue that is
+// not a stream exits 2 naming the option.
+TEST_F(AmqpTest, StreamStartsArePinnedAndStreamOptionsMatchTheQueue) {
+  const std::string stream = test::unique_queue_name("amqp-pin");
+  const std::string create = std::string(SLUICE_BINARY) + " queue create --amqp-url '" +
+                             broker_->uri() + "' --name " + stream + " --stream 2>&1";
+  ASSERT_EQ(test::run_with_status(create).first, 0);
+  auto options = source_options();
+  options.queue = stream;
+  options.stream_offset = "next";
+  std::mutex m;
+  std::map<std::string, int> calls;
+  {
+    auto gauges = std::make_shared<Gauges>();
+    Container container(container_options(), make_amqp_source(options), [&](Message& message) {
+      std::lock_guard lock(m);
+      if (++calls[std::string(message.id())] == 1 && message.id() == "m-0")
+        throw std::runtime_error("the first delivery fails once");
+    });
+    container.set_observer(gauges);
+    container.start();
+    ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_consumers") == 1; }, 30s));
+    std::this_thread::sleep_for(300ms);  // the consume is attached: "next" is from here
+    publish(stream, 20);
+    // The rewind reads the 20 again from offset 0: m-0 succeeds the second time.
+    ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_stream_offset") == 19; }, 30s))
+        << gauges->get("amqp_stream_offset") << ": the failed first delivery was skipped";
+    container.stop();
+    std::lock_guard lock(m);
+    EXPECT_EQ(calls["m-0"], 2);
+    EXPECT_EQ(calls.size(), 20u);
+    EXPECT_EQ(gauges->get("amqp_rewinds"), 1);
+    EXPECT_EQ(gauges->get("amqp_stream_redeliveries"), 20) << "read again from offset 0";
+  }
+
+  // The same stream without stream_offset: consuming stops, nothing is acked.
+  {
+    CapturedLog log;
+    auto gauges = std::make_shared<Gauges>();
+    auto plain = source_options();
+    plain.queue = stream;
+    std::atomic<int> handled{0};
+    Container container(container_options(), make_amqp_source(plain), [&](Message&) { ++handled; });
+    container.set_observer(gauges);
+    container.start();
+    std::this_thread::sleep_for(300ms);
+    publish(stream, 5, 20);
+    EXPECT_TRUE(wait_until(
+        [&] { return log.text().find("event=queue_is_a_stream") != std::string::npos; }, 30s))
+        << log.text();
+    EXPECT_TRUE(wait_until([&] { return gauges->get("amqp_consumers") == 0; }, 10s));
+    container.stop();
+    EXPECT_EQ(handled.load(), 0);
+    EXPECT_NE(log.text().find("source.rabbitmq.stream_offset"), std::string::npos);
+  }
+
+  // stream_offset on a classic queue: `sluice run` exits 2 at its start-up check.
+  const std::string config = ::testing::TempDir() + "/amqp-not-a-stream.yaml";
+  std::ofstream(config) << "source:\n  type: rabbitmq\n  rabbitmq:\n    url: " << broker_->uri()
+                        << "\n    queue: " << queue_
+                        << "\n    stream_offset: first\nsink:\n  type: sqlite\n  sqlite:\n"
+                        << "    path: " << ::testing::TempDir() << "/amqp-not-a-stream.db\n"
+                        << "metrics:\n  listen: ''\nnormalize:\n  fields:\n"
+                        << "    - {name: n, from: /n, type: integer, required: true}\n"
+                        << "identity:\n  versions:\n    V1: [n]\n";
+  const auto [code, text] = test::run_with_status("timeout 60 " + std::string(SLUICE_BINARY) +
+                                                  " run --config " + config + " 2>&1");
+  EXPECT_EQ(code, 2) << text;
+  EXPECT_NE(text.find("source.rabbitmq.stream_offset: the queue '" + queue_ + "' is not a stream"),
+            std::string::npos)
+      << text;
+  std::filesystem::remove(config);
 }
 
 // What goes back unprocessed (released, or not handed out at a stop) is a basic.nack:

@@ -857,6 +857,98 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
   std::filesystem::remove(lines);
 }
 
+// A quorum queue with x-delivery-limit 3 under `sluice run` (source.rabbitmq.delivery_limit
+// 3, dead_letter_exchange: true): a record the database fails every time is refused by
+// Sluice on its 4th delivery (sink.max_record_failures lowered from 5 to the broker's
+// limit + 1), so the rejects table has it with its reason and the broker dead-letters it
+// as Sluice's reject ("rejected"), not for its delivery limit; the others are written,
+// nothing loops.
+TEST_F(OperationsPipeline, RabbitMqDeliveryLimitLetsSluiceRejectAFailingRecordFirst) {
+  auto& rabbit = test::RabbitMq::shared();
+  const std::string queue = "ops-limit-" + std::to_string(getpid()), dlq = queue + "-dlq";
+  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
+  test::run_command(bin + " queue create" + url + " --name " + queue +
+                    " --quorum --delivery-limit 3 --dead-letter-queue " + dlq + " 2>&1");
+  const std::string lines = ::testing::TempDir() + "/ops-limit.jsonl";
+  {
+    std::ofstream out(lines);
+    for (int i = 0; i < 20; ++i) out << R"({"id":"l-)" << i << R"(","seq":)" << i << "}\n";
+  }
+  test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
+                    " 2>&1");
+  ASSERT_TRUE(
+      test::wait_until([&] { return rabbit.queue(queue).ready == 20; }, std::chrono::seconds(10)));
+  db_ = ::testing::TempDir() + "/sluice-ops-limit-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db_);
+  {
+    // The sink's table, made first, with a trigger that fails event 7 every time: abs()
+    // of the least integer is a runtime error (SQLITE_ERROR: transient, never refused).
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &handle), SQLITE_OK);
+    char* error = nullptr;
+    EXPECT_EQ(sqlite3_exec(handle,
+                           "CREATE TABLE records (hash TEXT NOT NULL, message_id TEXT, document "
+                           "TEXT NOT NULL, written_at TEXT NOT NULL DEFAULT "
+                           "(strftime('%Y-%m-%dT%H:%M:%fZ','now')));"
+                           "CREATE TRIGGER fail_7 BEFORE INSERT ON records WHEN "
+                           "json_extract(NEW.document, '$.seq') = 7 "
+                           "BEGIN SELECT abs(-9223372036854775807 - 1); END;",
+                           nullptr, nullptr, &error),
+              SQLITE_OK)
+        << error;
+    sqlite3_free(error);
+    sqlite3_close(handle);
+  }
+  const auto cfg = app::parse_config(
+      "source:\n  type: rabbitmq\n  failure_backoff: 50ms\n  failure_backoff_max: 200ms\n"
+      "  rabbitmq:\n    url: " +
+      rabbit.uri() + "\n    queue: " + queue +
+      "\n    delivery_limit: 3\n    dead_letter_exchange: true\n"
+      "sink:\n  type: sqlite\n  max_attempts: 1\n  sqlite:\n    path: " +
+      db_ +
+      "\nmetrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
+      "normalize:\n  fields:\n"
+      "    - {name: id, from: /id, type: string, required: true}\n"
+      "    - {name: seq, from: /seq, type: integer, required: true}\n"
+      "identity:\n  versions:\n    V1: [id]\n");
+  EXPECT_EQ(cfg.writer.max_record_failures, 4);
+  const auto summary = run_until_drained(cfg);
+  EXPECT_EQ(summary.records_in_sink, 19u);
+  EXPECT_EQ(summary.rejected_sink_refused, 1u);
+  {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* statement = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT reason, detail, body FROM rejects", -1, &statement,
+                                 nullptr),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+    const auto column = [&](int i) {
+      return std::string(reinterpret_cast<const char*>(sqlite3_column_text(statement, i)));
+    };
+    EXPECT_EQ(column(0), "sink_refused");
+    EXPECT_NE(column(1).find("overflow"), std::string::npos) << column(1);
+    EXPECT_NE(column(2).find("\"seq\":7"), std::string::npos) << column(2);
+    EXPECT_EQ(sqlite3_step(statement), SQLITE_DONE) << "one reject";
+    sqlite3_finalize(statement);
+    sqlite3_close(handle);
+  }
+  const auto dead =
+      test::run_with_status("/usr/bin/python3 " + std::string(SLUICE_SOURCE_DIR) +
+                            "/tests/tools/pika_dead_letters.py '" + rabbit.uri() + "' " + dlq);
+  EXPECT_NE(dead.second.find(" rejected:" + queue + ":1\n"), std::string::npos) << dead.second;
+  EXPECT_EQ(dead.second.find("delivery_limit"), std::string::npos) << dead.second;
+  EXPECT_EQ(std::count(dead.second.begin(), dead.second.end(), '\n'), 1) << dead.second;
+  // A quorum queue's counts reach rabbitmqctl a moment later.
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        const auto q = rabbit.queue(queue);
+        return q.ready + q.unacked == 0;
+      },
+      std::chrono::seconds(10)));
+  std::filesystem::remove(lines);
+}
+
 // A stream read from its first offset by `sluice run`, killed (-9) twice mid-run: each
 // restart resumes after the offset saved in the database with the rows (not from the
 // first, never past a row not written), and the table ends with each of the 50,000

@@ -435,9 +435,9 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   // The concurrency a database sees and the pace (README: what Lambda's
   // MaximumConcurrency does): each a setting series.
   for (const char* setting : {"sink_writers", "worker_threads", "max_messages_per_second"})
-    EXPECT_NE(metrics.find("sluice_setting{name=\"" + std::string(setting) +
-                           "\",pipeline=\"default\"} "),
-              std::string::npos)
+    EXPECT_NE(
+        metrics.find("sluice_setting{name=\"" + std::string(setting) + "\",pipeline=\"default\"} "),
+        std::string::npos)
         << setting;
   // The SQS calls that make the bill: receives and deletes made while it worked.
   const auto value_of = [&](const std::string& name) {

@@ -664,4 +664,9 @@ TEST(Config, TheQueuesDeliveryLimitBoundsTheRecordFailures) {
       {"sink.max_record_failures", "got 4", "at most 3", "source.rabbitmq.delivery_limit 2"}));
   EXPECT_TRUE(has(error_of(rabbit + "    delivery_limit: -1\n" + fields),
                   {"source.rabbitmq.delivery_limit", "-1"}));
+  // `sluice config check` says so.
+  EXPECT_TRUE(has(describe(parse_config(rabbit + "    delivery_limit: 2\n" + fields)),
+                  {"a record refused after 3 failed deliveries (lowered from 5"}));
+  EXPECT_TRUE(has(describe(parse_config(rabbit + fields)),
+                  {"a record refused after 5 failed deliveries\n"}));
 }

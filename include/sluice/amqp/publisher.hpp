@@ -1,7 +1,12 @@
 #pragma once
 // Publishing to RabbitMQ with publisher confirms: every message is published on a
 // confirm channel (confirm.select) as mandatory and persistent, in windows whose
-// confirms are awaited together. A message the broker nacks, or whose confirm never
+// confirms are awaited together (a window ends at `window` messages or
+// `max_unconfirmed_bytes` of bodies, so that what a lost connection makes us publish
+// again, and what the broker must buffer, stays bounded). publish() waits for every
+// confirm of what it is given; send() queues a message and publishes a window once one
+// is full, and wait_for_confirms() publishes the rest and waits for every confirm (the
+// wait-for-all of Spring's waitForConfirms). A stream is published to like a queue. A message the broker nacks, or whose confirm never
 // comes (a lost connection), is published again after a backoff, up to max_attempts;
 // one it returns (mandatory: no queue is bound for its routing key) fails at once.
 // While the broker blocks the connection (connection.blocked: a memory or disk alarm)
@@ -32,6 +37,8 @@ struct PublisherOptions {
   std::chrono::milliseconds max_delay{10000};
   std::chrono::milliseconds confirm_timeout{30000};  // not counting time blocked
   int window = 500;  // messages published before their confirms are awaited
+  // Bodies' bytes published before their confirms are awaited (at least one message).
+  std::size_t max_unconfirmed_bytes = 16 << 20;
 };
 
 struct OutgoingMessage {
@@ -46,12 +53,17 @@ struct OutgoingMessage {
 struct PublishReport {
   std::size_t confirmed = 0;
   std::size_t returned = 0;  // unroutable (mandatory): failures
+  std::size_t nacked = 0;    // basic.nack received (each published again while it may)
   std::size_t failed = 0;    // nacked or unconfirmed after every attempt
   std::size_t republished = 0;
   std::size_t blocked = 0;                   // connection.blocked received
   std::chrono::milliseconds blocked_for{0};  // publishing paused by them
   std::size_t total = 0;                     // messages given
   std::vector<std::string> errors;           // one line per distinct cause
+  // Returned messages by the broker's reason ("312 NO_ROUTE"), nacked ones by queue-side
+  // cause as the broker gives none ("nacked": a queue's x-overflow reject-publish, a
+  // quorum queue without a quorum, a broker error).
+  std::map<std::string, std::size_t> returned_by_reason;
   // Every message confirmed by the broker.
   bool ok() const { return confirmed == total && returned == 0 && failed == 0; }
 };
@@ -68,6 +80,13 @@ class Publisher {
   // `progress` is called after each window with the messages settled so far.
   PublishReport publish(const std::string& exchange, std::vector<OutgoingMessage> messages,
                         const std::function<void(std::size_t settled)>& progress = {});
+
+  // Queues `message`; publishes the queue once a window's worth is there (then waits for
+  // its confirms), or when the exchange changes.
+  void send(const std::string& exchange, OutgoingMessage message);
+  // Publishes what send() queued and waits for every confirm: the report of every message
+  // sent since the last wait.
+  PublishReport wait_for_confirms();
 
   // Serializes with nlohmann::json (define to_json for your type) and publishes.
   template <class T>
@@ -91,7 +110,13 @@ class Publisher {
   // Between windows (nothing unconfirmed): reads frames until connection.unblocked, as
   // long as the broker blocks (a lost connection ends it: AmqpError).
   void wait_while_blocked(PublishReport& report);
+  void flush_sent();
   PublisherOptions options_;
+  // send()'s queue, its exchange and bytes, and the report since the last wait.
+  std::vector<OutgoingMessage> sent_;
+  std::string sent_exchange_;
+  std::size_t sent_bytes_ = 0;
+  PublishReport sent_report_;
   bool blocked_ = false;
   std::chrono::steady_clock::time_point blocked_since_{};
   std::unique_ptr<Connection> connection_;
