@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "amqp/connection.hpp"
+#include "amqp/consumer_pool.hpp"
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
@@ -641,6 +642,57 @@ TEST_F(AmqpTest, RetryHoldMaxCapsHowLongAFailureIsHeld) {
   std::lock_guard lock(m);
   EXPECT_EQ(calls["m-1"], 2);
   EXPECT_EQ(gauges->get("amqp_failed_returns"), 1) << "returned to the queue, then delivered";
+}
+
+// A consumer being stopped (scaled down, or at a stop) keeps its channel until the
+// broker has confirmed the cancel (cancel-ok: nothing more comes on it) and every
+// delivery it had is settled: closing sooner would return a delivery still being
+// handled, or one on its way. The consumer pool, on a real connection.
+TEST_F(AmqpTest, ACancelledConsumersChannelClosesAfterCancelOkAndItsDeliveriesSettled) {
+  publish(queue_, 1);
+  amqp::ConnectionOptions o;
+  o.uri = amqp::parse_uri(broker_->uri());
+  amqp::Connection connection(o);
+  amqp::ConsumerScaler scaler({});
+  amqp::ConsumerPool pool({queue_, "pool-test", 10, 1, 100}, scaler);
+  ASSERT_TRUE(pool.start(connection));
+  ASSERT_EQ(pool.channels().size(), 1u);
+  const std::uint16_t channel = pool.channels().front();
+  amqp::Consumer* consumer = pool.on_channel(channel);
+  const auto deadline = [] { return std::chrono::steady_clock::now() + 10s; };
+  const amqp_frame_t deliver = connection.wait_method(deadline(), "delivery");
+  ASSERT_EQ(deliver.payload.method.id, AMQP_BASIC_DELIVER_METHOD);
+  const std::uint64_t tag =
+      static_cast<amqp_basic_deliver_t*>(deliver.payload.method.decoded)->delivery_tag;
+  amqp_message_t message;
+  ASSERT_EQ(amqp_read_message(connection.raw(), channel, &message, 0).reply_type,
+            AMQP_RESPONSE_NORMAL);
+  amqp_destroy_message(&message);
+  consumer->acks.delivered(tag);
+  const auto holds_nothing = [](std::uint64_t) { return false; };
+
+  pool.cancel(connection, *consumer);
+  pool.close_finished(connection, holds_nothing);
+  EXPECT_EQ(pool.channels().size(), 1u) << "closed before the broker confirmed the cancel";
+  const amqp_frame_t ok = connection.wait_method(deadline(), "cancel-ok");
+  ASSERT_EQ(ok.payload.method.id, AMQP_BASIC_CANCEL_OK_METHOD);
+  consumer->cancel_confirmed = true;  // as the source's I/O thread does on cancel-ok
+  pool.close_finished(connection, holds_nothing);
+  EXPECT_EQ(pool.channels().size(), 1u) << "closed with a delivery still being handled";
+
+  ASSERT_TRUE(consumer->acks.acked(tag));
+  const auto frames = consumer->acks.take(/*singles=*/true);
+  if (frames.multiple_up_to) connection.ack(channel, frames.multiple_up_to, true);
+  for (const auto single : frames.singles) connection.ack(channel, single, false);
+  pool.close_finished(connection, holds_nothing);
+  EXPECT_TRUE(pool.channels().empty()) << "settled and confirmed: closed";
+  EXPECT_TRUE(wait_until(
+      [&] {
+        const auto q = broker_->queue(queue_);
+        return q.ready == 0 && q.unacked == 0;
+      },
+      10s))
+      << "the delivery came back instead of being acked";
 }
 
 TEST_F(AmqpTest, FailedMessagesComeBackAfterABackoffNotAtFullSpeed) {

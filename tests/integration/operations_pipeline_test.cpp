@@ -35,6 +35,23 @@ class OperationsPipeline : public test::PipelineFixture {
   void TearDown() override {
     if (!db_.empty()) test::remove_sqlite(db_);
   }
+  // `sluice queue create --name QUEUE FLAGS` on the shared broker, then COUNT events
+  // {"id":"PREFIX-i","seq":i} published to it by `sluice publish`.
+  static void create_and_publish(const std::string& queue, const std::string& flags, int count,
+                                 const std::string& prefix) {
+    const std::string bin = SLUICE_BINARY,
+                      url = " --amqp-url '" + test::RabbitMq::shared().uri() + "'";
+    test::run_command(bin + " queue create" + url + " --name " + queue + " " + flags + " 2>&1");
+    const std::string lines = ::testing::TempDir() + "/" + queue + ".jsonl";
+    {
+      std::ofstream out(lines);
+      for (int i = 0; i < count; ++i)
+        out << R"({"id":")" << prefix << "-" << i << R"(","seq":)" << i << "}\n";
+    }
+    test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
+                      " 2>&1");
+    std::filesystem::remove(lines);
+  }
   void send(const std::string& url,
             const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& msgs) {
     std::vector<sqs::SendMessageEntry> entries;
@@ -737,17 +754,8 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
 TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveInstanceIsKilled) {
   auto& rabbit = test::RabbitMq::shared();
   const std::string queue = "ops-sac-" + std::to_string(getpid());
-  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
-  test::run_command(bin + " queue create" + url + " --name " + queue +
-                    " --quorum --single-active-consumer 2>&1");
   constexpr int kEvents = 3000;
-  const std::string lines = ::testing::TempDir() + "/ops-sac.jsonl";
-  {
-    std::ofstream out(lines);
-    for (int i = 0; i < kEvents; ++i) out << R"({"id":"s-)" << i << R"(","seq":)" << i << "}\n";
-  }
-  test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
-                    " 2>&1");
+  create_and_publish(queue, "--quorum --single-active-consumer", kEvents, "s");
   // A quorum queue's counts reach rabbitmqctl a moment later.
   ASSERT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready == kEvents; },
                                std::chrono::seconds(10)))
@@ -854,7 +862,6 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
   std::iota(expected.begin(), expected.end(), 0L);
   EXPECT_EQ(stored, expected) << "out of order, lost or twice";
   std::filesystem::remove(path);
-  std::filesystem::remove(lines);
 }
 
 // A quorum queue with x-delivery-limit 3 under `sluice run` (source.rabbitmq.delivery_limit
@@ -866,16 +873,7 @@ TEST_F(OperationsPipeline, RabbitMqSingleActiveConsumerKeepsOrderWhenTheActiveIn
 TEST_F(OperationsPipeline, RabbitMqDeliveryLimitLetsSluiceRejectAFailingRecordFirst) {
   auto& rabbit = test::RabbitMq::shared();
   const std::string queue = "ops-limit-" + std::to_string(getpid()), dlq = queue + "-dlq";
-  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
-  test::run_command(bin + " queue create" + url + " --name " + queue +
-                    " --quorum --delivery-limit 3 --dead-letter-queue " + dlq + " 2>&1");
-  const std::string lines = ::testing::TempDir() + "/ops-limit.jsonl";
-  {
-    std::ofstream out(lines);
-    for (int i = 0; i < 20; ++i) out << R"({"id":"l-)" << i << R"(","seq":)" << i << "}\n";
-  }
-  test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
-                    " 2>&1");
+  create_and_publish(queue, "--quorum --delivery-limit 3 --dead-letter-queue " + dlq, 20, "l");
   ASSERT_TRUE(
       test::wait_until([&] { return rabbit.queue(queue).ready == 20; }, std::chrono::seconds(10)));
   db_ = ::testing::TempDir() + "/sluice-ops-limit-" + std::to_string(getpid()) + ".db";
@@ -946,7 +944,6 @@ TEST_F(OperationsPipeline, RabbitMqDeliveryLimitLetsSluiceRejectAFailingRecordFi
         return q.ready + q.unacked == 0;
       },
       std::chrono::seconds(10)));
-  std::filesystem::remove(lines);
 }
 
 // A stream read from its first offset by `sluice run`, killed (-9) twice mid-run: each
@@ -956,16 +953,9 @@ TEST_F(OperationsPipeline, RabbitMqDeliveryLimitLetsSluiceRejectAFailingRecordFi
 TEST_F(OperationsPipeline, RabbitMqStreamResumesAfterItsSavedOffsetWhenKilled) {
   auto& rabbit = test::RabbitMq::shared();
   const std::string queue = "ops-stream-" + std::to_string(getpid());
-  const std::string bin = SLUICE_BINARY, url = " --amqp-url '" + rabbit.uri() + "'";
-  test::run_command(bin + " queue create" + url + " --name " + queue + " --stream 2>&1");
+  const std::string bin = SLUICE_BINARY;
   constexpr int kEvents = 50000;
-  const std::string lines = ::testing::TempDir() + "/ops-stream.jsonl";
-  {
-    std::ofstream out(lines);
-    for (int i = 0; i < kEvents; ++i) out << R"({"id":"t-)" << i << R"(","seq":)" << i << "}\n";
-  }
-  test::run_command(bin + " publish" + url + " --routing-key " + queue + " --file " + lines +
-                    " 2>&1");
+  create_and_publish(queue, "--stream", kEvents, "t");
   db_ = ::testing::TempDir() + "/sluice-ops-stream-" + std::to_string(getpid()) + ".db";
   test::remove_sqlite(db_);
   const std::string path = ::testing::TempDir() + "/sluice-ops-stream.yaml";
@@ -1047,7 +1037,6 @@ TEST_F(OperationsPipeline, RabbitMqStreamResumesAfterItsSavedOffsetWhenKilled) {
   EXPECT_EQ(query("SELECT min(json_extract(document, '$.seq')) FROM records"), 0);
   EXPECT_EQ(query("SELECT max(json_extract(document, '$.seq')) FROM records"), kEvents - 1);
   std::filesystem::remove(path);
-  std::filesystem::remove(lines);
   std::filesystem::remove(log);
 }
 
