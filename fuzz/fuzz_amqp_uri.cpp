@@ -1,6 +1,8 @@
 // libFuzzer target: AMQP URIs (amqp[s]://user:password@host:port/vhost), as given to
 // source.amqp_url, sluice publish --amqp-url and the library. Any input either parses
 // or is refused with std::invalid_argument, and a refusal never repeats the password.
+// The same input as a stream's start (source.rabbitmq.stream_offset): parsed or
+// refused (nullopt), never an offset or a time before 0.
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -8,9 +10,16 @@
 #include <string>
 
 #include "amqp/connection.hpp"
+#include "amqp/stream.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
+  if (const auto start = sluice::amqp::parse_stream_start(input)) {
+    using Kind = sluice::amqp::StreamStart::Kind;
+    if ((start->kind == Kind::offset || start->kind == Kind::timestamp) && start->value < 0)
+      std::abort();
+    if (start->kind == Kind::timestamp && input.size() != 20) std::abort();
+  }
   try {
     const auto uri = sluice::amqp::parse_uri(input);
     if (uri.port < 1 || uri.port > 65535 || uri.host.empty()) std::abort();
