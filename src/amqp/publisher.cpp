@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
@@ -25,6 +26,9 @@ amqp_bytes_t view(const std::string& s) {
 }  // namespace
 
 Publisher::Publisher(PublisherOptions options) : options_(std::move(options)) {
+  if (options_.window < 1)
+    throw std::invalid_argument("PublisherOptions::window: got " + std::to_string(options_.window) +
+                                ", expected at least 1");
   std::random_device rd;
   const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   id_prefix_ = "sluice-" + crypto::hex(reinterpret_cast<const std::uint8_t*>(&r), 8) + "-";
@@ -85,10 +89,10 @@ PublishReport Publisher::wait_for_confirms() {
 
 void Publisher::flush_sent() {
   if (sent_.empty()) return;
-  std::vector<OutgoingMessage> batch;
-  batch.swap(sent_);
+  // A copy: if publishing throws, what was sent stays queued for the next wait.
+  const PublishReport r = publish(sent_exchange_, sent_);
+  sent_.clear();
   sent_bytes_ = 0;
-  const PublishReport r = publish(sent_exchange_, std::move(batch));
   auto& total = sent_report_;
   total.confirmed += r.confirmed;
   total.returned += r.returned;

@@ -399,9 +399,11 @@ const std::vector<Option>& options() {
       {"sink.max_record_failures", "integer", "5",
        "A record the database fails on its own this many deliveries in a row is rejected "
        "(sink_refused) instead of coming back again: a MongoDB write error whose code is not "
-       "known to be permanent, a write concern not met, or (SQLite, PostgreSQL) a batch that "
-       "fails again with a record delivered before in it, written in halves on their own down "
-       "to the record that fails alone, its batch-mates written (not for ordered groups).",
+       "known to be permanent, a write concern not met, or (SQLite, PostgreSQL) a record that "
+       "fails while other records are written. A batch failing again with a record delivered "
+       "before in it is written in halves, once each, down to the record that fails while its "
+       "batch-mates are written (both halves failing is an outage: all are returned); not for "
+       "ordered groups.",
        [](auto& c, auto& n, auto& k) {
          c.max_record_failures_set = true;
          c.writer.max_record_failures = static_cast<int>(as_int(n, k, 1, 1000));

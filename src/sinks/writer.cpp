@@ -40,8 +40,13 @@ struct BatchWriter::Core {
   void take_ordered(const Sink& sink, std::vector<Item>& batch, std::vector<std::string>& groups);
   void write_records(Sink& sink, std::vector<Item>& items);
   tracing::Span trace_write(std::span<Item> items) const;
-  void write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
-                   std::vector<Item>& refused);
+  // Settles every item, but with `once` (one attempt): then false, with nothing settled,
+  // when the write failed (not refused, not unreachable).
+  bool write_range(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
+                   std::vector<Item>& refused, bool once = false);
+  bool isolate(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
+               std::vector<Item>& refused, const std::string& error);
+  bool taking_other_records() const;
   void refuse(const Sink& sink, Item& item, const pipeline::Record& record, std::string detail,
               std::vector<Item>& refused);
   void write_rejects(Sink& sink, std::vector<Item>& items);
@@ -63,6 +68,8 @@ struct BatchWriter::Core {
   std::unordered_map<std::string, const Sink*> writing_groups_;
   bool stopping_ = false;
   std::atomic<bool> healthy_{true};
+  // When a batch was last written, by any writer (steady clock, ns).
+  std::atomic<std::int64_t> last_written_ns_{0};
   std::vector<std::unique_ptr<Sink>> sinks_;
   std::vector<std::thread> threads_;
   int running_ = 0;  // writer threads not yet finished (under mutex_)
@@ -323,9 +330,9 @@ std::string trace_field(const Message& message) {
   return context ? " trace_id=" + context->trace_id_hex() : std::string();
 }
 
-void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
-                                    std::span<pipeline::Record> records,
-                                    std::vector<Item>& refused) {
+bool BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
+                                    std::span<pipeline::Record> records, std::vector<Item>& refused,
+                                    bool once) {
   // A message settled already was released behind one of its group that was not
   // written (or its lease was lost): written now, its row would come before that one's.
   if (std::ranges::any_of(items, [](const Item& item) { return item.message.settled(); })) {
@@ -341,7 +348,7 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
       live_records.push_back(std::move(records[i]));
     }
     if (!live_items.empty()) write_range(sink, live_items, live_records, refused);
-    return;
+    return true;  // only ordered groups' messages are settled early: never isolated
   }
   std::chrono::milliseconds backoff = options_.retry_base;
   std::string last_error;
@@ -354,6 +361,7 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
       span.end();
       if (events_.batch_written) events_.batch_written(records.size(), Clock::now() - started);
       healthy_ = true;
+      last_written_ns_ = Clock::now().time_since_epoch().count();
       auto reason = [&](std::size_t i) -> std::string {
         for (auto& [index, why] : result.reasons)
           if (index == i) return std::move(why);
@@ -390,7 +398,7 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
             break;
         }
       }
-      return;
+      return true;
     } catch (const std::exception& e) {
       const auto* sink_error = dynamic_cast<const SinkError*>(&e);
       const SinkFailure kind = sink_error ? sink_error->kind() : SinkFailure::transient;
@@ -405,20 +413,21 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
         // refused record).
         if (records.size() == 1) {
           refuse(sink, items[0], records[0], e.what(), refused);
-          return;
+          return true;
         }
         const std::size_t half = records.size() / 2;
         spdlog::debug("event=batch_refused sink={} records={} action=split error=\"{}\"",
                       sink.describe(), records.size(), e.what());
         write_range(sink, items.first(half), records.first(half), refused);
         write_range(sink, items.subspan(half), records.subspan(half), refused);
-        return;
+        return true;
       }
       healthy_ = false;
       if (events_.batch_failed) events_.batch_failed(e.what());
       // An unreachable database is waited for (the held messages hold the intake back,
       // their visibility extended meanwhile); a transient failure has bounded attempts.
-      const bool give_up = kind != SinkFailure::unavailable && attempt >= options_.max_attempts;
+      const bool give_up =
+          kind != SinkFailure::unavailable && (once || attempt >= options_.max_attempts);
       // Retries start apart: writers that failed together do not come back together.
       const auto wait = runtime::equal_jitter(backoff, runtime::backoff_random());
       spdlog::warn("event=sink_write_failed sink={} records={} attempt={} kind={} {} error=\"{}\"",
@@ -431,37 +440,78 @@ void BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
       backoff = std::min(backoff * 2, options_.retry_max);
     }
   }
-  // A batch that keeps failing may fail for one record: one that failed before (a later
-  // delivery) may be it. Each half is then written on its own, down to that record, so
-  // that its batch-mates are written rather than delivered again with it (on a queue
-  // with a delivery limit they would spend theirs, and could be dead-lettered for
-  // another record's failure), and the record failing alone on its
-  // max_record_failures-th delivery is refused. Not for ordered groups: a later record
-  // of a group must not be written after an earlier one failed, nor go on without it.
+  if (once && gave_up) return false;  // the caller decides
+  // A batch that keeps failing may fail for one record: one delivered before may be it.
+  // Its halves are then written once each, down to that record, so that its batch-mates
+  // are written rather than delivered again with it (on a queue with a delivery limit
+  // they would spend theirs, and could be dead-lettered for another record's failure).
+  // Not for ordered groups: a later record of a group must not be written after an
+  // earlier one failed, nor go on without it.
   const auto failed_before = [](const Item& item) { return item.message.receive_count() > 1; };
   const auto grouped = [](const Item& item) { return item.message.group_id().has_value(); };
-  if (gave_up && records.size() > 1 && std::ranges::any_of(items, failed_before) &&
-      std::ranges::none_of(items, grouped)) {
-    const std::size_t half = records.size() / 2;
-    spdlog::debug("event=batch_failed_again sink={} records={} action=split error=\"{}\"",
-                  sink.describe(), records.size(), last_error);
-    write_range(sink, items.first(half), records.first(half), refused);
-    write_range(sink, items.subspan(half), records.subspan(half), refused);
-    return;
-  }
-  if (gave_up && records.size() == 1 && !grouped(items[0]) &&
-      items[0].message.receive_count() >= options_.max_record_failures) {
+  const bool stopping = !sleep_unless_stopping(std::chrono::milliseconds(0));
+  if (gave_up && !stopping && records.size() > 1 && std::ranges::any_of(items, failed_before) &&
+      std::ranges::none_of(items, grouped) && isolate(sink, items, records, refused, last_error))
+    return true;
+  // Failing on its own: alone in its batch on its max_record_failures-th delivery while
+  // the database takes other records (not an outage), it is refused.
+  if (gave_up && !stopping && records.size() == 1 && !grouped(items[0]) &&
+      items[0].message.receive_count() >= options_.max_record_failures && taking_other_records()) {
     refuse(sink, items[0], records[0],
            "failed on " + std::to_string(items[0].message.receive_count()) +
-               " deliveries: " + last_error,
+               " deliveries while other records were written: " + last_error,
            refused);
-    return;
+    return true;
   }
   // Not written: nothing is acked; the queue delivers them again after their backoff.
   for (auto& item : items) {
     if (events_.outcome) events_.outcome(WriteOutcome::failed, item.message);
     item.message.nack();
   }
+  return true;
+}
+
+// Each half written once; a half that failed while its sibling was written holds the
+// failing record: it is split again. Both halves failing is not one record's doing (an
+// outage): false, nothing settled, so that the caller nacks them all. A record left
+// alone whose sibling was written is refused on its max_record_failures-th delivery
+// (the database takes the others), else nacked.
+bool BatchWriter::Core::isolate(Sink& sink, std::span<Item> items,
+                                std::span<pipeline::Record> records, std::vector<Item>& refused,
+                                const std::string& error) {
+  if (records.size() == 1) {
+    if (items[0].message.receive_count() < options_.max_record_failures) return false;
+    refuse(sink, items[0], records[0],
+           "failed on " + std::to_string(items[0].message.receive_count()) +
+               " deliveries while its batch-mates were written: " + error,
+           refused);
+    return true;
+  }
+  const std::size_t half = records.size() / 2;
+  spdlog::debug("event=batch_failed_again sink={} records={} action=split error=\"{}\"",
+                sink.describe(), records.size(), error);
+  const auto first_items = items.first(half), second_items = items.subspan(half);
+  const auto first_records = records.first(half), second_records = records.subspan(half);
+  const bool first = write_range(sink, first_items, first_records, refused, /*once=*/true);
+  const bool second = write_range(sink, second_items, second_records, refused, /*once=*/true);
+  if (!first && !second) return false;
+  auto settle_rest = [&](std::span<Item> part, std::span<pipeline::Record> part_records) {
+    if (isolate(sink, part, part_records, refused, error)) return;
+    for (auto& item : part) {
+      if (events_.outcome) events_.outcome(WriteOutcome::failed, item.message);
+      item.message.nack();
+    }
+  };
+  if (!first) settle_rest(first_items, first_records);
+  if (!second) settle_rest(second_items, second_records);
+  return true;
+}
+
+// Some batch was written in the last minute: the database takes records.
+bool BatchWriter::Core::taking_other_records() const {
+  const auto last = last_written_ns_.load();
+  return last != 0 && Clock::now().time_since_epoch().count() - last <
+                          std::chrono::nanoseconds(std::chrono::minutes(1)).count();
 }
 
 void BatchWriter::Core::write_rejects(Sink& sink, std::vector<Item>& items) {

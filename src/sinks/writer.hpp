@@ -8,9 +8,10 @@
 //     the others written;
 //   database unreachable -> waited for; other batch failures -> retried with jittered
 //     backoff, then nacked; a batch failing again with a record delivered before in it
-//     -> split in halves written on their own (not for ordered groups), so that the
-//     others are written; a record failing on its own max_record_failures deliveries
-//     in a row -> refused.
+//     -> its halves written once each, down to the record that fails while its
+//     batch-mates are written (both halves failing: an outage, all nacked; not for
+//     ordered groups); a record failing on its own max_record_failures deliveries in a
+//     row (while the database takes other records) -> refused.
 // Rejected messages go to the rejects table (when enabled) before they are settled.
 // A message is never acked before the database has its record.
 // A record whose message belongs to an ordered group (SQS FIFO) is written without

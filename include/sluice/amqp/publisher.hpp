@@ -6,11 +6,11 @@
 // again, and what the broker must buffer, stays bounded). publish() waits for every
 // confirm of what it is given; send() queues a message and publishes a window once one
 // is full, and wait_for_confirms() publishes the rest and waits for every confirm (the
-// wait-for-all of Spring's waitForConfirms). A stream is published to like a queue. A message the broker nacks, or whose confirm never
-// comes (a lost connection), is published again after a backoff, up to max_attempts;
-// one it returns (mandatory: no queue is bound for its routing key) fails at once.
-// While the broker blocks the connection (connection.blocked: a memory or disk alarm)
-// nothing more is published and no confirm is timed out: publishing resumes at
+// wait-for-all of Spring's waitForConfirms). A stream is published to like a queue. A message the
+// broker nacks, or whose confirm never comes (a lost connection), is published again after a
+// backoff, up to max_attempts; one it returns (mandatory: no queue is bound for its routing key)
+// fails at once. While the broker blocks the connection (connection.blocked: a memory or disk
+// alarm) nothing more is published and no confirm is timed out: publishing resumes at
 // connection.unblocked. Blocking, for one thread (rabbitmq-c is not thread-safe).
 #include <chrono>
 #include <functional>
@@ -60,9 +60,10 @@ struct PublishReport {
   std::chrono::milliseconds blocked_for{0};  // publishing paused by them
   std::size_t total = 0;                     // messages given
   std::vector<std::string> errors;           // one line per distinct cause
-  // Returned messages by the broker's reason ("312 NO_ROUTE"), nacked ones by queue-side
-  // cause as the broker gives none ("nacked": a queue's x-overflow reject-publish, a
-  // quorum queue without a quorum, a broker error).
+  // basic.return frames by the broker's reason ("312 NO_ROUTE"); a message returned,
+  // then published again after a lost connection, counts each time. Nacks carry no
+  // reason (a queue's x-overflow reject-publish, a quorum queue without its quorum):
+  // they are counted in `nacked`.
   std::map<std::string, std::size_t> returned_by_reason;
   // Every message confirmed by the broker.
   bool ok() const { return confirmed == total && returned == 0 && failed == 0; }
@@ -70,7 +71,8 @@ struct PublishReport {
 
 class Publisher {
  public:
-  // Connects (throws AmqpError, sluice/amqp/error.hpp, never showing the password).
+  // Connects (throws AmqpError, sluice/amqp/error.hpp, never showing the password);
+  // std::invalid_argument for a window under 1.
   explicit Publisher(PublisherOptions options);
   ~Publisher();
 
