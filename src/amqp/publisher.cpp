@@ -89,8 +89,8 @@ PublishReport Publisher::wait_for_confirms() {
 
 void Publisher::flush_sent() {
   if (sent_.empty()) return;
-  // A copy: if publishing throws, what was sent stays queued for the next wait.
-  const PublishReport r = publish(sent_exchange_, sent_);
+  // In place: if publishing throws, what was sent stays queued for the next wait.
+  const PublishReport r = publish_in_place(sent_exchange_, sent_, {});
   sent_.clear();
   sent_bytes_ = 0;
   auto& total = sent_report_;
@@ -125,6 +125,12 @@ void Publisher::connect() {
 
 PublishReport Publisher::publish(const std::string& exchange, std::vector<OutgoingMessage> messages,
                                  const std::function<void(std::size_t)>& progress) {
+  return publish_in_place(exchange, messages, progress);
+}
+
+PublishReport Publisher::publish_in_place(const std::string& exchange,
+                                          std::vector<OutgoingMessage>& messages,
+                                          const std::function<void(std::size_t)>& progress) {
   PublishReport report;
   report.total = messages.size();
   std::set<std::string> causes;

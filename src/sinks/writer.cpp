@@ -47,6 +47,8 @@ struct BatchWriter::Core {
   bool isolate(Sink& sink, std::span<Item> items, std::span<pipeline::Record> records,
                std::vector<Item>& refused, const std::string& error);
   bool taking_other_records() const;
+  void nack_all(std::span<Item> items);
+  bool stopping();
   void refuse(const Sink& sink, Item& item, const pipeline::Record& record, std::string detail,
               std::vector<Item>& refused);
   void write_rejects(Sink& sink, std::vector<Item>& items);
@@ -432,7 +434,8 @@ bool BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
       const auto wait = runtime::equal_jitter(backoff, runtime::backoff_random());
       spdlog::warn("event=sink_write_failed sink={} records={} attempt={} kind={} {} error=\"{}\"",
                    sink.describe(), records.size(), attempt, to_string(kind),
-                   give_up ? "action=nack" : "retry_in_ms=" + std::to_string(wait.count()),
+                   give_up ? (once ? "action=isolate" : "action=nack")
+                           : "retry_in_ms=" + std::to_string(wait.count()),
                    e.what());
       last_error = e.what();
       gave_up = give_up;
@@ -449,13 +452,13 @@ bool BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
   // earlier one failed, nor go on without it.
   const auto failed_before = [](const Item& item) { return item.message.receive_count() > 1; };
   const auto grouped = [](const Item& item) { return item.message.group_id().has_value(); };
-  const bool stopping = !sleep_unless_stopping(std::chrono::milliseconds(0));
-  if (gave_up && !stopping && records.size() > 1 && std::ranges::any_of(items, failed_before) &&
+  const bool stopping_now = stopping();
+  if (gave_up && !stopping_now && records.size() > 1 && std::ranges::any_of(items, failed_before) &&
       std::ranges::none_of(items, grouped) && isolate(sink, items, records, refused, last_error))
     return true;
   // Failing on its own: alone in its batch on its max_record_failures-th delivery while
   // the database takes other records (not an outage), it is refused.
-  if (gave_up && !stopping && records.size() == 1 && !grouped(items[0]) &&
+  if (gave_up && !stopping_now && records.size() == 1 && !grouped(items[0]) &&
       items[0].message.receive_count() >= options_.max_record_failures && taking_other_records()) {
     refuse(sink, items[0], records[0],
            "failed on " + std::to_string(items[0].message.receive_count()) +
@@ -463,12 +466,21 @@ bool BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
            refused);
     return true;
   }
-  // Not written: nothing is acked; the queue delivers them again after their backoff.
+  nack_all(items);
+  return true;
+}
+
+// Not written: nothing is acked; the queue delivers them again after their backoff.
+void BatchWriter::Core::nack_all(std::span<Item> items) {
   for (auto& item : items) {
     if (events_.outcome) events_.outcome(WriteOutcome::failed, item.message);
     item.message.nack();
   }
-  return true;
+}
+
+bool BatchWriter::Core::stopping() {
+  std::lock_guard lock(mutex_);
+  return stopping_;
 }
 
 // Each half written once; a half that failed while its sibling was written holds the
@@ -495,15 +507,9 @@ bool BatchWriter::Core::isolate(Sink& sink, std::span<Item> items,
   const bool first = write_range(sink, first_items, first_records, refused, /*once=*/true);
   const bool second = write_range(sink, second_items, second_records, refused, /*once=*/true);
   if (!first && !second) return false;
-  auto settle_rest = [&](std::span<Item> part, std::span<pipeline::Record> part_records) {
-    if (isolate(sink, part, part_records, refused, error)) return;
-    for (auto& item : part) {
-      if (events_.outcome) events_.outcome(WriteOutcome::failed, item.message);
-      item.message.nack();
-    }
-  };
-  if (!first) settle_rest(first_items, first_records);
-  if (!second) settle_rest(second_items, second_records);
+  if (!first && !isolate(sink, first_items, first_records, refused, error)) nack_all(first_items);
+  if (!second && !isolate(sink, second_items, second_records, refused, error))
+    nack_all(second_items);
   return true;
 }
 

@@ -113,6 +113,10 @@ class Publisher {
   // long as the broker blocks (a lost connection ends it: AmqpError).
   void wait_while_blocked(PublishReport& report);
   void flush_sent();
+  // publish() on the caller's vector (ids and trace headers are filled in there).
+  PublishReport publish_in_place(const std::string& exchange,
+                                 std::vector<OutgoingMessage>& messages,
+                                 const std::function<void(std::size_t settled)>& progress);
   PublisherOptions options_;
   // send()'s queue, its exchange and bytes, and the report since the last wait.
   std::vector<OutgoingMessage> sent_;
