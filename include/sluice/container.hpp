@@ -138,6 +138,9 @@ struct ContainerStats {
   std::uint64_t visibility_extensions = 0;
   std::uint64_t handler_calls = 0;
   std::uint64_t handoffs = 0;     // hand-offs to the workers (each may wake one); 0 inline
+  // Hand-offs of several messages whose rest was offered to another worker because one
+  // handler call of them ran long (over 2 ms): a slow call holds up only itself.
+  std::uint64_t handoffs_shared = 0;
   std::uint64_t failed_acks = 0;  // deletes given up (those messages come back)
   std::int64_t pending_acks = 0;  // acked, not yet confirmed by the queue (hold permits)
   // Least lease left at the latest heartbeat among messages due for extension; negative

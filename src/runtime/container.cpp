@@ -279,6 +279,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     s.visibility_extensions = c.visibility_extensions.load();
     s.handler_calls = c.handler_calls.load();
     s.handoffs = c.handoffs.load();
+    s.handoffs_shared = c.handoffs_shared.load();
     s.failed_acks = c.failed_acks.load();
     s.pending_acks = c.pending_acks.load();
     s.lease_remaining_min_ms = c.lease_remaining_min_ms.load();

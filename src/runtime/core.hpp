@@ -45,7 +45,7 @@ struct LatencyAverage {
 struct CoreCounters {
   std::atomic<std::uint64_t> received{0}, acked{0}, failed{0}, released{0}, lost{0}, rejected{0},
       dead_lettered{0}, empty_receives{0}, receive_errors{0}, visibility_extensions{0},
-      handler_calls{0}, failed_acks{0}, handoffs{0};
+      handler_calls{0}, failed_acks{0}, handoffs{0}, handoffs_shared{0};
   std::atomic<std::int64_t> pending_acks{0};
   std::atomic<std::int64_t> lease_remaining_min_ms{kNoLeaseDue};  // at the latest heartbeat round
   std::atomic<std::int64_t> in_flight{0}, in_flight_peak{0};

@@ -21,10 +21,18 @@ namespace {
 // time, so that wake-ups cost less than the work they carry. "Known to be fast" is
 // judged by the slowest recent call (a peak that decays by 1/16 per call), not the
 // average: one slow call puts hand-offs back to one unit for the next hundred or so.
-// A slow handler (or one not yet timed) gets one unit per hand-off. The first slow
-// call after a long fast run can still hold up the rest of its own hand-off (at most
-// 50 µs worth of the fast calls before it): the price of one wake-up per batch.
+// A slow handler (or one not yet timed) gets one unit per hand-off.
 constexpr std::chrono::nanoseconds kHandoffBudget = std::chrono::microseconds(50);
+// A fast handler can still be slow once (a lock, a network call that stalls): the
+// rest of its hand-off must not wait for it. A run whose latest call has gone on this
+// long with units unclaimed is offered to another worker, checked this often: the
+// rest waits at most about twice this, whatever the slow call takes.
+constexpr std::chrono::milliseconds kRunStuckAfter{2};
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(CoreClock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 WorkerStage::WorkerStage(Core& core, Settlement& settlement, Handlers handlers)
@@ -34,6 +42,7 @@ WorkerStage::WorkerStage(Core& core, Settlement& settlement, Handlers handlers)
       handoff_(core.io.get_executor(), static_cast<std::size_t>(core.options.handoff_capacity
                                                                     ? core.options.handoff_capacity
                                                                     : core.options.max_in_flight)),
+      run_check_(core.io),
       idle_(core.io.get_executor()) {}
 
 WorkerStage::~WorkerStage() = default;
@@ -85,8 +94,16 @@ asio::awaitable<bool> WorkerStage::send(std::vector<Unit> units) {
   const std::size_t per_handoff = units_per_handoff(units.size());
   for (std::size_t first = 0; first < units.size(); first += per_handoff) {
     const std::size_t last = std::min(units.size(), first + per_handoff);
-    Work work(std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(first)),
-              std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(last)));
+    Work work;
+    if (last - first == 1) {
+      work.unit = std::move(units[first]);
+    } else {
+      work.run = std::make_shared<Run>();
+      work.run->units.assign(
+          std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(first)),
+          std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(last)));
+      watch(work.run);
+    }
     core_.counters.handoffs.fetch_add(1, std::memory_order_relaxed);
     // The common case, room in the hand-off, costs no suspension.
     if (handoff_.try_send(boost::system::error_code{}, std::move(work))) continue;
@@ -98,6 +115,45 @@ asio::awaitable<bool> WorkerStage::send(std::vector<Unit> units) {
     }
   }
   co_return true;
+}
+
+void WorkerStage::watch(std::shared_ptr<Run> run) {
+  watched_runs_.push_back(std::move(run));
+  if (!run_check_armed_) arm_run_check();
+}
+
+void WorkerStage::arm_run_check() {
+  run_check_armed_ = true;
+  run_check_.expires_after(kRunStuckAfter);
+  run_check_.async_wait([this](boost::system::error_code ec) {
+    run_check_armed_ = false;
+    if (ec || !handoff_.is_open()) {  // stopping: the stop releases what is unclaimed
+      watched_runs_.clear();
+      return;
+    }
+    offer_stuck_runs();
+    if (!watched_runs_.empty()) arm_run_check();
+  });
+}
+
+// A run is stuck when no unit of it was claimed since the last check and its latest
+// call started over kRunStuckAfter ago (or it waits unstarted in the hand-off, which
+// is backpressure, not a stuck call: then nothing is offered). Each offer may wake
+// one more worker; a run is offered to at most every other worker.
+void WorkerStage::offer_stuck_runs() {
+  const auto stuck_since = now_ns() - std::chrono::nanoseconds(kRunStuckAfter).count();
+  std::erase_if(watched_runs_, [&](const std::shared_ptr<Run>& run) {
+    const auto next = run->next.load(std::memory_order_relaxed);
+    if (next >= run->units.size()) return true;  // all claimed
+    const bool advanced = next != run->next_at_last_check;
+    run->next_at_last_check = next;
+    const auto started = run->call_started_ns.load(std::memory_order_relaxed);
+    if (advanced || started == 0 || started > stuck_since) return false;
+    if (!handoff_.try_send(boost::system::error_code{}, Work{{}, run}))
+      return false;  // the hand-off is full: every worker is busy, checked again later
+    core_.counters.handoffs_shared.fetch_add(1, std::memory_order_relaxed);
+    return ++run->offers >= threads_ - 1;
+  });
 }
 
 std::size_t WorkerStage::units_per_handoff(std::size_t units) const {
@@ -126,7 +182,19 @@ asio::awaitable<void> WorkerStage::worker_loop() {
       work = std::move(next);
     }
     if (error) co_return;  // closed: stopping
-    for (auto& unit : work) handle(unit);
+    if (work.run) {
+      work_through(*work.run);
+    } else {
+      handle(work.unit);
+    }
+  }
+}
+
+void WorkerStage::work_through(Run& run) {
+  for (std::size_t i = 0;
+       (i = run.next.fetch_add(1, std::memory_order_relaxed)) < run.units.size();) {
+    run.call_started_ns.store(now_ns(), std::memory_order_relaxed);
+    handle(run.units[i]);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/container/small_vector.hpp>
 #include <memory>
@@ -56,14 +57,33 @@ class WorkerStage {
   void join();
 
  private:
-  // One hand-off to the workers: one or more handler calls' worth of messages. One
-  // unit inline: a hand-off of one single-listener message allocates nothing.
-  using Work = boost::container::small_vector<Unit, 1>;
+  // Several handler calls' worth of messages handed off together. The worker that
+  // takes it claims them one by one in order; when one of its calls runs long, the
+  // stage offers the same run to another worker, and each unit is still claimed once.
+  struct Run {
+    std::vector<Unit> units;
+    std::atomic<std::size_t> next{0};              // the next unit to claim
+    std::atomic<std::int64_t> call_started_ns{0};  // the latest claimed unit's start
+    std::size_t next_at_last_check = 0;            // I/O thread only
+    int offers = 0;                                // I/O thread only
+  };
+  // One hand-off to the workers: one unit, or a run of them. A hand-off of one
+  // single-listener message allocates nothing.
+  struct Work {
+    Unit unit;
+    std::shared_ptr<Run> run;
+  };
   using Handoff =
       boost::asio::experimental::concurrent_channel<void(boost::system::error_code, Work)>;
 
   boost::asio::awaitable<bool> send(std::vector<Unit> units);
   std::size_t units_per_handoff(std::size_t units) const;
+  // On the I/O thread: runs handed off are checked every few milliseconds while any
+  // has units unclaimed, and one stuck behind a long call is offered again.
+  void watch(std::shared_ptr<Run> run);
+  void arm_run_check();
+  void offer_stuck_runs();
+  void work_through(Run& run);
   boost::asio::awaitable<void> worker_loop();
   void handle_inline(std::vector<Unit>& units);
   void handle(Unit& unit);
@@ -85,6 +105,10 @@ class WorkerStage {
   bool inline_ = false;
   // The slowest recent handler call, decaying by 1/16 a call: sizes the hand-offs.
   std::atomic<std::int64_t> handler_ns_peak_{0};
+  // Runs handed off with units unclaimed, and the timer that checks them (I/O thread).
+  std::vector<std::shared_ptr<Run>> watched_runs_;
+  boost::asio::steady_timer run_check_;
+  bool run_check_armed_ = false;
   std::atomic<int> running_handlers_{0};
   AsyncCondition idle_;  // the stop waits on it for running_handlers_ to reach 0
 };

@@ -256,7 +256,8 @@ TEST_F(OperationsPipeline, RejectsAreListedExportedAndReplayedAfterAFix) {
       rejects("list --config " + dir + "/before.yaml --reason validation --limit 1000");
   ASSERT_EQ(listed.first, 0) << listed.second;
   EXPECT_EQ(std::count(listed.second.begin(), listed.second.end(), '\n'), 1 + 65 + 1)
-      << "a header, the rows, the count";
+      << "a header, the rows, the count:\n"
+      << listed.second;
   EXPECT_NE(listed.second.find("route: type is \"Refund\""), std::string::npos) << listed.second;
   EXPECT_NE(listed.second.find("65 row(s)"), std::string::npos) << listed.second;
 
