@@ -11,7 +11,9 @@
 #   collector-slow  100 %, a receiver answering each export 2 s late
 # Scenarios alternate within each round; a first, untimed round warms up. Prints one
 # line per run and the medians with their range: seconds, msg/s against `off` in the
-# same round, µs of CPU per message.
+# same round, µs of CPU per message, and the drain rate: records over the time from the
+# first row written to the last (the table's own written_at), which leaves out the
+# start-up, the drained check and the stop (where a slow collector is given its second).
 # Usage: bench/tracing.sh [--count N] [--repeat N]     (30000, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,7 +79,7 @@ tracing_yaml() {
   esac
 }
 
-# One run: prints "SECONDS CPU_SECONDS SPANS_LINE".
+# One run: prints "SECONDS CPU_SECONDS DRAIN_RATE SPANS_LINE".
 run_one() {
   local scenario="$1" n="$2" queue url
   queue="tr-$scenario-$n-$RANDOM"
@@ -127,6 +129,15 @@ EOF
     cat "$work/out.txt" >&2
     exit 1
   fi
+  local rate
+  rate="$(python3 - "$work/out.db" <<'PY'
+import datetime, sqlite3, sys
+first, last, n = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT min(written_at), max(written_at), count(*) FROM records").fetchone()
+at = lambda t: datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ")
+print(f"{n / max((at(last) - at(first)).total_seconds(), 0.001):.0f}")
+PY
+)"
   local spans
   spans="$(grep '^  traces ' "$work/out.txt" | sed 's/^  traces *//; s/ *(.*//' || true)"
   local cpu
@@ -134,7 +145,7 @@ EOF
     total = 0
     for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); total += p[1] * 60 + p[2] }
     printf "%.3f", total }')"
-  echo "$(python3 -c "print(f'{$end - $start:.3f}')") $cpu ${spans:-no tracing}"
+  echo "$(python3 -c "print(f'{$end - $start:.3f}')") $cpu $rate ${spans:-no tracing}"
 }
 
 scenarios=(off sampled-100 sampled-1 collector-down collector-slow)
@@ -151,18 +162,21 @@ for round in $(seq 1 "$repeat"); do
 done
 python3 - "$results" "$count" <<'EOF'
 import statistics, sys
-rows = [l.split(None, 4) for l in open(sys.argv[1])]
+rows = [l.split(None, 5) for l in open(sys.argv[1])]
 count = int(sys.argv[2])
 by = {}
-for r, scenario, seconds, cpu, *_ in rows:
-    by.setdefault(scenario, []).append((int(r), float(seconds), float(cpu)))
-off = {r: s for r, s, _ in by["off"]}
-print(f"\n{'scenario':<16}{'seconds':>22}{'msg/s':>10}{'vs off':>20}{'us CPU/msg':>22}")
+for r, scenario, seconds, cpu, rate, *_ in rows:
+    by.setdefault(scenario, []).append((int(r), float(seconds), float(cpu), float(rate)))
+off = {r: (s, d) for r, s, _, d in by["off"]}
+print(f"\n{'scenario':<16}{'seconds':>22}{'msg/s':>10}{'vs off':>20}{'us CPU/msg':>22}"
+      f"{'drain msg/s':>26}{'drain vs off':>20}")
 for scenario, runs in by.items():
-    secs = [s for _, s, _ in runs]
-    ratios = [off[r] / s for r, s, _ in runs]
-    cpus = [c / count * 1e6 for _, _, c in runs]
+    secs = [s for _, s, _, _ in runs]
+    ratios = [off[r][0] / s for r, s, _, _ in runs]
+    cpus = [c / count * 1e6 for _, _, c, _ in runs]
+    rates = [d for _, _, _, d in runs]
+    drain_ratios = [d / off[r][1] for r, _, _, d in runs]
     fmt = lambda v, d: f"{statistics.median(v):.{d}f} ({min(v):.{d}f}-{max(v):.{d}f})"
     print(f"{scenario:<16}{fmt(secs, 2):>22}{count / statistics.median(secs):>10.0f}"
-          f"{fmt(ratios, 2):>20}{fmt(cpus, 1):>22}")
+          f"{fmt(ratios, 2):>20}{fmt(cpus, 1):>22}{fmt(rates, 0):>26}{fmt(drain_ratios, 2):>20}")
 EOF

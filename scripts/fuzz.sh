@@ -11,19 +11,32 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYP
   -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz --target fuzz_receive_response fuzz_http_url fuzz_config fuzz_transform \
   fuzz_amqp_uri fuzz_s3_answers fuzz_plan_metrics fuzz_checkpoint fuzz_trace_context
-for target in receive_response http_url config transform amqp_uri s3_answers plan_metrics \
-  checkpoint trace_context; do
+# One target from its seed corpus; a crash, a sanitizer finding (UBSan is fatal in this
+# build) or a leak fails it.
+fuzz_one() {
+  local target="$1" work
   work="$(mktemp -d)"
   cp fuzz/corpus/"$target"/* "$work"/
-  echo "fuzz: $target for ${seconds}s"
-  # A crash, a sanitizer finding (UBSan is fatal in this build) or a leak fails the run.
   if ! build-fuzz/fuzz/fuzz_"$target" -max_total_time="$seconds" -rss_limit_mb=2048 "$work" \
       >"$work.log" 2>&1; then
     tail -40 "$work.log"
     echo "fuzz: $target FAILED" >&2
-    exit 1
+    return 1
   fi
-  tail -1 "$work.log"
-  rm -f "$work.log"
-  rm -rf "$work"
+  echo "fuzz: $target for ${seconds}s: $(tail -1 "$work.log")"
+  rm -rf "$work.log" "$work"
+}
+targets=(receive_response http_url config transform amqp_uri s3_answers plan_metrics checkpoint
+  trace_context)
+# As many at once as there are cores: each target is one process.
+jobs="$(nproc)"
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  pids=()
+  for target in "${targets[@]:i:jobs}"; do
+    fuzz_one "$target" &
+    pids+=($!)
+  done
+  failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  ((failed == 0)) || exit 1
 done

@@ -253,7 +253,8 @@ class AmqpSource final : public spi::Source {
     settled_by_core(state, true);
   }
   asio::awaitable<bool> reject(Delivery state, std::string reason) override {
-    spdlog::debug("amqp event=reject message_id={} reason=\"{}\"", spi::id_of(state), reason);
+    spdlog::debug("amqp event=reject message_id={}{} reason=\"{}\"", spi::id_of(state),
+                  spi::trace_field_of(state), reason);
     push(RejectCommand{ref(state)});
     settled_by_core(state, false);
     // basic.reject without requeue: to the queue's dead-letter exchange; a stream has none.

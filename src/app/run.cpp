@@ -420,15 +420,16 @@ class PipelineRun {
     auto result = transformer_.transform(view);
     if (std::holds_alternative<pipeline::Filtered>(result)) {
       metrics_->record_filtered();
-      spdlog::debug("event=filtered pipeline={} message_id={}", config_.name, message.id());
+      spdlog::debug("event=filtered pipeline={} message_id={}{}", config_.name, message.id(),
+                    sinks::trace_field(message));
       message.ack();
       return std::nullopt;
     }
     if (auto* record = std::get_if<pipeline::Record>(&result)) {
       if (!config_.log_fields.empty()) {
         record->log_context = log_context(*record, config_.log_fields);
-        spdlog::debug("event=normalized message_id={} {} hash={}", message.id(),
-                      record->log_context, record->hash);
+        spdlog::debug("event=normalized message_id={}{} {} hash={}", message.id(),
+                      sinks::trace_field(message), record->log_context, record->hash);
       }
       return sinks::BatchWriter::Item{std::move(*record), message};
     }

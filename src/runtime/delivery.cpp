@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/message_state.hpp"
+#include "runtime/message_trace.hpp"
 
 namespace sluice::spi {
 
@@ -94,6 +95,9 @@ void DeliveryBuilder::clear() {
 
 std::string_view id_of(const Delivery& delivery) {
   return delivery->text.id();
+}
+std::string trace_field_of(const Delivery& delivery) {
+  return runtime::trace_field(*delivery);
 }
 std::string_view receipt_of(const Delivery& delivery) {
   return delivery->text.receipt();

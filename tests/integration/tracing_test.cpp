@@ -575,6 +575,14 @@ TEST_F(TracingPipeline, TopShowsTheLivePipelinesFiguresInATerminalAndQuitsOnQ) {
   EXPECT_TRUE(test::wait_until(
       [&] { return screen().find("backlog    visible 0  in flight 0") != std::string::npos; }, 20s))
       << screen();
+  {
+    // Every row of the view is there: latencies per stage, the queue's oldest message,
+    // the receives, the throughput's sparkline.
+    const auto full = screen();
+    for (const char* row : {"  p50/p99    receive ", "  handler ", "  sink batch ", "  oldest ",
+                            "  acks pending ", "  receives ", "  received/s "})
+      EXPECT_NE(full.find(row), std::string::npos) << row << " missing:\n" << full;
+  }
   // A narrow window: every line cut to it, still running.
   test::run_command(tmux + " resize-window -t top -x 40 -y 20");
   ASSERT_TRUE(test::wait_until(
@@ -594,6 +602,20 @@ TEST_F(TracingPipeline, TopShowsTheLivePipelinesFiguresInATerminalAndQuitsOnQ) {
   test::run_command(tmux + " send-keys -t top q");
   EXPECT_TRUE(test::wait_until(
       [&] { return test::run_with_status(tmux + " has-session -t top 2>&1").first != 0; }, 5s));
+  // From the pipeline's own configuration (its metrics.listen), ended by Ctrl-C.
+  test::run_command(tmux + " new-session -d -s config -x 110 -y 30 \"" + SLUICE_BINARY +
+                    " top --config " + path + " --interval 300ms\"");
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::run_with_status(tmux + " capture-pane -p -t config")
+                   .second.find("written 200") != std::string::npos;
+      },
+      20s))
+      << test::run_with_status(tmux + " capture-pane -p -t config").second;
+  test::run_command(tmux + " send-keys -t config C-c");
+  EXPECT_TRUE(test::wait_until(
+      [&] { return test::run_with_status(tmux + " has-session -t config 2>&1").first != 0; }, 5s))
+      << "Ctrl-C did not end sluice top";
   // A terminal type this machine does not know (a new terminal over SSH): plain lines.
   test::run_command(tmux + " new-session -d -s unknown -x 200 -y 30 \"TERM=nosuchterm " +
                     SLUICE_BINARY + " top --url " + url +

@@ -8,6 +8,7 @@
 #include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/publisher.hpp"
+#include "sluice/tracing.hpp"
 #include "sqs/md5.hpp"
 
 using namespace sluice;
@@ -312,4 +313,84 @@ TEST(Publisher, PacksByCountAndBytes) {
   ASSERT_EQ(batches.size(), 2u);  // 800 KiB fits, a third 400 KiB does not
   EXPECT_EQ(batches[0], (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(batches[1], (std::vector<std::size_t>{2, 3}));
+}
+
+// A trace context in SQS's AWSTraceHeader system attribute: sent under
+// MessageSystemAttributes (none of the 10 message attributes), asked for in every
+// receive, read back from a received message's Attributes as X-Ray writes it.
+TEST(SqsCodec, AwsTraceHeaderIsSentAsASystemAttributeAndReadBackFromAttributes) {
+  const std::string header =
+      "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+  auto e = entry("a", 10);
+  e.aws_trace_header = header;
+  const auto sent = nlohmann::json::parse(sqs::codec::encode_send_batch("http://q", {e}));
+  const auto& first = sent.at("Entries").at(0);
+  EXPECT_EQ(first.at("MessageSystemAttributes").at("AWSTraceHeader"),
+            (nlohmann::json{{"DataType", "String"}, {"StringValue", header}}));
+  EXPECT_FALSE(first.contains("MessageAttributes")) << first.dump();
+  const auto single = nlohmann::json::parse(sqs::codec::encode_send("http://q", e));
+  EXPECT_EQ(single.at("MessageSystemAttributes").at("AWSTraceHeader").at("StringValue"), header);
+
+  sqs::ReceiveMessageRequest request;
+  request.queue_url = "http://q";
+  const auto receive = nlohmann::json::parse(sqs::codec::encode_receive(request));
+  EXPECT_EQ(receive.at("MessageSystemAttributeNames"), nlohmann::json::array({"All"}));
+
+  const std::string body = R"({"Messages":[{"MessageId":"m1","ReceiptHandle":"r1","Body":"hi",)"
+                           R"("MD5OfBody":"49f68a5c8493ec2c0bf489821c21fc3b",)"
+                           R"("Attributes":{"AWSTraceHeader":")" +
+                           header + R"(","ApproximateReceiveCount":"1"}}]})";
+  const auto messages = sqs::codec::decode_receive(body, true);
+  ASSERT_EQ(messages.size(), 1u);
+  ASSERT_TRUE(messages[0].attributes.contains("AWSTraceHeader"));
+  const auto context = tracing::parse_aws_trace_header(messages[0].attributes.at("AWSTraceHeader"));
+  ASSERT_TRUE(context);
+  EXPECT_EQ(context->trace_id_hex(), "5759e988bd862e3fe1be46a994272793");
+  EXPECT_EQ(context->span_id_hex(), "53995c3f42cd8ad8");
+  EXPECT_TRUE(context->sampled);
+  EXPECT_EQ(tracing::format_aws_trace_header(*context), header);
+}
+
+// Where a publisher puts the caller's context: AWSTraceHeader by default; traceparent
+// (and tracestate) as message attributes when asked, unless they would take the
+// message past SQS's 10 attributes; nothing over a context the caller set itself.
+TEST(Publisher, InjectsTheTraceWhereItFits) {
+  using Carrier = sqs::PublisherOptions::TraceCarrier;
+  const auto context = *tracing::parse_traceparent(
+      "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "vendor=x");
+  const auto with_attributes = [](int n) {
+    auto e = entry("a", 10);
+    for (int i = 0; i < n; ++i)
+      e.message_attributes["a" + std::to_string(i)] = sqs::MessageAttributeValue::string("v");
+    return e;
+  };
+
+  auto e = with_attributes(3);
+  sqs::inject_trace(e, context, Carrier::aws_trace_header);
+  EXPECT_EQ(e.aws_trace_header,
+            "Root=1-0af76519-16cd43dd8448eb211c80319c;Parent=b7ad6b7169203331;Sampled=1");
+  EXPECT_EQ(e.message_attributes.size(), 3u);
+
+  e = with_attributes(8);  // traceparent and tracestate fit: 10
+  sqs::inject_trace(e, context, Carrier::traceparent);
+  EXPECT_TRUE(e.aws_trace_header.empty());
+  EXPECT_EQ(e.message_attributes.at("traceparent").string_value,
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  EXPECT_EQ(e.message_attributes.at("tracestate").string_value, "vendor=x");
+  EXPECT_NO_THROW(sqs::codec::validate_send(e, true));
+
+  e = with_attributes(9);  // both would make 11: the system attribute instead
+  sqs::inject_trace(e, context, Carrier::traceparent);
+  EXPECT_FALSE(e.aws_trace_header.empty());
+  EXPECT_EQ(e.message_attributes.size(), 9u);
+  EXPECT_NO_THROW(sqs::codec::validate_send(e, true));
+
+  e = with_attributes(1);
+  e.message_attributes["traceparent"] = sqs::MessageAttributeValue::string("the caller's");
+  sqs::inject_trace(e, context, Carrier::aws_trace_header);
+  EXPECT_TRUE(e.aws_trace_header.empty()) << "the caller's own context is kept alone";
+  e = with_attributes(1);
+  sqs::inject_trace(e, context, Carrier::none);
+  EXPECT_TRUE(e.aws_trace_header.empty());
+  EXPECT_EQ(e.message_attributes.size(), 1u);
 }

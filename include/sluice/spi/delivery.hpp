@@ -60,6 +60,8 @@ class DeliveryBuilder {
 };
 
 std::string_view id_of(const Delivery& delivery);
+// " trace_id=<32 hex>" for a log line about a traced delivery, else "".
+std::string trace_field_of(const Delivery& delivery);
 std::string_view receipt_of(const Delivery& delivery);
 std::optional<std::string_view> group_of(const Delivery& delivery);
 const std::string& body_of(const Delivery& delivery);
