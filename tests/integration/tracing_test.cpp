@@ -390,6 +390,12 @@ TEST_F(TracingPipeline, TheContainerReadsEitherCarrierAndFollowsTheProducersSamp
                {},
                {{"traceparent", "00-11111111111111111111111111111111-2222222222222222-00"}}});
   queue->push({"bad", {}, false, {}, {}});
+  // Of a group, failed: its span says retried.
+  queue->push({"retried",
+               std::string("g1"),
+               false,
+               {},
+               {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}});
   std::mutex m;
   std::map<std::string, std::string> current_in_handler;  // body -> traceparent seen
   // A handler that sends on, as a relay would: the library publisher carries the trace.
@@ -414,6 +420,7 @@ TEST_F(TracingPipeline, TheContainerReadsEitherCarrierAndFollowsTheProducersSamp
       current_in_handler["xray-sent"] = entry.aws_trace_header;
     }
     if (message.body() == "bad") message.reject("validation: no id");
+    if (message.body() == "retried") throw std::runtime_error("the first attempt fails");
     if (message.body() == "w3c") {
       sqs::SendMessageEntry entry;
       entry.body = "onward";
@@ -434,12 +441,21 @@ TEST_F(TracingPipeline, TheContainerReadsEitherCarrierAndFollowsTheProducersSamp
   container.start();
   ASSERT_TRUE(test::wait_until([&] { return queue->count(queue->acked) == 3; }, 10s));
   ASSERT_TRUE(test::wait_until([&] { return queue->count(queue->rejected) == 1; }, 10s));
+  ASSERT_TRUE(test::wait_until([&] { return queue->count(queue->retried) == 1; }, 10s));
   container.stop();
   tracer->shutdown(5s);
-  const auto process = receiver.wait_for("sluice", 3, "consumer");
+  const auto process = receiver.wait_for("sluice", 4, "consumer");
   std::map<std::string, json> by_body;
   for (const auto& s : process) by_body[s["attributes"]["messaging.message.id"]] = s;
-  ASSERT_EQ(by_body.size(), 3u) << "the unsampled producer's message records nothing";
+  ASSERT_EQ(by_body.size(), 4u) << "the unsampled producer's message records nothing";
+  const auto& failed = by_body["retried"];
+  EXPECT_EQ(failed["attributes"]["sluice.outcome"], "retry");
+  EXPECT_EQ(failed["attributes"]["error.type"], "retried");
+  EXPECT_EQ(failed["status"]["code"], 2);
+  EXPECT_EQ(failed["attributes"]["sluice.message.group"], "g1");
+  EXPECT_EQ(failed["attributes"]["sluice.message.receive_count"], 1);
+  EXPECT_EQ(failed["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(failed["parent_span_id"], "00f067aa0ba902b7");
   EXPECT_EQ(by_body["xray"]["trace_id"], "5759e988bd862e3fe1be46a994272793");
   EXPECT_EQ(by_body["xray"]["parent_span_id"], "53995c3f42cd8ad8");
   EXPECT_EQ(by_body["w3c"]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
