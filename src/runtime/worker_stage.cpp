@@ -25,8 +25,8 @@ namespace {
 constexpr std::chrono::nanoseconds kHandoffBudget = std::chrono::microseconds(50);
 // A fast handler can still be slow once (a lock, a network call that stalls): the
 // rest of its hand-off must not wait for it. A run whose latest call has gone on this
-// long with units unclaimed is offered to another worker, checked this often: the
-// rest waits at most about twice this, whatever the slow call takes.
+// long with units unclaimed is offered to another worker, checked this often: with a
+// worker free, the rest waits at most about twice this, whatever the slow call takes.
 constexpr std::chrono::milliseconds kRunStuckAfter{2};
 
 std::int64_t now_ns() {
@@ -102,7 +102,8 @@ asio::awaitable<bool> WorkerStage::send(std::vector<Unit> units) {
       work.run->units.assign(
           std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(first)),
           std::make_move_iterator(units.begin() + static_cast<std::ptrdiff_t>(last)));
-      watch(work.run);
+      work.run->waiting.store(1, std::memory_order_relaxed);
+      if (threads_ > 1) watch(work.run);  // one worker: no other to offer it to
     }
     core_.counters.handoffs.fetch_add(1, std::memory_order_relaxed);
     // The common case, room in the hand-off, costs no suspension.
@@ -139,7 +140,8 @@ void WorkerStage::arm_run_check() {
 // A run is stuck when no unit of it was claimed since the last check and its latest
 // call started over kRunStuckAfter ago (or it waits unstarted in the hand-off, which
 // is backpressure, not a stuck call: then nothing is offered). Each offer may wake
-// one more worker; a run is offered to at most every other worker.
+// one more worker; a run is offered again only once every hand-off of it was taken
+// (every worker busy: no copy piles up behind them), to at most every other worker.
 void WorkerStage::offer_stuck_runs() {
   const auto stuck_since = now_ns() - std::chrono::nanoseconds(kRunStuckAfter).count();
   std::erase_if(watched_runs_, [&](const std::shared_ptr<Run>& run) {
@@ -148,9 +150,14 @@ void WorkerStage::offer_stuck_runs() {
     const bool advanced = next != run->next_at_last_check;
     run->next_at_last_check = next;
     const auto started = run->call_started_ns.load(std::memory_order_relaxed);
-    if (advanced || started == 0 || started > stuck_since) return false;
-    if (!handoff_.try_send(boost::system::error_code{}, Work{{}, run}))
+    if (advanced || started == 0 || started > stuck_since ||
+        run->waiting.load(std::memory_order_relaxed) > 0)
+      return false;
+    run->waiting.fetch_add(1, std::memory_order_relaxed);
+    if (!handoff_.try_send(boost::system::error_code{}, Work{{}, run})) {
+      run->waiting.fetch_sub(1, std::memory_order_relaxed);
       return false;  // the hand-off is full: every worker is busy, checked again later
+    }
     core_.counters.handoffs_shared.fetch_add(1, std::memory_order_relaxed);
     return ++run->offers >= threads_ - 1;
   });
@@ -183,6 +190,7 @@ asio::awaitable<void> WorkerStage::worker_loop() {
     }
     if (error) co_return;  // closed: stopping
     if (work.run) {
+      work.run->waiting.fetch_sub(1, std::memory_order_relaxed);
       work_through(*work.run);
     } else {
       handle(work.unit);

@@ -11,7 +11,6 @@
 #include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <boost/container/small_vector.hpp>
 #include <memory>
 #include <vector>
 
@@ -64,8 +63,9 @@ class WorkerStage {
     std::vector<Unit> units;
     std::atomic<std::size_t> next{0};              // the next unit to claim
     std::atomic<std::int64_t> call_started_ns{0};  // the latest claimed unit's start
-    std::size_t next_at_last_check = 0;            // I/O thread only
-    int offers = 0;                                // I/O thread only
+    std::atomic<int> waiting{0};         // hand-offs of it sent and not yet taken by a worker
+    std::size_t next_at_last_check = 0;  // I/O thread only
+    int offers = 0;                      // I/O thread only
   };
   // One hand-off to the workers: one unit, or a run of them. A hand-off of one
   // single-listener message allocates nothing.
