@@ -505,7 +505,8 @@ const std::vector<Option>& options() {
          } catch (const std::invalid_argument& e) {
            // The URL may carry a password: never shown.
            throw ConfigError(k + ": got '" + common::redact_password(c.tracer.otlp_endpoint) +
-                             "', expected an http:// or https:// URL (" + e.what() + ")");
+                             "', expected a collector's http:// or https:// base URL (" + e.what() +
+                             ")");
          }
        },
        "OTEL_EXPORTER_OTLP_ENDPOINT"},

@@ -135,6 +135,13 @@ int run_publish(const PublishOptions& options, const std::vector<driver::SourceV
                      "flags>, lowercase, ids not all zeros\n";
         return 2;
       }
+      // A tracestate that breaks W3C's rules would be dropped on the way: said instead.
+      if (state && *state && request.trace->trace_state.empty()) {
+        std::cerr << "sluice publish: TRACESTATE: got '" << state
+                  << "', expected a W3C tracestate: comma-separated key=value members (at most "
+                     "32, 512 characters in all)\n";
+        return 2;
+      }
     }
   }
   request.concurrency = options.concurrency;

@@ -319,9 +319,16 @@ int run_top(const TopOptions& options) {
     const auto response = answer.get();
     if (response.status != 200)
       throw std::runtime_error("answered " + std::to_string(response.status));
-    return parse_exposition(
+    auto scraped = parse_exposition(
         response.body,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    // Another program's metrics (a wrong port) would show as an idle pipeline.
+    if (scraped.samples.lower_bound("sluice_") == scraped.samples.end() ||
+        !scraped.samples.lower_bound("sluice_")->first.starts_with("sluice_"))
+      throw std::runtime_error(
+          "answered, but with no Sluice series (sluice_*): not a Sluice "
+          "process's /metrics");
+    return scraped;
   };
   const bool terminal = !options.plain && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
   std::signal(SIGINT, on_signal);
@@ -359,7 +366,11 @@ int run_top(const TopOptions& options) {
     if (screen) {
       if (!screen->show(lines, interval)) break;
     } else {
-      std::this_thread::sleep_for(interval);
+      // In slices: a SIGTERM or SIGINT (timeout, a script, systemd) ends it at once.
+      const auto until = std::chrono::steady_clock::now() + interval;
+      while (!interrupted && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(50), until - std::chrono::steady_clock::now()));
     }
     if (interrupted) break;
     std::vector<PipelineFigures> figures;

@@ -20,7 +20,18 @@ std::pair<std::size_t, std::size_t> password_span(std::string_view text) {
     const auto at = text.rfind('@');
     if (at == std::string_view::npos || at < authority) return {0, 0};
     const auto colon = text.find(':', authority);
-    if (colon == std::string_view::npos || colon > at) return {0, 0};
+    if (colon == std::string_view::npos || colon > at) {
+      // An HTTP(S) URL's userinfo without a ':' is a token (https://APIKEY@host): all of
+      // it is secret. (A database URL's is a user name.) An '@' past the first '/' is in
+      // the path, not userinfo.
+      std::string scheme_name(text.substr(0, scheme));
+      for (auto& c : scheme_name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const bool http = scheme_name == "http" || scheme_name == "https";
+      const auto user = text.substr(authority, at - authority);
+      if (!http || user.empty() || user.find('/') != std::string_view::npos) return {0, 0};
+      return {authority, at - authority};
+    }
     return {colon + 1, at - colon - 1};
   }
   // key=value form (libpq): password = 'quoted \' value' or a bare word.

@@ -327,6 +327,14 @@ void validate(const TracerOptions& options) {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("otlp_endpoint: ") + e.what());
     }
+    // The commonest slip: the signal's URL where the base is meant (spans would go to
+    // /v1/traces/v1/traces, refused, every one dropped).
+    std::string_view path = options.otlp_endpoint;
+    while (path.ends_with('/')) path.remove_suffix(1);
+    if (path.ends_with("/v1/traces"))
+      throw std::invalid_argument(
+          "otlp_endpoint: ends in /v1/traces; give the collector's base URL (http://HOST:4318), "
+          "Sluice adds /v1/traces");
   }
 }
 

@@ -327,6 +327,13 @@ TEST_F(TracingPipeline, PublishPassesTheCallersTraceOnAndLinksWhenNotAParent) {
   EXPECT_NE(bad.second.find("TRACEPARENT: got '00-ABC', expected a W3C traceparent"),
             std::string::npos)
       << bad.second;
+  const auto bad_state = test::run_with_status(
+      "TRACEPARENT=" + traceparent + " TRACESTATE='bad key=@@,,' " + SLUICE_BINARY +
+      " publish --queue-url " + queue + " --file " + dir_ + "/events.jsonl 2>&1");
+  EXPECT_EQ(bad_state.first, 2) << bad_state.second;
+  EXPECT_NE(bad_state.second.find("TRACESTATE: got 'bad key=@@,,', expected a W3C tracestate"),
+            std::string::npos)
+      << bad_state.second;
   const auto out =
       run_sluice(config(sqs_source(queue), "tracing:\n  otlp_endpoint: " + receiver.url() +
                                                "\n  producer_as_parent: false\n"));
@@ -653,6 +660,36 @@ TEST_F(TracingPipeline, TopShowsTheLivePipelinesFiguresInATerminalAndQuitsOnQ) {
       << plain.second;
   EXPECT_NE(plain.second.find("written=200 rejected=10 in_flight=0/250"), std::string::npos)
       << plain.second;
+  // Not on a terminal, a SIGTERM ends it at once, not at its next refresh an hour away
+  // (timeout sends TERM after 2 s, KILL 30 s later: 124 is TERM obeyed, 137 is not).
+  const auto termed =
+      test::run_with_status("timeout -s TERM -k 30 2 " + std::string(SLUICE_BINARY) +
+                            " top --url " + url + " --interval 1h >/dev/null; echo $?");
+  EXPECT_EQ(termed.second, "124\n") << "sluice top ignored SIGTERM";
+  // Another program's metrics: said, exit code 1 (not an idle pipeline).
+  {
+    const std::string other = dir_ + "/other";
+    std::filesystem::create_directories(other);
+    std::ofstream(other + "/metrics") << "# TYPE foo_total counter\nfoo_total 3\n";
+    const int other_port = test::free_port();
+    const pid_t server =
+        test::spawn_quiet({"/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1",
+                           std::to_string(other_port), "--directory", other});
+    const std::string other_url = "http://127.0.0.1:" + std::to_string(other_port);
+    std::pair<int, std::string> shown_other;
+    test::wait_until(
+        [&] {
+          shown_other = test::run_with_status(std::string(SLUICE_BINARY) + " top --url " +
+                                              other_url + " --iterations 1 2>&1");
+          return shown_other.second.find("Connection refused") == std::string::npos &&
+                 shown_other.second.find("connect") == std::string::npos;
+        },
+        10s);
+    ::kill(server, SIGTERM);
+    test::wait_exit(server);
+    EXPECT_EQ(shown_other.first, 1) << shown_other.second;
+    EXPECT_NE(shown_other.second.find("no Sluice series"), std::string::npos) << shown_other.second;
+  }
   // Nothing there: said, exit code 1.
   const auto none =
       test::run_with_status(std::string(SLUICE_BINARY) + " top --url http://127.0.0.1:" +

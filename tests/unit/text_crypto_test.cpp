@@ -66,6 +66,12 @@ TEST(Redact, PasswordsOfUrisAndKeyValueStringsNeverShow) {
   EXPECT_EQ(redact_password("host=h password = 'a b\\' c' user=u"),
             "host=h password = '***' user=u");
   EXPECT_EQ(redact_password("mongodb://h/db"), "mongodb://h/db");
+  // A token alone as an HTTP URL's userinfo is the secret; a database URL's user is not.
+  EXPECT_EQ(redact_password("https://s3cr3tpw@127.0.0.1:1/v1"), "https://***@127.0.0.1:1/v1");
+  EXPECT_EQ(redact_password("postgresql://postgres@h/db"), "postgresql://postgres@h/db");
+  EXPECT_EQ(
+      redact_secret("could not connect to s3cr3tpw@127.0.0.1:1", "http://s3cr3tpw@127.0.0.1:1"),
+      "could not connect to ***@127.0.0.1:1");
   EXPECT_EQ(redact_password("mongodb://user:Zq9?SECRET@127.0.0.1:99/db"),
             "mongodb://user:***@127.0.0.1:99/db")
       << "a '?' in the password is not the query";

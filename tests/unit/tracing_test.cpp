@@ -165,6 +165,13 @@ TEST(Tracer, ValidatesItsOptions) {
   EXPECT_NE(message(o).find("the port is not a number from 1 to 65535"), std::string::npos);
   o.otlp_endpoint = "https://[::1]:4318/prefix";
   EXPECT_EQ(message(o), "");
+  // The traces signal's own URL where the base is meant: refused, not posted to twice.
+  for (const char* signal_url : {"http://collector:4318/v1/traces", "http://c:4318/v1/traces/"}) {
+    o.otlp_endpoint = signal_url;
+    EXPECT_NE(message(o).find("ends in /v1/traces; give the collector's base URL"),
+              std::string::npos)
+        << signal_url;
+  }
 }
 
 TEST(TraceContext, ATracestateThatBreaksW3csRulesIsDroppedAndTheTraceparentKept) {
