@@ -137,7 +137,7 @@ struct ContainerStats {
   std::uint64_t receive_errors = 0;
   std::uint64_t visibility_extensions = 0;
   std::uint64_t handler_calls = 0;
-  std::uint64_t handoffs = 0;     // hand-offs to the workers (each may wake one); 0 inline
+  std::uint64_t handoffs = 0;  // hand-offs to the workers (each may wake one); 0 inline
   // Hand-offs of several messages whose rest was offered to another worker because one
   // handler call of them ran long (over 2 ms): a slow call holds up only itself.
   std::uint64_t handoffs_shared = 0;
