@@ -8,7 +8,8 @@
 // VALUES with 3 parameters per row the sink sent before; form "select-first": seed
 // 001's rejected design, a SELECT of the batch's hashes first, then the insert of those
 // not found), 100 rows per statement on 4 connections, each waiting up to 20 ms to fill
-// its batch (the pipeline's sink.batch_timeout), in hash order. What the bare clients do
+// its batch (the pipeline's sink.batch_timeout; 0 for a FIFO queue's rows, which the
+// pipeline's order-keeping writer writes without waiting), in hash order. What the bare clients do
 // not do is decode, normalize or hash: the pipeline's own work. Plain libpq.
 #include <libpq-fe.h>
 
@@ -69,9 +70,11 @@ class RowWriters {
   // Creates the table; `written` gets each batch once PostgreSQL has it (on a writer's
   // thread). Exits the process on a database error (a benchmark has no recovery).
   RowWriters(std::string dsn, std::string table, const std::string& form,
-             std::function<void(std::vector<PendingRow>&&)> written)
+             std::function<void(std::vector<PendingRow>&&)> written,
+             std::chrono::milliseconds batch_wait = std::chrono::milliseconds(20))
       : dsn_(std::move(dsn)),
         table_(std::move(table)),
+        batch_wait_(batch_wait),
         values_form_(form == "values"),
         select_first_(form == "select-first"),
         written_(std::move(written)) {
@@ -156,7 +159,7 @@ class RowWriters {
         if (stopping_) break;
         // The pipeline's group commit (sink.batch_timeout): wait up to 20 ms for a full
         // batch, so that both send PostgreSQL the same statements.
-        ready_.wait_for(lock, std::chrono::milliseconds(20),
+        ready_.wait_for(lock, batch_wait_,
                         [&] { return stopping_ || pending_.size() >= kRowsPerInsert; });
         if (pending_.empty()) continue;  // another writer took them meanwhile
         while (!pending_.empty() && rows.size() < kRowsPerInsert) {
@@ -227,6 +230,7 @@ class RowWriters {
   }
 
   const std::string dsn_, table_;
+  const std::chrono::milliseconds batch_wait_;
   const bool values_form_, select_first_;
   std::function<void(std::vector<PendingRow>&&)> written_;
   std::mutex mutex_;

@@ -9,8 +9,10 @@
 //    commit); each message is deleted after its row is written, and at most 1,000 are
 //    held, as `sluice run` does.
 // Exits 0 on SIGTERM.
-// FORM: unnest (the sink's), values or select-first (bench/pg_rows.hpp).
-// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values|select-first]]
+// FORM: unnest (the sink's), values or select-first (bench/pg_rows.hpp); BATCH_WAIT_MS:
+// how long a writer waits to fill a batch (20, the sink's batch_timeout; 0 for FIFO).
+// Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS
+//        [unnest|values|select-first [BATCH_WAIT_MS]]]
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -32,7 +34,8 @@ constexpr int kMaxHeld = 1000;
 
 int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
                   const std::string& url, int count, int loops, const std::string& dsn,
-                  const std::string& table, const std::string& rows_path, const std::string& form) {
+                  const std::string& table, const std::string& rows_path, const std::string& form,
+                  std::chrono::milliseconds batch_wait) {
   const auto known = bench::load_rows(rows_path);
   if (known.empty()) {
     std::fprintf(stderr, "bench_sqs_raw: no rows in %s\n", rows_path.c_str());
@@ -41,21 +44,24 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
   std::atomic<int> received{0}, held{0}, deleted{0};
   auto work = asio::make_work_guard(io);
   // Written: delete them, in batches of 10, on the I/O thread.
-  bench::RowWriters writers(dsn, table, form, [&](std::vector<bench::PendingRow>&& rows) {
-    asio::post(io, [&, rows = std::move(rows)] {
-      for (std::size_t start = 0; start < rows.size(); start += 10) {
-        std::vector<sqs::DeleteMessageEntry> entries;
-        for (std::size_t j = start; j < std::min(rows.size(), start + 10); ++j)
-          entries.push_back({std::to_string(j - start), rows[j].receipt});
-        const int n = static_cast<int>(entries.size());
-        asio::co_spawn(io, client->delete_message_batch(url, std::move(entries)),
-                       [&, n](std::exception_ptr, sqs::BatchResult) {
-                         held -= n;
-                         if ((deleted += n) >= count) work.reset(), io.stop();
-                       });
-      }
-    });
-  });
+  bench::RowWriters writers(
+      dsn, table, form,
+      [&](std::vector<bench::PendingRow>&& rows) {
+        asio::post(io, [&, rows = std::move(rows)] {
+          for (std::size_t start = 0; start < rows.size(); start += 10) {
+            std::vector<sqs::DeleteMessageEntry> entries;
+            for (std::size_t j = start; j < std::min(rows.size(), start + 10); ++j)
+              entries.push_back({std::to_string(j - start), rows[j].receipt});
+            const int n = static_cast<int>(entries.size());
+            asio::co_spawn(io, client->delete_message_batch(url, std::move(entries)),
+                           [&, n](std::exception_ptr, sqs::BatchResult) {
+                             held -= n;
+                             if ((deleted += n) >= count) work.reset(), io.stop();
+                           });
+          }
+        });
+      },
+      batch_wait);
 
   for (int i = 0; i < loops; ++i)
     asio::co_spawn(
@@ -97,11 +103,11 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 8 && argc != 9) {
-    std::fprintf(
-        stderr,
-        "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS [unnest|values|select-first]]\n",
-        argv[0]);
+  if (argc != 5 && (argc < 8 || argc > 10)) {
+    std::fprintf(stderr,
+                 "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS "
+                 "[unnest|values|select-first [BATCH_WAIT_MS]]]\n",
+                 argv[0]);
     return 2;
   }
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
@@ -116,7 +122,8 @@ int main(int argc, char** argv) {
   auto client = std::make_shared<sqs::SqsClient>(io.get_executor(), options);
   if (argc >= 8)
     return with_database(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
-                         argv[6], argv[7], argc == 9 ? argv[8] : "unnest");
+                         argv[6], argv[7], argc >= 9 ? argv[8] : "unnest",
+                         std::chrono::milliseconds(argc == 10 ? std::atoi(argv[9]) : 20));
   bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   return 0;
 }
