@@ -70,6 +70,7 @@ PIPELINE_LABELS = [
     ("node-sqs-consumer", "Node: sqs-consumer x 8 + pg pool"),
     ("node-pool", "Node: @aws-sdk, 16 receive loops + pg pool"),
     ("fifo-ceiling", "FIFO (20 groups): bare client, no work"),
+    ("fifo-ceiling-db", "FIFO (20 groups): bare client with the same writes (the FIFO database ceiling)"),
     ("sluice-fifo", "FIFO (20 groups): `sluice run`, batch 100 x 4 writers"),
 ]
 
