@@ -657,6 +657,51 @@ TEST(ContainerCore, ASlowCallInAFastHandlersHandOffHoldsUpOnlyItself) {
 #endif
 }
 
+// A stop while a shared hand-off's calls run long: every message of it is handled once
+// or released, none twice, none stranded (its unclaimed rest is released, also where
+// copies of it still wait in the hand-off).
+TEST(ContainerCore, AStopDuringASharedHandOffHandlesEachOnceAndReleasesTheRest) {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->max_batch = 10;
+  for (int i = 0; i < 200; ++i) queue->push("w" + std::to_string(i));
+  auto options = core_options("stop-shared");
+  options.ack_mode = AckMode::on_success;
+  options.max_in_flight = 40;
+  options.shutdown_deadline = 5s;
+  std::mutex m;
+  std::map<std::string, int> calls;
+  std::atomic<int> warm{0}, slow_started{0};
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
+                        const std::string body(msg.body());
+                        {
+                          std::lock_guard lock(m);
+                          ++calls[body];
+                        }
+                        if (body[0] == 'w') {
+                          warm.fetch_add(1);
+                          return;
+                        }
+                        slow_started.fetch_add(1);
+                        std::this_thread::sleep_for(300ms);
+                      }));
+  container.start();
+  ASSERT_TRUE(wait_until([&] { return warm.load() == 200; }, 30s));
+  for (int i = 0; i < 10; ++i) queue->push("s" + std::to_string(i));
+  ASSERT_TRUE(wait_until([&] { return slow_started.load() >= 1; }, 30s));
+  container.stop();
+  const auto stats = container.stats();
+  std::lock_guard lock(m);
+  for (const auto& [body, n] : calls) EXPECT_EQ(n, 1) << body << " handled twice";
+  int slow_handled = 0;
+  for (int i = 0; i < 10; ++i) slow_handled += calls.count("s" + std::to_string(i)) ? 1 : 0;
+  EXPECT_GE(slow_handled, 1);
+  EXPECT_LT(slow_handled, 10) << "the stop came while most were unclaimed";
+  EXPECT_EQ(queue->count(queue->acked), 200u + static_cast<std::size_t>(slow_handled));
+  EXPECT_EQ(queue->count(queue->released), 10u - static_cast<std::size_t>(slow_handled));
+  EXPECT_EQ(stats.received, 210u);
+  EXPECT_EQ(stats.lost, 0u);
+}
+
 // A message's text but its body is stored packed (one allocation); the maps the
 // public API returns are built from it and say the same.
 TEST(MessageText, KeepsEveryPairInOrderAndReadsBackAsTheMapWould) {
