@@ -157,8 +157,8 @@ class RowWriters {
         std::unique_lock lock(mutex_);
         ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
         if (stopping_) break;
-        // The pipeline's group commit (sink.batch_timeout): wait up to 20 ms for a full
-        // batch, so that both send PostgreSQL the same statements.
+        // The pipeline's group commit (sink.batch_timeout): wait up to batch_wait_ for a
+        // full batch, so that both send PostgreSQL the same statements.
         ready_.wait_for(lock, batch_wait_,
                         [&] { return stopping_ || pending_.size() >= kRowsPerInsert; });
         if (pending_.empty()) continue;  // another writer took them meanwhile

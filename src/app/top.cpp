@@ -323,8 +323,8 @@ int run_top(const TopOptions& options) {
         response.body,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     // Another program's metrics (a wrong port) would show as an idle pipeline.
-    if (scraped.samples.lower_bound("sluice_") == scraped.samples.end() ||
-        !scraped.samples.lower_bound("sluice_")->first.starts_with("sluice_"))
+    if (const auto first = scraped.samples.lower_bound("sluice_");
+        first == scraped.samples.end() || !first->first.starts_with("sluice_"))
       throw std::runtime_error(
           "answered, but with no Sluice series (sluice_*): not a Sluice "
           "process's /metrics");

@@ -600,18 +600,31 @@ TEST(ContainerCore, FastHandlersShareHandOffsSlowOnesGetOneEach) {
   for (const auto& [thread, n] : slow.per_thread) EXPECT_GE(n, total / 16);
 }
 
+namespace {
+// 200 fast messages ("w0".."w199") to time the handler as fast, 10 per receive; and a
+// container on them that hands a fast handler's receive to the workers in one go.
+std::shared_ptr<test::FakeQueue> warm_up_queue() {
+  auto queue = std::make_shared<test::FakeQueue>();
+  queue->max_batch = 10;
+  for (int i = 0; i < 200; ++i) queue->push("w" + std::to_string(i));
+  return queue;
+}
+ContainerOptions shared_handoff_options(const std::string& name) {
+  auto options = core_options(name);
+  options.ack_mode = AckMode::on_success;
+  options.max_in_flight = 40;
+  options.worker_threads = 4;
+  return options;
+}
+}  // namespace
+
 // A handler timed as fast gets a receive's messages in one hand-off; when one call of
 // them is slow after all, the rest of that hand-off goes to another worker instead of
 // waiting behind it. Here the slow call returns only once its receive-mates are done.
 TEST(ContainerCore, ASlowCallInAFastHandlersHandOffHoldsUpOnlyItself) {
   const auto run = [](bool& others_went_on) {
-    auto queue = std::make_shared<test::FakeQueue>();
-    queue->max_batch = 10;
-    for (int i = 0; i < 200; ++i) queue->push("w" + std::to_string(i));
-    auto options = core_options("slow-once");
-    options.ack_mode = AckMode::on_success;
-    options.max_in_flight = 40;
-    options.worker_threads = 4;
+    auto queue = warm_up_queue();
+    auto options = shared_handoff_options("slow-once");
     std::mutex m;
     std::condition_variable cv;
     int mates_done = 0;
@@ -661,13 +674,8 @@ TEST(ContainerCore, ASlowCallInAFastHandlersHandOffHoldsUpOnlyItself) {
 // or released, none twice, none stranded (its unclaimed rest is released, also where
 // copies of it still wait in the hand-off).
 TEST(ContainerCore, AStopDuringASharedHandOffHandlesEachOnceAndReleasesTheRest) {
-  auto queue = std::make_shared<test::FakeQueue>();
-  queue->max_batch = 10;
-  for (int i = 0; i < 200; ++i) queue->push("w" + std::to_string(i));
-  auto options = core_options("stop-shared");
-  options.ack_mode = AckMode::on_success;
-  options.max_in_flight = 40;
-  options.shutdown_deadline = 5s;
+  auto queue = warm_up_queue();
+  auto options = shared_handoff_options("stop-shared");
   std::mutex m;
   std::map<std::string, int> calls;
   std::atomic<int> warm{0}, slow_started{0};
