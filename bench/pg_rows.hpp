@@ -71,12 +71,15 @@ class RowWriters {
   // thread). Exits the process on a database error (a benchmark has no recovery).
   RowWriters(std::string dsn, std::string table, const std::string& form,
              std::function<void(std::vector<PendingRow>&&)> written,
-             std::chrono::milliseconds batch_wait = std::chrono::milliseconds(20))
+             std::chrono::milliseconds batch_wait = std::chrono::milliseconds(20),
+             std::size_t rows_per_insert = kRowsPerInsert)
       : dsn_(std::move(dsn)),
         table_(std::move(table)),
         batch_wait_(batch_wait),
+        rows_per_insert_(std::max<std::size_t>(1, rows_per_insert)),
         values_form_(form == "values"),
         select_first_(form == "select-first"),
+        copy_staging_(form == "copy-staging"),
         written_(std::move(written)) {
     PGconn* conn = connect();
     exec(conn, "CREATE TABLE IF NOT EXISTS \"" + table_ +
@@ -142,12 +145,22 @@ class RowWriters {
 
   void run() {
     PGconn* conn = connect();
+    if (copy_staging_)
+      exec(conn,
+           "CREATE TEMP TABLE staging (hash text, message_id text, document jsonb) ON COMMIT "
+           "DELETE ROWS");
     if (!values_form_) {
       prepare(conn, "insert_rows",
               "INSERT INTO \"" + table_ +
                   "\" (hash, message_id, document) SELECT * FROM unnest($1::text[], $2::text[], "
                   "$3::jsonb[]) ON CONFLICT (hash) DO NOTHING RETURNING hash",
               3);
+      if (copy_staging_)
+        prepare(conn, "insert_staged",
+                "INSERT INTO \"" + table_ +
+                    "\" (hash, message_id, document) SELECT * FROM staging ON CONFLICT (hash) DO "
+                    "NOTHING RETURNING hash",
+                0);
       prepare(conn, "select_known",
               "SELECT hash FROM \"" + table_ + "\" WHERE hash = ANY($1::text[])", 1);
     }
@@ -160,9 +173,9 @@ class RowWriters {
         // The pipeline's group commit (sink.batch_timeout): wait up to batch_wait_ for a
         // full batch, so that both send PostgreSQL the same statements.
         ready_.wait_for(lock, batch_wait_,
-                        [&] { return stopping_ || pending_.size() >= kRowsPerInsert; });
+                        [&] { return stopping_ || pending_.size() >= rows_per_insert_; });
         if (pending_.empty()) continue;  // another writer took them meanwhile
-        while (!pending_.empty() && rows.size() < kRowsPerInsert) {
+        while (!pending_.empty() && rows.size() < rows_per_insert_) {
           rows.push_back(std::move(pending_.front()));
           pending_.pop_front();
         }
@@ -177,7 +190,49 @@ class RowWriters {
     PQfinish(conn);
   }
 
+  // The issue's candidate: the rows by binary COPY into a temporary staging table (no
+  // WAL, no index), then one INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING of
+  // them, in one transaction: BEGIN, the COPY, the insert and COMMIT are three round
+  // trips (libpq cannot pipeline a COPY), against the unnest statement's one.
+  void write_by_copy(PGconn* conn, const std::vector<PendingRow>& rows) const {
+    exec(conn, "BEGIN");
+    PGresult* r = PQexec(conn, "COPY staging FROM STDIN (FORMAT binary)");
+    if (PQresultStatus(r) != PGRES_COPY_IN) fail(PQresultErrorMessage(r));
+    PQclear(r);
+    std::string data("PGCOPY\n\377\r\n\0", 11);
+    auto put = [&](std::uint32_t v, int bytes) {
+      for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8)
+        data += static_cast<char>(v >> shift);
+    };
+    put(0, 4);  // flags
+    put(0, 4);  // header extension
+    for (const auto& row : rows) {
+      put(3, 2);
+      for (std::string_view field :
+           {std::string_view(*row.hash), std::string_view(row.message_id)}) {
+        put(static_cast<std::uint32_t>(field.size()), 4);
+        data += field;
+      }
+      put(static_cast<std::uint32_t>(row.document->size() + 1), 4);
+      data += '\x01';  // jsonb's binary format: version 1, then the text
+      data += *row.document;
+    }
+    put(0xffff, 2);  // the trailer
+    if (PQputCopyData(conn, data.data(), static_cast<int>(data.size())) != 1 ||
+        PQputCopyEnd(conn, nullptr) != 1)
+      fail(PQerrorMessage(conn));
+    r = PQgetResult(conn);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) fail(PQresultErrorMessage(r));
+    PQclear(r);
+    while ((r = PQgetResult(conn))) PQclear(r);
+    r = PQexecPrepared(conn, "insert_staged", 0, nullptr, nullptr, nullptr, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) fail(PQresultErrorMessage(r));
+    PQclear(r);
+    exec(conn, "COMMIT");
+  }
+
   void write(PGconn* conn, const std::vector<PendingRow>& rows) const {
+    if (copy_staging_) return write_by_copy(conn, rows);
     PGresult* r = nullptr;
     if (values_form_) {
       std::string sql = "INSERT INTO \"" + table_ + "\" (hash, message_id, document) VALUES ";
@@ -217,6 +272,7 @@ class RowWriters {
         ids.push_back(row.message_id);
         documents.push_back(jsonb.emplace_back("\x01" + *row.document));
       }
+      if (hashes.empty()) return;  // every one was known: nothing to insert
       const std::string arrays[] = {binary_array(25, hashes), binary_array(25, ids),
                                     binary_array(3802, documents)};
       const char* values[] = {arrays[0].data(), arrays[1].data(), arrays[2].data()};
@@ -231,7 +287,8 @@ class RowWriters {
 
   const std::string dsn_, table_;
   const std::chrono::milliseconds batch_wait_;
-  const bool values_form_, select_first_;
+  const std::size_t rows_per_insert_;
+  const bool values_form_, select_first_, copy_staging_;
   std::function<void(std::vector<PendingRow>&&)> written_;
   std::mutex mutex_;
   std::condition_variable ready_;

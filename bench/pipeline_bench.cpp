@@ -16,6 +16,12 @@
 //                      before (3 parameters per row, parsed and planned each time);
 //   ceiling-db-select-first  the same, deduplicated select-then-insert (seed 001's
 //                      rejected design: the batch's hashes looked up, the others inserted);
+//   ceiling-db-copy    the same rows by binary COPY into a temporary staging table, then
+//                      INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING (the issue's
+//                      candidate for PostgreSQL's CPU per record);
+//   ceiling-db-per-record, ceiling-db-select-first-per-record  insert-first and
+//                      select-then-insert with one record per statement, as seed 001 ran
+//                      them (4 connections, no batch wait);
 //   sluice run         into PostgreSQL, batch 100 x 4 writers (the defaults of a config);
 //   sluice per-record  batch 1 on 16 writers, one write per message (the usual style of a
 //                      hand-written consumer);
@@ -28,10 +34,12 @@
 //   --requests  each contender talks to the emulator through a counting proxy (in this
 //               process), and its SQS requests per 1,000 messages are printed, up to the
 //               clock's stop; the proxy's hop costs time and CPU: not a timing run.
-// Environment: BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
+// Environment: BENCH_DB_LATENCY_MS (0: PostgreSQL direct; else a proxy adds it each way),
+// BENCH_RECEIVES (8), BENCH_INFLIGHT (1000), BENCH_WORKERS (0),
 // BENCH_BATCH (100), BENCH_WRITERS (4) for the sluice contenders; BENCH_LOG_LEVEL (error),
 // BENCH_ONLY=ID,... (only these contenders: ceiling, ceiling-db, ceiling-db-values,
-// ceiling-db-select-first, sluice,
+// ceiling-db-select-first, ceiling-db-copy, ceiling-db-per-record,
+// ceiling-db-select-first-per-record, sluice,
 // sluice-per-record, node-sqs-consumer, node-pool, fifo-ceiling, fifo-ceiling-db, sluice-fifo),
 // BENCH_KEEP_LOGS=DIR
 // (keep each contender's output there), BENCH_WRAP (a profiler command in front of sluice, e.g.
@@ -163,6 +171,18 @@ static int run_bench(int argc, char** argv) {
     PQclear(PQexec(conn, statement.c_str()));
     PQfinish(conn);
   };
+  // Where the contenders write: PostgreSQL, or a proxy in front of it that holds every
+  // chunk BENCH_DB_LATENCY_MS each way (a network between them; the harness's own
+  // queries go direct).
+  std::string writes_dsn = pg.dsn();
+  std::optional<test::TcpFaultProxy> db_network;
+  if (const int ms = std::atoi(env_or("BENCH_DB_LATENCY_MS", "0").c_str()); ms > 0) {
+    db_network.emplace("127.0.0.1", pg.port());
+    db_network->set_latency(std::chrono::milliseconds(ms));
+    writes_dsn = "host=127.0.0.1 port=" + std::to_string(db_network->port()) +
+                 " user=postgres dbname=postgres";
+    std::printf("PostgreSQL behind a proxy adding %d ms each way\n", ms);
+  }
   // Where the contenders send their SQS requests: the emulator, or a counting proxy.
   std::string endpoint = emulator.endpoint();
   for (int run = 1; run <= repeat; ++run) {
@@ -256,24 +276,26 @@ static int run_bench(int argc, char** argv) {
       return std::vector<std::string>{bin + "/bench_sqs_raw", endpoint, url, std::to_string(count),
                                       "8"};
     };
-    auto raw_db = [&](const char* form, int batch_wait_ms = 20) {
-      return [&, form, batch_wait_ms](const std::string& url, const std::string& table) {
+    auto raw_db = [&](const char* form, int batch_wait_ms = 20, int rows_per_insert = 100) {
+      return [&, form, batch_wait_ms, rows_per_insert](const std::string& url,
+                                                       const std::string& table) {
         return std::vector<std::string>{bin + "/bench_sqs_raw",
                                         endpoint,
                                         url,
                                         std::to_string(count),
                                         "8",
-                                        pg.dsn(),
+                                        writes_dsn,
                                         table,
                                         rows_file,
                                         form,
-                                        std::to_string(batch_wait_ms)};
+                                        std::to_string(batch_wait_ms),
+                                        std::to_string(rows_per_insert)};
       };
     };
     auto sluice = [&](int batch_size, int writer_count) {
       return [&, batch_size, writer_count](const std::string& url, const std::string& table) {
         const std::string config = "/tmp/sluice-bench-" + table + ".yaml";
-        std::ofstream(config) << config_yaml(url, endpoint, pg.dsn(), table, batch_size,
+        std::ofstream(config) << config_yaml(url, endpoint, writes_dsn, table, batch_size,
                                              writer_count);
         std::vector<std::string> argv;
         // BENCH_WRAP: a profiler in front of sluice, e.g. "/usr/bin/perf record -o F --".
@@ -305,6 +327,15 @@ static int run_bench(int argc, char** argv) {
     // Seed 001's claim: select-then-insert costs "~50%" of insert-first's throughput.
     contend("ceiling-db-select-first", "ceiling-db, select-then-insert", 0, raw_db("select-first"),
             distinct);
+    // The candidate: binary COPY into a temporary table, then INSERT ... SELECT.
+    contend("ceiling-db-copy", "ceiling-db, COPY into a staging table", 0, raw_db("copy-staging"),
+            distinct);
+    // Seed 001's design as it ran: one record per statement (4 connections), the lookup
+    // a round trip of its own; BENCH_DB_LATENCY_MS puts a network between them.
+    contend("ceiling-db-per-record", "ceiling-db, one record per statement", 0,
+            raw_db("unnest", 0, 1), distinct);
+    contend("ceiling-db-select-first-per-record", "ceiling-db, select-then-insert per record", 0,
+            raw_db("select-first", 0, 1), distinct);
     contend("sluice", "sluice run, batch " + std::to_string(batch) + " x" + std::to_string(writers),
             0, sluice(batch, writers), distinct);
     contend("sluice-per-record", "sluice run, per-record (batch 1 x16)", 0, sluice(1, 16),

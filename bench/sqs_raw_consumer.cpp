@@ -9,10 +9,11 @@
 //    commit); each message is deleted after its row is written, and at most 1,000 are
 //    held, as `sluice run` does.
 // Exits 0 on SIGTERM.
-// FORM: unnest (the sink's), values or select-first (bench/pg_rows.hpp); BATCH_WAIT_MS:
-// how long a writer waits to fill a batch (20, the sink's batch_timeout; 0 for FIFO).
+// FORM: unnest (the sink's), values, select-first or copy-staging (bench/pg_rows.hpp);
+// BATCH_WAIT_MS: how long a writer waits to fill a batch (20, the sink's batch_timeout; 0
+// for FIFO); ROWS_PER_INSERT: 100, or 1 for one statement per record (seed 001's design).
 // Usage: bench_sqs_raw ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS
-//        [unnest|values|select-first [BATCH_WAIT_MS]]]
+//        [FORM [BATCH_WAIT_MS [ROWS_PER_INSERT]]]]
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -35,7 +36,7 @@ constexpr int kMaxHeld = 1000;
 int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& client,
                   const std::string& url, int count, int loops, const std::string& dsn,
                   const std::string& table, const std::string& rows_path, const std::string& form,
-                  std::chrono::milliseconds batch_wait) {
+                  std::chrono::milliseconds batch_wait, std::size_t rows_per_insert) {
   const auto known = bench::load_rows(rows_path);
   if (known.empty()) {
     std::fprintf(stderr, "bench_sqs_raw: no rows in %s\n", rows_path.c_str());
@@ -61,7 +62,7 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
           }
         });
       },
-      batch_wait);
+      batch_wait, rows_per_insert);
 
   for (int i = 0; i < loops; ++i)
     asio::co_spawn(
@@ -103,10 +104,10 @@ int with_database(asio::io_context& io, const std::shared_ptr<sqs::SqsClient>& c
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && (argc < 8 || argc > 10)) {
+  if (argc != 5 && (argc < 8 || argc > 11)) {
     std::fprintf(stderr,
                  "usage: %s ENDPOINT QUEUE_URL COUNT LOOPS [DSN TABLE ROWS "
-                 "[unnest|values|select-first [BATCH_WAIT_MS]]]\n",
+                 "[unnest|values|select-first|copy-staging [BATCH_WAIT_MS [ROWS_PER_INSERT]]]]\n",
                  argv[0]);
     return 2;
   }
@@ -123,7 +124,9 @@ int main(int argc, char** argv) {
   if (argc >= 8)
     return with_database(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
                          argv[6], argv[7], argc >= 9 ? argv[8] : "unnest",
-                         std::chrono::milliseconds(argc == 10 ? std::atoi(argv[9]) : 20));
+                         std::chrono::milliseconds(argc >= 10 ? std::atoi(argv[9]) : 20),
+                         argc == 11 ? static_cast<std::size_t>(std::atoi(argv[10]))
+                                    : bench::RowWriters::kRowsPerInsert);
   bench::ceiling(io, client, argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   return 0;
 }

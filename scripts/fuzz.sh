@@ -6,11 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 scripts/install-deps.sh
-command -v clang++ >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-  -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target fuzz_receive_response fuzz_http_url fuzz_config fuzz_transform \
-  fuzz_amqp_uri fuzz_s3_answers fuzz_plan_metrics fuzz_checkpoint fuzz_trace_context
+scripts/build.sh --fuzz >/dev/null
 # One target from its seed corpus; a crash, a sanitizer finding (UBSan is fatal in this
 # build) or a leak fails it.
 fuzz_one() {

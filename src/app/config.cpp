@@ -186,12 +186,14 @@ const std::vector<Option>& options() {
        [](auto& c, auto& n, auto& k) {
          c.container.max_in_flight = static_cast<int>(as_int(n, k, 1, 100000));
        }},
-      {"source.concurrency", "string", "1-4",
+      {"source.concurrency", "string", "",
        "N or MIN-MAX (Spring's syntax), elastic between MIN and MAX: concurrent receives (SQS), "
        "consumers (RabbitMQ). auto: SQS receives found by measuring (doubled while throughput "
        "rises, settled where it plateaus, fewer when the sink is the bottleneck or receives "
        "come back partial, one when idle); RabbitMQ consumers elastic from 1 to max_in_flight / "
-       "prefetch (at most 64).",
+       "prefetch (at most 64). Default: auto for SQS (as fast as the best fixed setting on a "
+       "full standard queue, and the fewest requests and the fastest drain on a FIFO queue: "
+       "BENCHMARKS.md), 1-4 for the other sources.",
        [](auto& c, auto& n, auto& k) {
          c.concurrency_set = true;
          try {

@@ -323,6 +323,9 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
     } catch (const OptionError& e) {
       throw_as_config_error(e, "source.sqs.");
     }
+    // The measured better setting for SQS (BENCHMARKS.md): the same rate on a full standard
+    // queue, fewer requests and a faster drain on a FIFO queue whose groups are mostly busy.
+    if (!p.concurrency_set) parse_concurrency("auto", p.container);
     // A heartbeat that comes less often than half the visibility can let a held
     // message reappear: refused here rather than corrected at run time.
     if (p.container.heartbeat && p.container.heartbeat_interval.count() > 0 &&

@@ -60,8 +60,6 @@ TEST(Config, DefaultsComeFromTheOptionTable) {
   const auto c = parse_config(kMinimal);
   EXPECT_EQ(c.container.max_in_flight, 100);
   EXPECT_EQ(sqs(c).poll_wait, std::chrono::seconds(20));
-  EXPECT_EQ(c.container.min_concurrent_receives, 1);
-  EXPECT_EQ(c.container.max_concurrent_receives, 4);
   EXPECT_EQ(c.sink, SinkType::sqlite);
   EXPECT_EQ(c.sqlite.path, "sluice.db");
   EXPECT_EQ(c.writer.batch_size, 100u);
@@ -266,6 +264,27 @@ TEST(Config, ADirectoryIsNotAConfigurationFile) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
+}
+
+// SQS receives default to auto (the measured better setting, BENCHMARKS.md); the other
+// sources keep Spring's 1-4 consumers; a setting given is kept.
+TEST(Config, ConcurrencyDefaultsToAutoForSqsOnly) {
+  const auto sqs = parse_config(kMinimal);
+  EXPECT_TRUE(sqs.container.auto_concurrency);
+  EXPECT_EQ(sqs.container.min_concurrent_receives, 1);
+  EXPECT_NE(describe(sqs).find("receives auto"), std::string::npos) << describe(sqs);
+  std::string fixed_yaml = kMinimal;
+  fixed_yaml.replace(fixed_yaml.find("normalize:"), 0, "  concurrency: 2-6\n");
+  const auto fixed = parse_config(fixed_yaml);
+  EXPECT_FALSE(fixed.container.auto_concurrency);
+  EXPECT_EQ(fixed.container.min_concurrent_receives, 2);
+  EXPECT_EQ(fixed.container.max_concurrent_receives, 6);
+  const auto rabbit = parse_config(
+      "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\nnormalize:\n  fields:\n    - "
+      "{name: skuId, from: /skuId, required: true}\nidentity:\n  versions:\n    V1: [skuId]\n");
+  EXPECT_FALSE(rabbit.container.auto_concurrency);
+  EXPECT_EQ(amqp(rabbit).min_consumers, 1);
+  EXPECT_EQ(amqp(rabbit).max_consumers, 4);
 }
 
 TEST(Config, ConcurrencyAutoAndTheAutoscaleOptions) {
