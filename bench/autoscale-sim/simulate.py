@@ -203,12 +203,20 @@ logging:
     print("\n| scenario | time to drain (s) | task-seconds (the bill) | idle capacity "
           "(message-seconds) | peak tasks | work done per task-second |")
     print("|---|---:|---:|---:|---:|---:|")
+    # Each column's own median over the runs, with its range when there were several.
+    def cell(runs, value, digits):
+        values = sorted(value(x) for x in runs)
+        median = f"{values[len(values) // 2]:.{digits}f}"
+        if len(values) == 1 or values[0] == values[-1]:
+            return median
+        return f"{median} ({values[0]:.{digits}f}-{values[-1]:.{digits}f})"
     for name, *_ in SCENARIOS:
-        runs = sorted((x for x in results if x["scenario"] == name), key=lambda x: x["drain_s"])
-        m = runs[len(runs) // 2]
-        print(f"| {name} | {m['drain_s']:.1f} | {m['task_seconds']:.1f} | "
-              f"{m['idle_task_seconds']:.1f} | {m['peak_tasks']} | "
-              f"{work_s / m['task_seconds']:.2f} |")
+        runs = [x for x in results if x["scenario"] == name]
+        print(f"| {name} | {cell(runs, lambda x: x['drain_s'], 1)} | "
+              f"{cell(runs, lambda x: x['task_seconds'], 1)} | "
+              f"{cell(runs, lambda x: x['idle_task_seconds'], 1)} | "
+              f"{cell(runs, lambda x: x['peak_tasks'], 0)} | "
+              f"{cell(runs, lambda x: work_s / x['task_seconds'], 2)} |")
     if a.timeline:  # the first run's running tasks over time, and its plot beside it
         with open(a.timeline, "w") as f:
             for name, points in timelines.items():

@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 
 #include "runtime/backoff.hpp"
+#include "sinks/write_queue.hpp"
 
 namespace sluice::sinks {
 using Clock = std::chrono::steady_clock;
@@ -37,7 +36,6 @@ struct BatchWriter::Core {
   std::size_t queued() const;
 
   void run(Sink& sink);
-  void take_ordered(const Sink& sink, std::vector<Item>& batch, std::vector<std::string>& groups);
   void write_records(Sink& sink, std::vector<Item>& items);
   tracing::Span trace_write(std::span<Item> items) const;
   // Settles every item, but with `once` (one attempt): then false, with nothing settled,
@@ -59,15 +57,7 @@ struct BatchWriter::Core {
   WriterEvents events_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  struct Queued {
-    Item item;
-    bool ordered;  // its message waits in an ordered group
-  };
-  std::deque<Queued> queue_;
-  std::size_t ordered_queued_ = 0;  // items whose message waits in an ordered group
-  // The ordered groups a writer is writing now, and which: a group's records go to one
-  // writer at a time, so they reach the database in the order they were queued.
-  std::unordered_map<std::string, const Sink*> writing_groups_;
+  OrderedWriteQueue<Item> queue_{[](const Item& item) { return item.message.group_id(); }};
   bool stopping_ = false;
   std::atomic<bool> healthy_{true};
   // When a batch was last written, by any writer (steady clock, ns).
@@ -140,16 +130,7 @@ void BatchWriter::Core::submit_all(std::vector<Item> items) {
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    const std::size_t before = queue_.size();
-    for (auto& item : items) {
-      const bool ordered = item.message.group_id().has_value();
-      ordered_queued_ += ordered;
-      queue_.push_back({std::move(item), ordered});
-    }
-    // Wake a writer when a batch can start (its timer begins), is full, or holds an
-    // ordered record; waking it for every record would cost a context switch per message.
-    wake = before == 0 || ordered_queued_ > 0 ||
-           queue_.size() / options_.batch_size > before / options_.batch_size;
+    wake = queue_.push(std::move(items), options_.batch_size);
   }
   if (wake) ready_.notify_one();
 }
@@ -201,22 +182,13 @@ void BatchWriter::Core::run(Sink& sink) {
       // Group commit: wait a little for company, unless the batch is full already.
       const auto deadline = Clock::now() + options_.batch_timeout;
       ready_.wait_until(lock, deadline, [&] {
-        return queue_.size() >= options_.batch_size || ordered_queued_ > 0 || stopping_;
+        return queue_.size() >= options_.batch_size || queue_.has_ordered() || stopping_;
       });
-      if (ordered_queued_ > 0) {
-        take_ordered(sink, batch, groups);
-        if (batch.empty()) {      // all of it is of groups that other writers are writing
-          if (stopping_) return;  // those writers take the rest when they are done
-          ready_.wait(lock);
-          continue;
-        }
-      } else {
-        const std::size_t n = std::min(options_.batch_size, queue_.size());
-        batch.reserve(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          batch.push_back(std::move(queue_.front().item));
-          queue_.pop_front();
-        }
+      batch = queue_.take(&sink, sink.atomic_batches(), options_.batch_size, groups);
+      if (batch.empty()) {      // all of it is of groups that other writers are writing
+        if (stopping_) return;  // those writers take the rest when they are done
+        ready_.wait(lock);
+        continue;
       }
     }
     std::vector<Item> records, rejects;
@@ -227,36 +199,10 @@ void BatchWriter::Core::run(Sink& sink) {
     if (!records.empty()) write_records(sink, records);
     if (!groups.empty()) {  // settled: the groups' next records may go to any writer
       std::lock_guard lock(mutex_);
-      for (const auto& group : groups) writing_groups_.erase(group);
+      queue_.release(groups);
       ready_.notify_all();
     }
   }
-}
-
-// Under mutex_, with ordered records queued: a batch in queue order that leaves out the
-// groups another writer is writing (their records stay queued, in order). A sink whose
-// batches are not all or nothing gets one record of a group per batch: a record failed
-// on its own must not have a later one of its group written beside it.
-void BatchWriter::Core::take_ordered(const Sink& sink, std::vector<Item>& batch,
-                                     std::vector<std::string>& groups) {
-  const bool runs = sink.atomic_batches();
-  std::deque<Queued> left;
-  while (!queue_.empty() && batch.size() < options_.batch_size) {
-    Queued queued = std::move(queue_.front());
-    queue_.pop_front();
-    if (queued.ordered) {
-      std::string group = *queued.item.message.group_id();
-      const auto [writer, added] = writing_groups_.try_emplace(group, &sink);
-      if (writer->second != &sink || (!added && !runs)) {
-        left.push_back(std::move(queued));
-        continue;
-      }
-      if (added) groups.push_back(std::move(group));
-      --ordered_queued_;
-    }
-    batch.push_back(std::move(queued.item));
-  }
-  for (auto it = left.rbegin(); it != left.rend(); ++it) queue_.push_front(std::move(*it));
 }
 
 namespace {

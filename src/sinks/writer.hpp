@@ -18,7 +18,8 @@
 // waiting for company: its group cannot advance until it is settled, so a timer
 // would only add latency; records that arrive while a write runs still batch up. A
 // group's records are written by one writer at a time in the order submitted (several
-// in one batch when the sink's batches are all or nothing), and a record whose message
+// in one batch when the sink's batches are all or nothing: the writers' queue,
+// write_queue.hpp), and a record whose message
 // is settled before its write (released behind one of its group that failed) is not
 // written: each group's rows reach the database in its order.
 
