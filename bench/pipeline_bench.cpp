@@ -52,6 +52,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "app/config.hpp"
@@ -121,6 +122,33 @@ static int run_bench(int argc, char** argv) {
                    argv[0]);
       return 2;
     }
+  }
+  // A mistyped contender or delay would run something else and look like a result.
+  static const std::set<std::string> kContenders = {"ceiling",
+                                                    "ceiling-db",
+                                                    "ceiling-db-values",
+                                                    "ceiling-db-select-first",
+                                                    "ceiling-db-copy",
+                                                    "ceiling-db-per-record",
+                                                    "ceiling-db-select-first-per-record",
+                                                    "sluice",
+                                                    "sluice-per-record",
+                                                    "node-sqs-consumer",
+                                                    "node-pool",
+                                                    "fifo-ceiling",
+                                                    "fifo-ceiling-db",
+                                                    "sluice-fifo"};
+  std::stringstream only(env_or("BENCH_ONLY", ""));
+  for (std::string id; std::getline(only, id, ',');)
+    if (!kContenders.count(id)) {
+      std::fprintf(stderr, "bench_pipeline: BENCH_ONLY names '%s', not a contender\n", id.c_str());
+      return 2;
+    }
+  const std::string latency = env_or("BENCH_DB_LATENCY_MS", "0");
+  if (latency.empty() || latency.find_first_not_of("0123456789") != std::string::npos) {
+    std::fprintf(stderr, "bench_pipeline: BENCH_DB_LATENCY_MS is '%s', expected milliseconds\n",
+                 latency.c_str());
+    return 2;
   }
   spdlog::set_level(spdlog::level::err);
   // Inherited by every contender; the emulator accepts any signature (placeholders).

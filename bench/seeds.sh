@@ -10,13 +10,16 @@ cd "$(dirname "$0")/.."
 repeat=3 count=10000
 while [ $# -gt 0 ]; do
   case "$1" in
-    --repeat) repeat="$2"; shift 2 ;;
-    --count) count="$2"; shift 2 ;;
+    --repeat) repeat="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --count) count="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     *) echo "usage: bench/seeds.sh [--repeat N] [--count N]" >&2; exit 2 ;;
   esac
 done
 for n in "$repeat" "$count"; do
-  case "$n" in ''|*[!0-9]*|0) echo "seeds: --repeat and --count expect positive numbers, got '$n'" >&2; exit 2 ;; esac
+  if [[ ! "$n" =~ ^[0-9]+$ ]] || ((10#$n == 0)); then
+    echo "seeds: --repeat and --count expect positive numbers, got '$n'" >&2
+    exit 2
+  fi
 done
 export AWS_EC2_METADATA_DISABLED=true
 scripts/build.sh >/dev/null

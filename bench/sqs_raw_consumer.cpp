@@ -111,6 +111,21 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
+  if (argc >= 9) {
+    const std::string form = argv[8];
+    if (form != "unnest" && form != "values" && form != "select-first" && form != "copy-staging") {
+      std::fprintf(stderr,
+                   "bench_sqs_raw: FORM is '%s', expected unnest, values, select-first or "
+                   "copy-staging\n",
+                   argv[8]);
+      return 2;
+    }
+  }
+  if (argc == 11 && std::atoi(argv[10]) < 1) {
+    std::fprintf(stderr, "bench_sqs_raw: ROWS_PER_INSERT is '%s', expected a positive number\n",
+                 argv[10]);
+    return 2;
+  }
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
   asio::io_context io;
   sqs::SqsClientOptions options;

@@ -2,13 +2,14 @@
 # Configures and builds Sluice. Usage: scripts/build.sh [--sanitize | --tsan | --fuzz] [--release]
 # Build trees: build/ (default), build-asan/ (--sanitize), build-tsan/ (--tsan),
 # build-fuzz/ (--fuzz: the libFuzzer targets, with clang; scripts/fuzz.sh runs them).
-# One build of a tree at a time: a second waits for the first (a lock per tree), so CI can
-# build the next trees in the background while a suite runs (.ci/run).
+# One build of a tree at a time: a second waits for the first (a lock per tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
 args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 targets=()
+# One tree per call: its kind, or --release alone (the default tree, optimized).
+if (($# > 1)); then echo "build.sh: one option at a time, got $*" >&2; exit 2; fi
 for arg in "$@"; do
   case "$arg" in
     --sanitize) dir=build-asan; args=(-DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BUILD_BENCH=OFF) ;;

@@ -10,6 +10,7 @@ every message; then every task is stopped (SIGTERM) and billed to its exit.
 import argparse
 import json
 import os
+import statistics
 import socket
 import subprocess
 import sys
@@ -206,7 +207,7 @@ logging:
     # Each column's own median over the runs, with its range when there were several.
     def cell(runs, value, digits):
         values = sorted(value(x) for x in runs)
-        median = f"{values[len(values) // 2]:.{digits}f}"
+        median = f"{statistics.median(values):.{digits}f}"
         if len(values) == 1 or values[0] == values[-1]:
             return median
         return f"{median} ({values[0]:.{digits}f}-{values[-1]:.{digits}f})"

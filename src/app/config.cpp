@@ -191,9 +191,10 @@ const std::vector<Option>& options() {
        "consumers (RabbitMQ). auto: SQS receives found by measuring (doubled while throughput "
        "rises, settled where it plateaus, fewer when the sink is the bottleneck or receives "
        "come back partial, one when idle); RabbitMQ consumers elastic from 1 to max_in_flight / "
-       "prefetch (at most 64). Default: auto for SQS (as fast as the best fixed setting on a "
-       "full standard queue, and the fewest requests and the fastest drain on a FIFO queue: "
-       "BENCHMARKS.md), 1-4 for the other sources.",
+       "prefetch (at most 64). Default: auto for SQS (on a full standard queue as fast as 1-4 "
+       "with the same requests; on a FIFO queue fewer requests and a faster drain: "
+       "BENCHMARKS.md), unless one of the fixed range's triggers below is set; 1-4 for the "
+       "other sources.",
        [](auto& c, auto& n, auto& k) {
          c.concurrency_set = true;
          try {
@@ -204,24 +205,32 @@ const std::vector<Option>& options() {
        }},
       {"source.consecutive_full_trigger", "integer", "3",
        "A receive loop that comes back full this many times in a row starts another (up to "
-       "MAX).",
+       "MAX). For a MIN-MAX range (auto has its own rule): set without source.concurrency, "
+       "an SQS source keeps 1-4.",
        [](auto& c, auto& n, auto& k) {
          c.container.consecutive_full_trigger = static_cast<int>(as_int(n, k, 1, 1000));
+         c.receive_scaler_set = true;
        }},
       {"source.consecutive_empty_trigger", "integer", "3",
-       "A receive loop that comes back empty this many times in a row stops (down to MIN).",
+       "A receive loop that comes back empty this many times in a row stops (down to MIN). "
+       "For a MIN-MAX range, as consecutive_full_trigger.",
        [](auto& c, auto& n, auto& k) {
          c.container.consecutive_empty_trigger = static_cast<int>(as_int(n, k, 1, 1000));
+         c.receive_scaler_set = true;
        }},
       {"source.start_receive_min_interval", "duration", "500ms",
-       "At least this long between two receive loops started.",
+       "At least this long between two receive loops started. For a MIN-MAX range, as "
+       "consecutive_full_trigger.",
        [](auto& c, auto& n, auto& k) {
          c.container.start_receive_min_interval = as_duration(n, k, milliseconds(0), seconds(3600));
+         c.receive_scaler_set = true;
        }},
       {"source.stop_receive_min_interval", "duration", "5s",
-       "At least this long between two receive loops stopped.",
+       "At least this long between two receive loops stopped. For a MIN-MAX range, as "
+       "consecutive_full_trigger.",
        [](auto& c, auto& n, auto& k) {
          c.container.stop_receive_min_interval = as_duration(n, k, milliseconds(0), seconds(3600));
+         c.receive_scaler_set = true;
        }},
       {"source.receive_error_backoff_max", "duration", "30s",
        "A failing receive (queue missing, endpoint down) is tried again after 200ms, doubling up "
@@ -1009,7 +1018,8 @@ void finalize(Loading& loading) {
                                              c.max_body_bytes_set,
                                              c.writer.max_record_failures,
                                              c.max_record_failures_set,
-                                             c.concurrency_set};
+                                             c.concurrency_set,
+                                             c.receive_scaler_set};
   source.finalize(*settings, pipeline_settings);
   c.source = std::move(settings);
   c.container.name = c.name;               // the container's log lines name their pipeline
@@ -1205,6 +1215,7 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
   config.max_body_bytes_set = false;  // only the file or the environment set these
   config.max_record_failures_set = false;
   config.concurrency_set = false;
+  config.receive_scaler_set = false;
   if (!root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping at the top level");
     try {

@@ -37,6 +37,7 @@ struct PipelineConfig {
   bool max_body_bytes_set = false;       // decode.max_body_bytes given (not its default)
   bool max_record_failures_set = false;  // sink.max_record_failures given (not its default)
   bool concurrency_set = false;          // source.concurrency given (not its default)
+  bool receive_scaler_set = false;       // a trigger of the MIN-MAX receive scaler given
   // stages
   pipeline::TransformSpec transform;
   // sink

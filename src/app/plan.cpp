@@ -43,6 +43,7 @@ std::string measured_json(const Measured& m) {
                         {"batch_size_mean", m.batch_size_mean},
                         {"max_in_flight", m.max_in_flight},
                         {"max_concurrent_receives", m.max_receives},
+                        {"auto_concurrency", m.auto_receives},
                         {"sink_writers", m.sink_writers},
                         {"sink_batch_size", m.sink_batch_size},
                         {"visibility_timeout_s", m.visibility_timeout_s}}

@@ -63,6 +63,7 @@ struct Measured {
   double batches_per_s = 0, batch_size_mean = 0;
   // the running configuration (sluice_setting)
   double max_in_flight = 0, max_receives = 0, sink_writers = 0, sink_batch_size = 0;
+  bool auto_receives = false;        // source.concurrency: auto (it sizes its own receives)
   double visibility_timeout_s = -1;  // -1: not SQS
 };
 

@@ -200,6 +200,7 @@ Measured measure(const std::vector<Scrape>& scrapes, double window_s) {
   m.batch_size_mean = mean_of(batch);
   m.max_in_flight = last.labelled("sluice_setting", "name", "max_in_flight", 0);
   m.max_receives = last.labelled("sluice_setting", "name", "max_concurrent_receives", 0);
+  m.auto_receives = last.labelled("sluice_setting", "name", "auto_concurrency", 0) > 0;
   m.sink_writers = last.labelled("sluice_setting", "name", "sink_writers", 0);
   m.sink_batch_size = last.labelled("sluice_setting", "name", "sink_batch_size", 0);
   m.visibility_timeout_s =
@@ -232,9 +233,17 @@ std::vector<Recommendation> recommend(const Measured& m, double headroom_s) {
   const double loops = m.rate * m.receive_mean_s / 10.0;
   const double min_loops = std::max(1.0, std::ceil(loops));
   const double max_loops = std::max(min_loops + 1, std::ceil(2 * loops));
-  out.push_back({"source.concurrency", number(min_loops, 10) + "-" + number(max_loops, 10),
-                 "rate " + number(m.rate) + "/s x mean receive " + number(m.receive_mean_s) +
-                     "s / 10 per receive = " + number(loops) + " loops; MIN ceil, MAX 2x"});
+  const std::string arithmetic = "rate " + number(m.rate) + "/s x mean receive " +
+                                 number(m.receive_mean_s) +
+                                 "s / 10 per receive = " + number(loops) + " loops";
+  // A pipeline on auto measures its receives while it runs: kept, the arithmetic beside it.
+  if (m.auto_receives)
+    out.push_back({"source.concurrency", "auto",
+                   "kept: the pipeline sizes its receives by measuring (" + arithmetic +
+                       ", a fixed " + number(min_loops, 10) + "-" + number(max_loops, 10) + ")"});
+  else
+    out.push_back({"source.concurrency", number(min_loops, 10) + "-" + number(max_loops, 10),
+                   arithmetic + "; MIN ceil, MAX 2x"});
   // Writers busy (writer-seconds per second), at most 70 % each.
   const double busy = m.batches_per_s * m.sink_batch_mean_s;
   out.push_back({"sink.writers", number(std::max(1.0, std::ceil(busy / 0.7)), 10),

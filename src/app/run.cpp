@@ -162,6 +162,7 @@ class PipelineRun {
     metrics_->set_setting("max_in_flight", config.container.max_in_flight);
     metrics_->set_setting("min_concurrent_receives", config.container.min_concurrent_receives);
     metrics_->set_setting("max_concurrent_receives", config.container.max_concurrent_receives);
+    metrics_->set_setting("auto_concurrency", config.container.auto_concurrency ? 1 : 0);
     metrics_->set_setting("worker_threads", config.container.worker_threads);
     metrics_->set_setting("sink_writers", config.writer.writers);
     metrics_->set_setting("sink_batch_size", static_cast<double>(config.writer.batch_size));

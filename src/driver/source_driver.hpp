@@ -65,7 +65,9 @@ struct PipelineSettings {
   bool max_body_bytes_set;      // given in the file or the environment (not its default)
   int& max_record_failures;     // sink.max_record_failures
   bool max_record_failures_set;
-  bool concurrency_set;  // source.concurrency
+  bool concurrency_set;     // source.concurrency
+  bool receive_scaler_set;  // a trigger of the MIN-MAX receive scaler (consecutive_*_trigger,
+                            // start/stop_receive_min_interval)
 };
 
 // What the probe last read of the queue. Written by the probe's thread, read by any.

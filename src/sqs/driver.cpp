@@ -325,7 +325,13 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
     }
     // The measured better setting for SQS (BENCHMARKS.md): the same rate on a full standard
     // queue, fewer requests and a faster drain on a FIFO queue whose groups are mostly busy.
-    if (!p.concurrency_set) parse_concurrency("auto", p.container);
+    // Not when the MIN-MAX scaler's triggers are tuned: auto would silently ignore them.
+    if (!p.concurrency_set && !p.receive_scaler_set) parse_concurrency("auto", p.container);
+    // Auto's real bound (intake's): the receives max_in_flight can fill with full batches,
+    // as /metrics and sluice plan report it.
+    if (p.container.auto_concurrency)
+      p.container.max_concurrent_receives =
+          std::clamp(p.container.max_in_flight / 10, 1, kMaxAutoReceives);
     // A heartbeat that comes less often than half the visibility can let a held
     // message reappear: refused here rather than corrected at run time.
     if (p.container.heartbeat && p.container.heartbeat_interval.count() > 0 &&

@@ -927,9 +927,19 @@ TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
   auto settings = container_options(400);
   settings.worker_threads = 4;
   settings.failure_backoff_base = 50ms;
+  std::atomic<bool> closed{false};
   {
     Container container(settings, make_amqp_source(options), [&](Message& message) {
-      std::this_thread::sleep_for(4ms);  // about 1,000 a second: the fault comes mid-run
+      std::this_thread::sleep_for(4ms);  // about 1,000 a second
+      // Past 800 handled, the handlers wait for the connections' close (rabbitmqctl takes
+      // seconds on a loaded machine): the fault always comes mid-run.
+      while (!closed.load()) {
+        {
+          std::lock_guard lock(m);
+          if (done.size() < 800) break;
+        }
+        std::this_thread::sleep_for(1ms);
+      }
       std::lock_guard lock(m);
       const std::string id(message.id());
       const int call = ++calls[id];
@@ -947,6 +957,7 @@ TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
         },
         60s));
     broker_->ctl("close_all_connections 'sluice stream test'");
+    closed = true;
     {
       std::lock_guard lock(m);
       EXPECT_LT(done.size(), static_cast<std::size_t>(kMessages - 1)) << "closed after the work";

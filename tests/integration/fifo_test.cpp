@@ -88,8 +88,12 @@ TEST_F(FifoPipeline, EachGroupsRowsReachSqliteInSequenceOrder) {
   const std::string url = fifo_queue_with_events("fifo-sqlite");
   const std::string db = ::testing::TempDir() + "/sluice-fifo-" + std::to_string(getpid()) + ".db";
   test::remove_sqlite(db);
-  const auto config = app::parse_config(fifo_yaml(
-      url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db + "\n"));
+  // At the defaults' source.concurrency (auto for SQS), which the other tests here fix.
+  std::string yaml = fifo_yaml(
+      url, "sink:\n  type: sqlite\n  batch_timeout: 2ms\n  sqlite:\n    path: " + db + "\n");
+  yaml.erase(yaml.find("  concurrency: 4\n"), 17);
+  const auto config = app::parse_config(yaml);
+  EXPECT_TRUE(config.container.auto_concurrency);
   EXPECT_EQ(config.source_as<sqs::SqsSettings>().source.fifo, FifoMode::auto_detect);
   const auto summary = run_until_drained(config);
   EXPECT_EQ(summary.written, static_cast<std::uint64_t>(kGroups * kPerGroup));

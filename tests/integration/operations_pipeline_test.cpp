@@ -525,7 +525,8 @@ TEST_F(OperationsPipeline, RateLimitIsNeverExceededByMoreThanOneReceive) {
   const double rate = 100;
   auto c = config(url, "");
   c.container.max_messages_per_second = rate;
-  c.container.min_concurrent_receives = 4;  // receives compete for the tokens
+  c.container.auto_concurrency = false;  // four receives compete for the tokens
+  c.container.min_concurrent_receives = 4;
   c.container.max_concurrent_receives = 4;
   pipeline::FieldSpec at = pipeline::meta_field("at", pipeline::FieldType::timestamp,
                                                 pipeline::MetaField::received_time);

@@ -165,6 +165,7 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
       url, "sink:\n  type: postgres\n  table: " + table +
                "\n  batch_size: 50\n  max_attempts: 3\n  postgres:\n    dsn: " + pg.dsn() + "\n"));
   config.container.max_in_flight = 100;
+  config.container.auto_concurrency = false;
   config.container.min_concurrent_receives = config.container.max_concurrent_receives = 1;
   const std::string endpoint = "http://127.0.0.1:" + std::to_string(test::free_port());
   config.metrics_listen = endpoint.substr(7);

@@ -279,6 +279,13 @@ TEST(Config, ConcurrencyDefaultsToAutoForSqsOnly) {
   EXPECT_FALSE(fixed.container.auto_concurrency);
   EXPECT_EQ(fixed.container.min_concurrent_receives, 2);
   EXPECT_EQ(fixed.container.max_concurrent_receives, 6);
+  // A tuned trigger of the MIN-MAX scaler keeps the range: auto would ignore it.
+  std::string tuned_yaml = kMinimal;
+  tuned_yaml.replace(tuned_yaml.find("normalize:"), 0, "  consecutive_full_trigger: 1\n");
+  const auto tuned = parse_config(tuned_yaml);
+  EXPECT_FALSE(tuned.container.auto_concurrency);
+  EXPECT_EQ(tuned.container.max_concurrent_receives, 4);
+  EXPECT_EQ(tuned.container.consecutive_full_trigger, 1);
   const auto rabbit = parse_config(
       "source:\n  type: rabbitmq\n  rabbitmq:\n    queue: q\nnormalize:\n  fields:\n    - "
       "{name: skuId, from: /skuId, required: true}\nidentity:\n  versions:\n    V1: [skuId]\n");

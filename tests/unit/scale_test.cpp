@@ -362,3 +362,24 @@ TEST(PlanMeasure, APipelineIsChosenByItsLabel) {
   EXPECT_EQ(app::one_pipeline(one, "").sum("sluice_messages_received_total"), 3)
       << "one pipeline: no choice needed";
 }
+
+// A pipeline on concurrency: auto sizes its own receives: sluice plan keeps auto (and
+// says what fixed range the arithmetic gives), so `--write` does not switch it off.
+TEST(PlanRecommend, ConcurrencyAutoIsKeptWithTheArithmeticBeside) {
+  app::Measured m;
+  m.rate = 1000;
+  m.min_sustained_rate = 800;
+  m.receive_mean_s = 0.05;  // 1000/s x 0.05 s / 10 = 5 loops
+  m.max_in_flight = 100;
+  m.sink_batch_size = 100;
+  auto concurrency = [&] {
+    for (const auto& r : app::recommend(m, 5))
+      if (r.key == "source.concurrency") return r;
+    return app::Recommendation{};
+  };
+  EXPECT_EQ(concurrency().value, "5-10");
+  m.auto_receives = true;
+  const auto kept = concurrency();
+  EXPECT_EQ(kept.value, "auto");
+  EXPECT_NE(kept.formula.find("a fixed 5-10"), std::string::npos) << kept.formula;
+}
