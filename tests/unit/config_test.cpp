@@ -273,16 +273,17 @@ TEST(Config, ConcurrencyDefaultsToAutoForSqsOnly) {
   EXPECT_TRUE(sqs.container.auto_concurrency);
   EXPECT_EQ(sqs.container.min_concurrent_receives, 1);
   EXPECT_NE(describe(sqs).find("receives auto"), std::string::npos) << describe(sqs);
-  std::string fixed_yaml = kMinimal;
-  fixed_yaml.replace(fixed_yaml.find("normalize:"), 0, "  concurrency: 2-6\n");
-  const auto fixed = parse_config(fixed_yaml);
+  // The minimal configuration with one more key in its source section.
+  auto with_source_key = [](const std::string& line) {
+    std::string yaml = kMinimal;
+    return parse_config(yaml.replace(yaml.find("normalize:"), 0, "  " + line + "\n"));
+  };
+  const auto fixed = with_source_key("concurrency: 2-6");
   EXPECT_FALSE(fixed.container.auto_concurrency);
   EXPECT_EQ(fixed.container.min_concurrent_receives, 2);
   EXPECT_EQ(fixed.container.max_concurrent_receives, 6);
   // A tuned trigger of the MIN-MAX scaler keeps the range: auto would ignore it.
-  std::string tuned_yaml = kMinimal;
-  tuned_yaml.replace(tuned_yaml.find("normalize:"), 0, "  consecutive_full_trigger: 1\n");
-  const auto tuned = parse_config(tuned_yaml);
+  const auto tuned = with_source_key("consecutive_full_trigger: 1");
   EXPECT_FALSE(tuned.container.auto_concurrency);
   EXPECT_EQ(tuned.container.max_concurrent_receives, 4);
   EXPECT_EQ(tuned.container.consecutive_full_trigger, 1);
