@@ -192,8 +192,8 @@ class RowWriters {
 
   // The candidate: the rows by binary COPY into a temporary staging table (no
   // WAL, no index), then one INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING of
-  // them, in one transaction: BEGIN, the COPY, the insert and COMMIT are three round
-  // trips (libpq cannot pipeline a COPY), against the unnest statement's one.
+  // them, in one transaction: BEGIN, the COPY's start, its data and end, the insert and
+  // COMMIT are five round trips (libpq cannot pipeline a COPY), against unnest's one.
   void write_by_copy(PGconn* conn, const std::vector<PendingRow>& rows) const {
     exec(conn, "BEGIN");
     PGresult* r = PQexec(conn, "COPY staging FROM STDIN (FORMAT binary)");

@@ -204,7 +204,7 @@ static int run_bench(int argc, char** argv) {
   // queries go direct).
   std::string writes_dsn = pg.dsn();
   std::optional<test::TcpFaultProxy> db_network;
-  if (const int ms = std::atoi(env_or("BENCH_DB_LATENCY_MS", "0").c_str()); ms > 0) {
+  if (const int ms = std::atoi(latency.c_str()); ms > 0) {
     db_network.emplace("127.0.0.1", pg.port());
     db_network->set_latency(std::chrono::milliseconds(ms));
     writes_dsn = "host=127.0.0.1 port=" + std::to_string(db_network->port()) +

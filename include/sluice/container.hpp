@@ -107,6 +107,9 @@ struct ContainerOptions {
 // Throws std::invalid_argument naming the option, its value and what was expected.
 void validate(const ContainerOptions& options);
 inline constexpr int kMaxAutoReceives = 256;
+// The most receives concurrency: auto runs: as many as max_in_flight can fill with full
+// batches of max_batch, from 1 to kMaxAutoReceives.
+int max_auto_receives(int max_in_flight, int max_batch);
 // "4" or "2-4" (Spring's concurrency syntax) into min/max concurrent receives; "auto"
 // sets auto_concurrency.
 void parse_concurrency(const std::string& text, ContainerOptions& options);

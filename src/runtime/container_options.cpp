@@ -1,4 +1,5 @@
 // The container's options: their checks and Spring's concurrency syntax.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -58,6 +59,10 @@ void validate(const ContainerOptions& o) {
                "false with a single listener (runs go to a batch listener, in one call)");
   if (o.error_backoff_max <= std::chrono::milliseconds(0))
     bad_option("error_backoff_max", str(o.error_backoff_max), "more than 0");
+}
+
+int max_auto_receives(int max_in_flight, int max_batch) {
+  return std::clamp(max_in_flight / std::max(1, max_batch), 1, kMaxAutoReceives);
 }
 
 void parse_concurrency(const std::string& text, ContainerOptions& options) {

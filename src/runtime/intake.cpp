@@ -86,8 +86,7 @@ void Intake::configure_scaling() {
     // Never more receives than max_in_flight can fill with full batches.
     AutoConcurrency::Config c;
     c.min = 1;
-    c.max = std::clamp(core_.options.max_in_flight / std::max(1, capabilities.max_batch), 1,
-                       kMaxAutoReceives);
+    c.max = max_auto_receives(core_.options.max_in_flight, capabilities.max_batch);
     auto_concurrency_.emplace(c);
     scaler_.reconfigure(1, c.max);
   }

@@ -327,11 +327,10 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
     // queue, fewer requests and a faster drain on a FIFO queue whose groups are mostly busy.
     // Not when the MIN-MAX scaler's triggers are tuned: auto would silently ignore them.
     if (!p.concurrency_set && !p.receive_scaler_set) parse_concurrency("auto", p.container);
-    // Auto's real bound (intake's): the receives max_in_flight can fill with full batches,
-    // as /metrics and sluice plan report it.
+    // Auto's real bound (the one intake applies to receives of 10), as /metrics, sluice
+    // plan and the start line report it.
     if (p.container.auto_concurrency)
-      p.container.max_concurrent_receives =
-          std::clamp(p.container.max_in_flight / 10, 1, kMaxAutoReceives);
+      p.container.max_concurrent_receives = max_auto_receives(p.container.max_in_flight, 10);
     // A heartbeat that comes less often than half the visibility can let a held
     // message reappear: refused here rather than corrected at run time.
     if (p.container.heartbeat && p.container.heartbeat_interval.count() > 0 &&
@@ -401,10 +400,10 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
 
   std::string describe(const driver::SourceSettings& s, const ContainerOptions& c) const override {
     return "sqs " + of(s).source.queue_url + " (receives " +
-           (c.auto_concurrency ? "auto, at most " + std::to_string(std::clamp(c.max_in_flight / 10,
-                                                                              1, kMaxAutoReceives))
-                               : std::to_string(c.min_concurrent_receives) + "-" +
-                                     std::to_string(c.max_concurrent_receives)) +
+           (c.auto_concurrency
+                ? "auto, at most " + std::to_string(max_auto_receives(c.max_in_flight, 10))
+                : std::to_string(c.min_concurrent_receives) + "-" +
+                      std::to_string(c.max_concurrent_receives)) +
            ", max_in_flight " + std::to_string(c.max_in_flight) + ")";
   }
   std::string queue_name(const driver::SourceSettings& s) const override {

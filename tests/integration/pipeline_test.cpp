@@ -391,6 +391,10 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   EXPECT_LE(rate * m["seconds"].get<double>(), published) << out;
   EXPECT_EQ(m["max_in_flight"], 20.0);
   EXPECT_EQ(m["sink_batch_size"], 50.0);
+  // A fixed concurrency, as /metrics says (the plan would keep auto).
+  EXPECT_NE(metrics.find("sluice_setting{name=\"auto_concurrency\",pipeline=\"default\"} 0"),
+            std::string::npos);
+  EXPECT_EQ(m["auto_concurrency"], false) << out;
   EXPECT_GT(m["receive_p99_s"].get<double>(), 0);
   EXPECT_GE(m["receive_p99_s"].get<double>(), m["receive_p50_s"].get<double>());
   EXPECT_GE(m["sink_batch_p99_s"].get<double>(), m["sink_batch_p50_s"].get<double>());

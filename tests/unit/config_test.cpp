@@ -272,7 +272,9 @@ TEST(Config, ConcurrencyDefaultsToAutoForSqsOnly) {
   const auto sqs = parse_config(kMinimal);
   EXPECT_TRUE(sqs.container.auto_concurrency);
   EXPECT_EQ(sqs.container.min_concurrent_receives, 1);
-  EXPECT_NE(describe(sqs).find("receives auto"), std::string::npos) << describe(sqs);
+  // Auto's real bound, as /metrics reports it: max_in_flight 100 fills 10 receives.
+  EXPECT_EQ(sqs.container.max_concurrent_receives, 10);
+  EXPECT_NE(describe(sqs).find("receives auto, at most 10"), std::string::npos) << describe(sqs);
   // The minimal configuration with one more key in its source section.
   auto with_source_key = [](const std::string& line) {
     std::string yaml = kMinimal;

@@ -676,6 +676,7 @@ TEST(ContainerCore, ASlowCallInAFastHandlersHandOffHoldsUpOnlyItself) {
 TEST(ContainerCore, AStopDuringASharedHandOffHandlesEachOnceAndReleasesTheRest) {
   auto queue = warm_up_queue();
   auto options = shared_handoff_options("stop-shared");
+  options.shutdown_deadline = 5s;
   std::mutex m;
   std::map<std::string, int> calls;
   std::atomic<int> warm{0}, slow_started{0};
