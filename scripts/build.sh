@@ -32,6 +32,16 @@ exec 9>"$dir/.build-lock"
 flock 9
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# A compiler cache for every tree, in its default place under $HOME: it survives from one
+# build to the next on a machine and into CI, whose clone lives in another folder. Paths
+# are hashed relative to the checkout (base directory) and the build's own directory is
+# left out of the hash, so such a clone still hits. The precompiled headers are hashed by
+# content (-fpch-preprocess and the sloppiness ccache's manual asks for them).
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-25G}"
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$dir" "${generator[@]}" "${args[@]}" >/dev/null
 # The build's own output to stderr (errors stay visible); the tree's name on stdout.
 cmake --build "$dir" -j "$(nproc)" "${targets[@]}" >&2

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang-format ca-certificates openssl
+  build-essential cmake ninja-build ccache pkg-config clang-format ca-certificates openssl
   libboost1.81-dev libboost-url1.81-dev
   libssl-dev libsimdjson-dev nlohmann-json3-dev
   libmongoc-dev libbson-dev libpq-dev libsqlite3-dev sqlite3 librabbitmq-dev

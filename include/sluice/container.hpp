@@ -35,6 +35,9 @@ namespace sluice {
 namespace tracing {
 class Tracer;
 }
+namespace runtime {
+class SimulatedContainer;
+}
 
 enum class ListenerMode {
   single,  // one handler call per message
@@ -218,6 +221,7 @@ class Container {
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;
+  friend class runtime::SimulatedContainer;  // the core's tests drive its time (not public)
 };
 
 }  // namespace sluice

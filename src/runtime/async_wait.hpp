@@ -11,7 +11,7 @@
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include "runtime/clock.hpp"
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <exception>
@@ -24,9 +24,9 @@ namespace sluice::runtime {
 // threads change holds. Whoever changes it calls notify() afterwards, from any thread.
 class AsyncCondition {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = CoreClock;
   explicit AsyncCondition(boost::asio::any_io_executor executor)
-      : timer_(std::make_shared<boost::asio::steady_timer>(std::move(executor))) {}
+      : timer_(std::make_shared<CoreTimer>(std::move(executor))) {}
 
   void notify() const {
     boost::asio::post(timer_->get_executor(), [timer = timer_] { timer->cancel(); });
@@ -45,7 +45,7 @@ class AsyncCondition {
   }
 
  private:
-  std::shared_ptr<boost::asio::steady_timer> timer_;  // shared with posted notifies
+  std::shared_ptr<CoreTimer> timer_;  // shared with posted notifies
 };
 
 // A result another thread hands to a coroutine on the executor: set_value() or
@@ -53,7 +53,7 @@ class AsyncCondition {
 class Completion : public std::enable_shared_from_this<Completion> {
  public:
   explicit Completion(boost::asio::any_io_executor executor)
-      : timer_(std::move(executor), boost::asio::steady_timer::time_point::max()) {}
+      : timer_(std::move(executor), CoreTimer::time_point::max()) {}
   void set_value() { finish(nullptr); }
   void set_exception(std::exception_ptr error) { finish(std::move(error)); }
   // True once set (rethrowing its exception); false when the waiting coroutine was
@@ -73,7 +73,7 @@ class Completion : public std::enable_shared_from_this<Completion> {
       self->timer_.cancel();
     });
   }
-  boost::asio::steady_timer timer_;
+  CoreTimer timer_;
   bool done_ = false;         // the executor's
   std::exception_ptr error_;  // the executor's
 };

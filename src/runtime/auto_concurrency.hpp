@@ -28,11 +28,13 @@
 #include <cstddef>
 #include <map>
 
+#include "runtime/clock.hpp"
+
 namespace sluice::runtime {
 
 class AutoConcurrency {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = CoreClock;
   struct Config {
     int min = 1;
     int max = 64;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <random>
 
+#include "runtime/clock.hpp"
+
 namespace sluice::runtime {
 
 // Equal jitter: half of `full` fixed, plus a random share of the other half.
@@ -28,7 +30,11 @@ inline std::chrono::milliseconds failure_backoff(std::chrono::milliseconds base,
   return equal_jitter(std::chrono::milliseconds(static_cast<std::int64_t>(ms)), random);
 }
 
+// The jitter's randomness; under a simulation's virtual clock, its seeded generator (a
+// seed replays the same backoffs).
 inline std::uint64_t backoff_random() {
+  if (VirtualClock* simulated = clock_detail::installed.load(std::memory_order_acquire))
+    return simulated->random();
   thread_local std::minstd_rand engine(std::random_device{}());
   return engine();
 }

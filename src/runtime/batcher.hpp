@@ -12,7 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include "runtime/clock.hpp"
 #include <boost/asio/use_awaitable.hpp>
 #include <functional>
 #include <memory>
@@ -100,7 +100,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
       }
       if (flushes == 0) co_return;
       // The last send in flight tells us (stopped_ is set): then what came meanwhile goes.
-      co_await idle_.wait_until(std::chrono::steady_clock::time_point::max(), [this] {
+      co_await idle_.wait_until(CoreClock::time_point::max(), [this] {
         std::lock_guard lock(mutex_);
         return flushes_ == 0;
       });
@@ -189,7 +189,7 @@ class Batcher : public std::enable_shared_from_this<Batcher<Entry>> {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> eager_{false};
   bool urgent_ = false;  // flush_now() asked: partial batches until nothing is pending (mutex_)
-  boost::asio::steady_timer timer_{executor_};
+  CoreTimer timer_{executor_};
   AsyncCondition idle_{executor_};  // drain() waits on it for flushes_ to reach 0
 };
 

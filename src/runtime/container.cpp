@@ -10,7 +10,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <future>
@@ -19,11 +18,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/clock.hpp"
 #include "runtime/core.hpp"
 #include "runtime/heartbeat.hpp"
 #include "runtime/intake.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "runtime/settlement.hpp"
+#include "runtime/simulated_container.hpp"
 #include "runtime/worker_stage.hpp"
 
 namespace sluice {
@@ -84,6 +85,41 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
       io_thread_done = true;
     });
     state = State::running;
+  }
+
+  // The simulation's start: start() without the I/O thread (runtime/simulated_container.hpp).
+  void start_simulated() {
+    core.simulated = true;
+    std::lock_guard lock(lifecycle_mutex);
+    spdlog::default_logger_raw();
+    core.owner = weak_from_this();
+    core.source = source_factory(source_context());
+    settlement.set_origin(core.source->message_source(),
+                          std::shared_ptr<detail::Settler>(shared_from_this(), &settlement));
+    if (core.options.worker_threads > 0) workers.start(core.options.worker_threads);
+    intake.start([this] { compose(); });
+    state = State::running;
+  }
+
+  // The simulation's stop: stop()'s first steps, then its sequence on the polled context;
+  // `done` gets how many handlers it left running.
+  void begin_stop_simulated(std::chrono::milliseconds deadline_after,
+                            std::function<void(int)> done) {
+    std::lock_guard lock(lifecycle_mutex);
+    if (state != State::running) return;
+    state = State::stopping;
+    core.intake_closed = true;
+    settlement.close();
+    asio::co_spawn(core.io, stop_sequence(Clock::now() + deadline_after),
+                   [this, done = std::move(done)](std::exception_ptr error, int still_running) {
+                     if (error) {
+                       core.draining = true;
+                       workers.close();
+                       still_running = workers.running();
+                     }
+                     state = State::stopped;
+                     done(still_running);
+                   });
   }
 
   runtime::SourceContext source_context() {
@@ -246,7 +282,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
 
   // The source's flush, cancelled at the deadline; false if it came first.
   asio::awaitable<bool> flush_source(Clock::time_point deadline) {
-    asio::steady_timer timer(core.io, deadline);
+    runtime::CoreTimer timer(core.io, deadline);
     auto [order, error, timer_ec] =
         co_await asio::experimental::make_parallel_group(
             asio::co_spawn(core.io, core.source->flush(), asio::deferred),
@@ -425,3 +461,31 @@ void Container::set_concurrent_receives(int min, int max) {
 }
 
 }  // namespace sluice
+
+namespace sluice::runtime {
+
+SimulatedContainer::SimulatedContainer(ContainerOptions options, SourceFactory source,
+                                       BatchHandler handler)
+    : container_(std::move(options), std::move(source), std::move(handler)) {}
+SimulatedContainer::SimulatedContainer(ContainerOptions options, SourceFactory source,
+                                       MessageHandler handler)
+    : container_(std::move(options), std::move(source), std::move(handler)) {}
+SimulatedContainer::~SimulatedContainer() = default;
+
+boost::asio::io_context& SimulatedContainer::io() {
+  return container_.impl_->core.io;
+}
+void SimulatedContainer::start() {
+  container_.impl_->start_simulated();
+}
+void SimulatedContainer::begin_stop(std::chrono::milliseconds deadline) {
+  container_.impl_->begin_stop_simulated(deadline, [this](int still_running) {
+    still_running_ = still_running;
+    stop_finished_ = true;
+  });
+}
+int SimulatedContainer::permits_available() const {
+  return container_.impl_->settlement.permits().available();
+}
+
+}  // namespace sluice::runtime

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/clock.hpp"
 #include "runtime/dispatch.hpp"
 #include "runtime/message_trace.hpp"
 #include "runtime/source.hpp"
@@ -25,8 +26,6 @@
 #include "sluice/container.hpp"
 
 namespace sluice::runtime {
-
-using CoreClock = std::chrono::steady_clock;
 
 struct LatencyAverage {
   std::atomic<std::uint64_t> count{0};
@@ -85,6 +84,9 @@ struct Core {
   // Container::pause(): the receive loops end and none starts until resume() (set by
   // the caller's thread, acted on by the I/O thread).
   std::atomic<bool> paused{false};
+  // Set before start() by the deterministic simulation (runtime/simulated_container.hpp):
+  // the workers are coroutines on `io`, which the simulation polls on one thread.
+  bool simulated = false;
 
   CoreCounters counters;
 };

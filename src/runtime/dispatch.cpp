@@ -7,6 +7,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "runtime/fault_switch.hpp"
+
 namespace sluice::runtime {
 namespace {
 
@@ -103,6 +105,8 @@ class OrderedGroups final : public Dispatch {
       return step;
     }
     // The group's next run: its first waiting message, or with runs all of them.
+    if (SLUICE_FAULT(group_out_of_order))  // its last waiting message first
+      std::rotate(group.queue.begin(), group.queue.end() - 1, group.queue.end());
     group.out = runs_ ? group.queue.size() : 1;
     group.run = 0;  // a later receive's messages wait for this run
     const auto run_end = group.queue.begin() + static_cast<std::ptrdiff_t>(group.out);

@@ -5,7 +5,7 @@
 //
 // Threads: the I/O thread.
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include "runtime/clock.hpp"
 #include <chrono>
 
 #include "runtime/async_wait.hpp"
@@ -28,7 +28,7 @@ class Heartbeat {
   boost::asio::awaitable<void> run(std::chrono::milliseconds interval);
   Core& core_;
   Settlement& settlement_;
-  boost::asio::steady_timer timer_;
+  CoreTimer timer_;
   bool closed_ = false;
   bool running_ = false;  // its loop has not ended
   AsyncCondition ended_;

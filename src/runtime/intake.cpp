@@ -35,7 +35,7 @@ void Intake::start(std::function<void()> compose) {
 
 asio::awaitable<void> Intake::open_and_run(std::function<void()> compose) {
   auto alive = core_.owner.lock();
-  asio::steady_timer timer(core_.io);
+  CoreTimer timer(core_.io);
   std::chrono::milliseconds backoff{200};
   for (;;) {
     try {
@@ -164,7 +164,7 @@ void Intake::spawn_receiver() {
           }));
 }
 
-asio::awaitable<bool> Intake::back_off(asio::steady_timer& timer,
+asio::awaitable<bool> Intake::back_off(CoreTimer& timer,
                                        std::chrono::milliseconds& backoff) {
   timer.expires_after(backoff);
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -175,7 +175,7 @@ asio::awaitable<bool> Intake::back_off(asio::steady_timer& timer,
 asio::awaitable<void> Intake::receive_loop(int id) {
   ReceiveScaler::LoopState loop;
   std::chrono::milliseconds error_backoff{200};
-  asio::steady_timer timer(core_.io);
+  CoreTimer timer(core_.io);
   auto& counters = core_.counters;
   auto& permits = settlement_.permits();
   const auto& name = core_.options.name;

@@ -10,7 +10,7 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include "runtime/clock.hpp"
 #include <functional>
 #include <map>
 #include <memory>
@@ -62,7 +62,7 @@ class Intake {
   void receiver_gone();
   boost::asio::awaitable<void> receive_loop(int id);
   // After a failure: waits, doubling `backoff` up to the maximum; false when stopping.
-  boost::asio::awaitable<bool> back_off(boost::asio::steady_timer& timer,
+  boost::asio::awaitable<bool> back_off(CoreTimer& timer,
                                         std::chrono::milliseconds& backoff);
 
   Core& core_;

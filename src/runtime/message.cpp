@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/clock.hpp"
 #include "runtime/message_state.hpp"
 #include "runtime/message_trace.hpp"
 
@@ -239,7 +240,7 @@ const MessageState::Maps& MessageState::built_maps() {
 
 std::int64_t steady_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+             runtime::CoreClock::now().time_since_epoch())
       .count();
 }
 

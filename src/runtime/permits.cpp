@@ -2,7 +2,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include "runtime/clock.hpp"
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <tuple>
@@ -33,7 +33,7 @@ asio::awaitable<int> Permits::acquire_up_to(int max) {
     }
     boost::system::error_code ec;
     if (timed) {
-      asio::steady_timer timer(co_await asio::this_coro::executor, linger);
+      CoreTimer timer(co_await asio::this_coro::executor, linger);
       auto woken = co_await (signal->async_receive(asio::as_tuple(asio::use_awaitable)) ||
                              timer.async_wait(asio::as_tuple(asio::use_awaitable)));
       ec = woken.index() == 0 ? std::get<0>(std::get<0>(woken)) : std::get<0>(std::get<1>(woken));

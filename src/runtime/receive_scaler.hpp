@@ -6,11 +6,13 @@
 
 #include <chrono>
 
+#include "runtime/clock.hpp"
+
 namespace sluice::runtime {
 
 class ReceiveScaler {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = CoreClock;
   struct Config {
     int min_receives = 1;
     int max_receives = 4;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "runtime/backoff.hpp"
+#include "runtime/fault_switch.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "runtime/worker_stage.hpp"
 
@@ -153,7 +154,7 @@ void Settlement::finish(const StatePtr& state, Outcome outcome, const std::strin
          free < core_.capabilities.max_batch))
       core_.source->expedite_acks();
   } else {
-    permits_.release(1);
+    permits_.release(SLUICE_FAULT(permit_released_twice) ? 2 : 1);
   }
   for (auto& s : step.release) detail::settle_once(s, Outcome::release);
   if (!step.ready.empty()) workers_.hand_over(std::move(step.ready));

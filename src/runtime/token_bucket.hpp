@@ -11,11 +11,13 @@
 #include <chrono>
 #include <cmath>
 
+#include "runtime/clock.hpp"
+
 namespace sluice::runtime {
 
 class TokenBucket {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = CoreClock;
   // The lowest rate: below it a wait would not fit the clock's range.
   static constexpr double kMinRate = 0.001;
 

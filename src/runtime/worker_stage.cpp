@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "runtime/fault_switch.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "runtime/settlement.hpp"
 #include "sluice/tracing.hpp"
@@ -53,6 +54,11 @@ void WorkerStage::start(int threads) {
     return;
   }
   threads_ = threads;
+  if (core_.simulated) {  // the simulation's workers take turns on its one thread
+    for (int i = 0; i < threads; ++i)
+      asio::co_spawn(core_.io, worker_loop(), log_if_thrown(core_.options.name + " worker"));
+    return;
+  }
   pool_ = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(threads));
   for (int i = 0; i < threads; ++i)
     asio::co_spawn(*pool_, worker_loop(), log_if_thrown(core_.options.name + " worker"));
@@ -176,6 +182,9 @@ void WorkerStage::release_unit(Unit& unit) {
 
 asio::awaitable<void> WorkerStage::worker_loop() {
   for (;;) {
+    // Simulated workers share one thread: each hand-off is a turn, so that the others
+    // (and the receive loops) interleave with it as threads would.
+    if (core_.simulated) co_await asio::post(core_.io, asio::use_awaitable);
     // Busy workers take the next hand-off without suspending.
     Work work;
     boost::system::error_code error;
@@ -355,6 +364,7 @@ void WorkerStage::settle_after_handler(const StatePtr& state, bool ok) {
       break;
     case AckMode::manual:
       if (!ok) detail::settle_once(state, Outcome::retry);
+      if (ok && SLUICE_FAULT(ack_before_commit)) detail::settle_once(state, Outcome::ack);
       break;
   }
 }

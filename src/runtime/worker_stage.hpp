@@ -9,7 +9,7 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include "runtime/clock.hpp"
 #include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <vector>
@@ -107,7 +107,7 @@ class WorkerStage {
   std::atomic<std::int64_t> handler_ns_peak_{0};
   // Runs handed off with units unclaimed, and the timer that checks them (I/O thread).
   std::vector<std::shared_ptr<Run>> watched_runs_;
-  boost::asio::steady_timer run_check_;
+  CoreTimer run_check_;
   bool run_check_armed_ = false;
   std::atomic<int> running_handlers_{0};
   AsyncCondition idle_;  // the stop waits on it for running_handlers_ to reach 0

@@ -209,20 +209,22 @@ TEST_F(ContainerTest, ASlowMessageDoesNotHoldUpTheOthers) {
   auto options = fast_options("hol");
   options.max_in_flight = 30;
   options.worker_threads = 8;
+  // The slow message's handler runs until every fast one is done (or gives up after a
+  // minute): with head-of-line blocking they would wait for it, and it would give up.
   Container container(options, source(url), MessageHandler([&](Message& m) {
                         if (m.body() == "slow") {
                           slow_running = true;
-                          std::this_thread::sleep_for(4s);
+                          wait_until([&] { return fast_done == 300; }, 60s);
                           slow_done = true;
                           return;
                         }
-                        std::this_thread::sleep_for(1ms);
                         ++fast_done;
                         if (slow_running && !slow_done) ++fast_done_while_slow;
                       }));
   container.start();
-  EXPECT_TRUE(wait_until([&] { return slow_done && fast_done == 300; }));
+  EXPECT_TRUE(wait_until([&] { return slow_done && fast_done == 300; }, 90s));
   container.stop();
+  EXPECT_TRUE(slow_running) << "the slow message was handled";
   EXPECT_GE(fast_done_while_slow.load(), 200) << "fast messages kept flowing during the slow one";
 }
 
@@ -248,14 +250,20 @@ TEST_F(ContainerTest, HeldMessagesAndMemoryStayBoundedWhateverTheBacklog) {
   container.start();
   ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 50; }));
   const long rss_before = test::rss_kib();
-  std::this_thread::sleep_for(2s);  // receives would keep pulling if they were not bounded
+  // Held at max_in_flight, the receive loops wait for permits: the queue sees no
+  // receive until one is free. Proved by the positive event: the next message taken is
+  // the 51st only after the gate opens (below). The bound at every instant, under
+  // faults, is the simulation's invariant (tests/sim, sim.Sweep).
   const auto stats = container.stats();
   EXPECT_EQ(stats.in_flight, 50);
   EXPECT_LE(stats.in_flight_peak, 50);
   EXPECT_LE(inside_peak.load(), 20);
   EXPECT_LE(not_visible(url), 50) << "the queue itself sees no more than max_in_flight taken";
   EXPECT_LT(test::rss_kib() - rss_before, 20 * 1024) << "memory flat while stuck";
+  EXPECT_EQ(container.stats().received, 50u) << "nothing received while every permit is held";
   gate.open();
+  ASSERT_TRUE(wait_until([&] { return container.stats().received > 50; }))
+      << "a settled message frees a permit, and intake goes on";
   container.stop(5s);
 }
 
@@ -335,12 +343,18 @@ TEST_F(ContainerTest, HeartbeatKeepsALongHandlersMessageHidden) {
   // 3 s: the heartbeat (every third of it) has 2 s of slack for a machine busy with
   // other tests (with 2 s it once came late while the install test compiled).
   sqs.visibility_timeout = 3s;
+  // The handler holds its message until the heartbeat has extended it three times (each
+  // extension once half the 3 s lease is gone: about 6 s, two visibility timeouts);
+  // without them the queue would deliver the message again meanwhile.
+  Container* running = nullptr;
   Container container(options, make_sqs_source(sqs), MessageHandler([&](Message&) {
                         ++calls;
-                        std::this_thread::sleep_for(9s);  // three visibility timeouts
+                        wait_until([&] { return running->stats().visibility_extensions >= 3; },
+                                   60s);
                       }));
+  running = &container;
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 1; }));
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 1; }, 90s));
   container.stop();
   EXPECT_EQ(calls.load(), 1) << "never redelivered while running";
   EXPECT_GE(container.stats().visibility_extensions, 3u);
@@ -621,7 +635,8 @@ TEST_F(ContainerTest, StopCancelsOpenLongPollsAtOnce) {
   sqs.poll_wait = 20s;
   Container container(options, make_sqs_source(sqs), MessageHandler([](Message&) {}));
   container.start();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(wait_until([&] { return container.stats().concurrent_receives == 4; }))
+      << "the four receive loops are running, each in its long poll";
   const auto start = std::chrono::steady_clock::now();
   container.stop(10s);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "did not wait out the 20 s polls";
@@ -654,10 +669,13 @@ TEST_F(ContainerTest, MissingQueueIsRetriedWithBackoffAndRecoversWithoutRestart)
   std::atomic<int> handled{0};
   auto options = fast_options("late");
   Container container(options, source(url), MessageHandler([&](Message&) { ++handled; }));
+  // Backing off 200, 400, 800 ms: the fourth failure comes 1.4 s after the first at the
+  // earliest (a loaded machine only makes it later); a loop that spun would get there
+  // at once.
+  const auto started = std::chrono::steady_clock::now();
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 2; }));
-  std::this_thread::sleep_for(1s);
-  EXPECT_LT(container.stats().receive_errors, 20u) << "backs off, does not spin";
+  ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 4; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1400ms) << "backs off, does not spin";
   EXPECT_TRUE(container.running());
   test::run(io_, client_->create_queue(name));
   publish(url, 5, [](int i) { return "m" + std::to_string(i); });
@@ -674,10 +692,11 @@ TEST_F(ContainerTest, EndpointDownIsRetriedWithBackoff) {
   down.queue_url = "http://127.0.0.1:9/000000000000/q";
   down.client = client;
   Container container(options, make_sqs_source(down), MessageHandler([](Message&) {}));
+  // As above: four failures take 1.4 s at least when the loop backs off.
+  const auto started = std::chrono::steady_clock::now();
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 3; }));
-  std::this_thread::sleep_for(1s);
-  EXPECT_LT(container.stats().receive_errors, 25u);
+  ASSERT_TRUE(wait_until([&] { return container.stats().receive_errors >= 4; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1400ms) << "backs off, does not spin";
   container.stop();
 }
 
