@@ -2,9 +2,12 @@
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing,
 # builds, runs every test (unit and integration against real local servers).
 # Usage: scripts/test.sh [--sanitize | --tsan]
-#   --sanitize: the ASan/UBSan build of the whole suite
-#   --tsan:     the ThreadSanitizer build; the suite but the benchmark report and
-#               install checks (see TSAN_EXCLUDE below); any data race fails it
+#   --sanitize: the ASan/UBSan build of the suite: everything that parses or owns
+#               buffers, which is every test of ours (the simulation with fewer seeds)
+#   --tsan:     the ThreadSanitizer build: everything that runs threads of ours, so not
+#               the benchmark report, install and deployment checks nor the one-thread
+#               simulation (TSAN_EXCLUDE below); any data race fails it
+# Every test runs somewhere in CI (.ci/run runs all three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,8 +21,9 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:supp
 filter=()
 if [[ " $* " == *" --tsan "* ]]; then
   # Everything that runs threads of ours; not the checks of committed files, nor the
-  # deployment checks (they read the release binary's libraries: libtsan is not one).
-  filter=(-E "${TSAN_EXCLUDE:-^(bench|install)\.|^integration\.Deploy$}")
+  # deployment checks (they read the release binary's libraries: libtsan is not one),
+  # nor the simulation (the core on one thread, by construction).
+  filter=(-E "${TSAN_EXCLUDE:-^(bench|install|sim)\.|^integration\.Deploy$}")
 fi
 status=0
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 900 "${filter[@]}" || status=$?
