@@ -9,9 +9,10 @@
 namespace sluice::runtime::faults {
 enum class Switch {
   none,
-  ack_before_commit,      // manual acks: the message is acked when its handler returns
-  permit_released_twice,  // a settled message gives its permit back twice
-  group_out_of_order,     // an ordered group's next run starts with its last waiting message
+  ack_before_commit,       // manual acks: the message is acked when its handler returns
+  permit_released_twice,   // a settled message gives its permit back twice
+  group_out_of_order,      // an ordered group's next run starts with its last waiting message
+  position_ahead_of_rows,  // a saved position passes items not yet settled
 };
 extern std::atomic<Switch> active;
 }  // namespace sluice::runtime::faults

@@ -7,7 +7,10 @@
 // offset). Pure logic; the caller holds the lock.
 
 #include <cstdint>
+#include <iterator>
 #include <map>
+
+#include "runtime/fault_switch.hpp"
 
 namespace sluice::runtime {
 
@@ -36,6 +39,14 @@ class PrefixTracker {
     if (it == open_.end() || it->second.settled) return false;
     it->second.settled = true;
     --open_count_;
+    if (SLUICE_FAULT(position_ahead_of_rows)) {  // everything before it taken as done
+      done_sequence_ = it->first;
+      done_position_ = it->second.position;
+      open_.erase(open_.begin(), std::next(it));
+      open_count_ = 0;
+      for (const auto& [sequence, entry] : open_) open_count_ += entry.settled ? 0 : 1;
+      return true;
+    }
     while (!open_.empty() && open_.begin()->second.settled) {
       done_sequence_ = open_.begin()->first;
       done_position_ = open_.begin()->second.position;

@@ -33,6 +33,7 @@
 #include "support/process.hpp"
 #include "support/rabbitmq.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
@@ -118,7 +119,7 @@ class SeenIds {
  public:
   MessageHandler handler(std::chrono::milliseconds work) {
     return [this, work](Message& message) {
-      std::this_thread::sleep_for(work);
+      test::work_for(work);
       std::lock_guard lock(m_);
       ids_.emplace(message.id());
     };
@@ -268,18 +269,18 @@ TEST_F(AmqpTest, UnacknowledgedNeverExceedsMaxInFlight) {
   auto options = source_options();
   options.min_consumers = options.max_consumers = 4;  // 4 x 250 prefetch, against 20
   Container container(container_options(20), make_amqp_source(options),
-                      [&](Message&) { std::this_thread::sleep_for(100ms); });
+                      [&](Message&) { test::work_for(100ms); });
   container.start();
   long peak = 0;
-  int samples = 0;
-  while (container.stats().acked < 900 && samples < 200) {
-    const auto q = broker_->queue(queue_);
-    peak = std::max(peak, q.unacked);
-    ++samples;
-  }
+  const auto sample = [&] {
+    peak = std::max(peak, broker_->queue(queue_).unacked);
+    return peak;
+  };
+  EXPECT_TRUE(wait_until([&] { return sample() > 0 || container.stats().acked == 1000; }, 60s));
+  EXPECT_GT(peak, 0) << "never saw the consumers at work";
+  while (container.stats().acked < 900) sample();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked == 1000; }, 60s));
   container.stop();
-  EXPECT_GT(peak, 0) << "never saw the consumers at work";
   EXPECT_LE(peak, 20) << "the broker held more unacknowledged deliveries than max_in_flight";
 }
 
@@ -295,14 +296,38 @@ TEST_F(AmqpTest, ConsumersScaleUpUnderLoadAndDownWhenIdle) {
   options.stop_consumer_min_interval = 0ms;
   options.receive_timeout = 100ms;
   Container container(container_options(60), make_amqp_source(options),
-                      [&](Message&) { std::this_thread::sleep_for(10ms); });
+                      [&](Message&) { test::work_for(10ms); });
   container.set_observer(gauges);
   container.start();
+  // The load goes on (more published while the backlog runs low) until the broker has
+  // been seen with the three consumers: rabbitmqctl takes seconds on a loaded machine,
+  // and must not miss a short peak.
   long broker_peak = 0;
-  while (container.stats().acked < 3500)
-    broker_peak = std::max(broker_peak, broker_->queue(queue_).consumers);
-  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 4000; }, 60s));
-  EXPECT_EQ(broker_peak, 3) << "the broker never saw the consumers added";
+  std::atomic<int> published{4000};
+  std::atomic<bool> seen{false};
+  std::thread feeder([&] {  // keeps a backlog of 3,000 or more until the broker is seen
+    while (wait_until(
+               [&] {
+                 return seen ||
+                        container.stats().acked + 3000 > static_cast<std::uint64_t>(published);
+               },
+               120s) &&
+           !seen) {
+      publish(queue_, 1000, published);
+      published += 1000;
+    }
+  });
+  EXPECT_TRUE(wait_until(
+      [&] {
+        broker_peak = std::max(broker_peak, broker_->queue(queue_).consumers);
+        return broker_peak == 3;
+      },
+      120s))
+      << "the broker never saw the consumers added (peak " << broker_peak << ")";
+  seen = true;
+  feeder.join();
+  ASSERT_TRUE(wait_until(
+      [&] { return container.stats().acked == static_cast<std::uint64_t>(published); }, 60s));
   EXPECT_EQ(gauges->peak_consumers(), 3);
   // Idle: back to the minimum, as the broker counts them.
   EXPECT_TRUE(wait_until([&] { return broker_->queue(queue_).consumers == 1; }, 20s))
@@ -401,7 +426,7 @@ TEST_F(AmqpTest, PublisherRepublishesWhatAnOutageLeftUnconfirmed) {
   std::thread outage([&] {
     wait_until([&] { return progress.load() >= 2000; }, 30s);
     broker_->ctl("stop_app");
-    std::this_thread::sleep_for(1s);
+    test::hold_fault_for(1s);
     broker_->ctl("start_app");
     outage_done = true;
   });
@@ -458,7 +483,7 @@ TEST_F(AmqpTest, PublisherPausesWhileTheBrokerBlocksItAndLosesNothing) {
   });
   EXPECT_TRUE(wait_until([&] { return logged("event=amqp_connection_blocked"); }, 30s))
       << "never blocked";
-  std::this_thread::sleep_for(3s);
+  test::hold_fault_for(3s);  // three confirm timeouts: the publisher must wait them out
   EXPECT_FALSE(done) << "published through a blocked connection";
   EXPECT_LT(broker_->queue(queue_).ready, 2000) << "the broker took them all while blocked";
   broker_->ctl("set_vm_memory_high_watermark 0.4");
@@ -817,14 +842,17 @@ TEST_F(AmqpTest, QuorumDeliveryLimitDeadLettersAFailingMessageAfterItsReturns) {
   ASSERT_TRUE(
       wait_until([&] { return broker_->queue(dlq).ready == 1 && drained(queue, container); }, 60s))
       << broker_->queue(dlq).ready << " dead-lettered";
-  std::this_thread::sleep_for(500ms);  // a loop would deliver it again meanwhile
+  // A message published after the dead-lettering, handled: a fifth delivery of m-3 (a
+  // loop returning it) would have come before it.
+  publish(queue, 1, 20);
+  ASSERT_TRUE(wait_until([&] { return container.stats().acked == 20; }, 60s));
   container.stop();
   {
     std::lock_guard lock(m);
     EXPECT_EQ(receive_counts, (std::vector<int>{1, 2, 3, 4}))
         << "the broker's x-delivery-count + 1 on each delivery";
   }
-  EXPECT_EQ(container.stats().acked, 19u);
+  EXPECT_EQ(container.stats().acked, 20u);
   EXPECT_EQ(gauges->get("amqp_failed_returns"), 4) << "each failure returned with basic.reject";
   const auto dead = test::run_with_status(std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
                                           "/tests/tools/pika_dead_letters.py " + url + " " + dlq);
@@ -930,16 +958,16 @@ TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
   std::atomic<bool> closed{false};
   {
     Container container(settings, make_amqp_source(options), [&](Message& message) {
-      std::this_thread::sleep_for(4ms);  // about 1,000 a second
+      test::work_for(4ms);  // about 1,000 a second
       // Past 800 handled, the handlers wait for the connections' close (rabbitmqctl takes
       // seconds on a loaded machine): the fault always comes mid-run.
-      while (!closed.load()) {
-        {
-          std::lock_guard lock(m);
-          if (done.size() < 800) break;
-        }
-        std::this_thread::sleep_for(1ms);
-      }
+      wait_until(
+          [&] {
+            if (closed.load()) return true;
+            std::lock_guard lock(m);
+            return done.size() < 800;
+          },
+          120s);
       std::lock_guard lock(m);
       const std::string id(message.id());
       const int call = ++calls[id];
@@ -1006,13 +1034,20 @@ TEST_F(AmqpTest, StreamRewindsFailuresAndResumesAfterItsPosition) {
           return second.size() >= 100;
         },
         30s));
-    std::this_thread::sleep_for(500ms);  // nothing older comes after them
+    // One more, read in the stream's order after anything older that was to come.
+    publish(stream, 1, kMessages + 100);
+    ASSERT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(m);
+          return second.count("m-" + std::to_string(kMessages + 100)) == 1;
+        },
+        30s));
     container.stop();
   }
   std::lock_guard lock(m);
-  EXPECT_EQ(second.size(), 100u);
+  EXPECT_EQ(second.size(), 101u) << "nothing older than the 100 published since";
   EXPECT_EQ(*second.begin(), "m-" + std::to_string(kMessages));
-  EXPECT_EQ(store->values.begin()->second, std::to_string(kMessages + 99));
+  EXPECT_EQ(store->values.begin()->second, std::to_string(kMessages + 100));
 }
 
 // From a review: a stream read from "next" whose first delivery fails starts again at
@@ -1041,7 +1076,8 @@ TEST_F(AmqpTest, StreamStartsArePinnedAndStreamOptionsMatchTheQueue) {
     container.set_observer(gauges);
     container.start();
     ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_consumers") == 1; }, 30s));
-    std::this_thread::sleep_for(300ms);  // the consume is attached: "next" is from here
+    // The broker has the consumer attached: "next" is from here.
+    ASSERT_TRUE(wait_until([&] { return broker_->queue(stream).consumers == 1; }, 30s));
     publish(stream, 20);
     // The rewind reads the 20 again from offset 0: m-0 succeeds the second time.
     ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_stream_offset") == 19; }, 30s))
@@ -1064,10 +1100,17 @@ TEST_F(AmqpTest, StreamStartsArePinnedAndStreamOptionsMatchTheQueue) {
     Container container(container_options(), make_amqp_source(plain), [&](Message&) { ++handled; });
     container.set_observer(gauges);
     container.start();
-    std::this_thread::sleep_for(300ms);
-    publish(stream, 5, 20);
+    // A plain consume reads a stream from "next": what was published before the broker
+    // attached it never comes. So one message at a time until the source has seen one.
+    int published = 0;
     EXPECT_TRUE(wait_until(
-        [&] { return log.text().find("event=queue_is_a_stream") != std::string::npos; }, 30s))
+        [&] {
+          publish(stream, 1, 20 + published++);
+          return wait_until(
+              [&] { return log.text().find("event=queue_is_a_stream") != std::string::npos; },
+              500ms);
+        },
+        30s))
         << log.text();
     EXPECT_TRUE(wait_until([&] { return gauges->get("amqp_consumers") == 0; }, 10s));
     container.stop();
@@ -1180,7 +1223,8 @@ TEST_F(AmqpTest, ConsumerTimeoutIsRecognizedCountedAndTheDeliveryComesBack) {
       if (message.id() == "m-7" && call == 2) others_done_when_back = others_done.load();
     }
     if (message.id() == "m-7") {
-      if (call == 1) std::this_thread::sleep_for(5s);
+      // Held past the broker's consumer timeout: until the channel's close is seen.
+      if (call == 1) wait_until([&] { return gauges->get("amqp_consumer_timeouts") >= 1; }, 60s);
     } else {
       ++others_done;
     }
@@ -1262,7 +1306,7 @@ TEST_F(AmqpTest, GracefulStopLeavesNothingUnacknowledged) {
   // permits' worth of deliveries, most not yet started, when it stops. (At 2 ms an ASan
   // build received no faster than it handled, and held none.)
   Container container(container_options(300), make_amqp_source(source_options()), [&](Message&) {
-    std::this_thread::sleep_for(20ms);
+    test::work_for(20ms);
     ++handled;
   });
   container.start();
@@ -1407,20 +1451,30 @@ TEST_F(AmqpTest, UntilDrainedWaitsForRetriesHeldOutTheirBackoff) {
   // A few messages, failing together: all held at once, for 2 s at least.
   const auto events = publish_events(queue_, 5, 0.0, 0.0);
   const std::string table = "amqp_retry_" + std::to_string(getpid());
+  // The trigger counts its failures in a sequence (which a rollback does not undo).
   pg.query("CREATE TABLE " + table + "_gate (closed boolean); INSERT INTO " + table +
-           "_gate VALUES (true);"
+           "_gate VALUES (true); CREATE SEQUENCE " + table +
+           "_failures;"
            "CREATE TABLE " +
            table +
            " (hash text NOT NULL, message_id text, document jsonb NOT NULL, written_at "
            "timestamptz NOT NULL DEFAULT now());"
            "CREATE FUNCTION " +
            table + "_fail() RETURNS trigger AS 'BEGIN IF (SELECT closed FROM " + table +
-           "_gate) THEN RAISE EXCEPTION ''injected'' USING ERRCODE = ''40001''; END IF; RETURN "
-           "NEW; END' LANGUAGE plpgsql;"
+           "_gate) THEN PERFORM nextval(''" + table +
+           "_failures''); RAISE EXCEPTION ''injected'' USING ERRCODE = ''40001''; END IF; "
+           "RETURN NEW; END' LANGUAGE plpgsql;"
            "CREATE TRIGGER fail BEFORE INSERT ON " +
            table + " FOR EACH ROW EXECUTE FUNCTION " + table + "_fail();");
+  // The database takes writes again once one has failed: the failed messages are then
+  // held out their backoff.
   std::thread opener([&] {
-    std::this_thread::sleep_for(3s);
+    wait_until(
+        [&] {
+          return pg.query("SELECT is_called FROM " + table + "_failures").find('t') !=
+                 std::string::npos;
+        },
+        60s);
     pg.query("UPDATE " + table + "_gate SET closed = false");
   });
   // Each failed message is held 2-4 s: longer than the drained check's 1.5 s.

@@ -25,6 +25,7 @@
 #include "support/local_sqs.hpp"
 #include "support/run.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 namespace asio = boost::asio;
 using namespace sluice;
@@ -379,7 +380,7 @@ TEST_F(ContainerTest, FifoKeepsOrderPerGroupRunsGroupsInParallelAndReleasesAfter
                         int seen = peak.load();
                         while (n > seen && !peak.compare_exchange_weak(seen, n)) {
                         }
-                        std::this_thread::sleep_for(10ms);
+                        test::work_for(10ms);
                         --now;
                         const auto colon = msg.body().find(':');
                         const std::string group = msg.body().substr(0, colon);
@@ -452,7 +453,7 @@ TEST_F(ContainerTest, FifoWithManualAsynchronousAcksHandsOutAGroupsNextOnlyAfter
         batch.swap(to_ack);
       }
       for (auto& msg : batch) {
-        std::this_thread::sleep_for(2ms);
+        test::work_for(2ms);
         const auto [g, n] = parse(msg);
         {
           std::lock_guard lock(m);
@@ -460,7 +461,7 @@ TEST_F(ContainerTest, FifoWithManualAsynchronousAcksHandsOutAGroupsNextOnlyAfter
         }
         msg.ack();
       }
-      std::this_thread::sleep_for(1ms);
+      test::work_for(1ms);  // the acker's pace between rounds
     }
   });
   container.start();
@@ -527,7 +528,7 @@ TEST_F(ContainerTest, InlineHandlersRunOnTheIoThreadAndKeepEveryRule) {
         for (auto& msg : batch) --outstanding[msg.body().substr(0, msg.body().find(':'))];
       }
       for (auto& msg : batch) msg.ack();
-      std::this_thread::sleep_for(2ms);
+      test::work_for(2ms);  // the acker's pace between rounds
     }
   });
   const bool all = wait_until(
@@ -592,7 +593,7 @@ TEST_F(ContainerTest, GracefulStopFinishesRunningReleasesTheRestAndLosesNothing)
   std::atomic<int> started{0}, finished{0};
   auto handler = [&](Message& msg) {
     ++started;
-    std::this_thread::sleep_for(300ms);
+    test::work_for(300ms);
     std::lock_guard lock(m);
     ++completed[msg.body()];
     ++finished;

@@ -29,6 +29,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/pipeline.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 extern char** environ;
 using namespace sluice;
@@ -314,7 +315,7 @@ TEST_F(FaultTest, AcksWaitingForSlowDeletesCountAgainstMaxInFlight) {
     const auto stats = container.stats();
     worst = std::max<std::int64_t>(worst, static_cast<std::int64_t>(stats.received - stats.acked));
     pending_seen = std::max(pending_seen, stats.pending_acks);
-    std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(5ms);  // the sampler's pace: it records, it waits for nothing
   }
   container.stop();
   EXPECT_GE(proxy.count("DeleteMessageBatch"), 1u);
@@ -351,7 +352,7 @@ TEST_F(FaultTest, HeartbeatsKeepLeasesThroughThrottlingAndResets) {
                           std::lock_guard lock(m);
                           ++seen[std::string(msg.id())];
                         }
-                        std::this_thread::sleep_for(3s);
+                        test::work_for(3s);
                       }));
   container.start();
   EXPECT_TRUE(test::wait_until([&] { return container.stats().acked == 40; }, 60s));
@@ -603,7 +604,7 @@ TEST_F(FaultTest, HeartbeatsAreNotStarvedByLongPollsHoldingEveryConnection) {
                           std::lock_guard lock(m);
                           ++seen[std::string(msg.id())];
                         }
-                        std::this_thread::sleep_for(5s);  // held past 2 visibility timeouts
+                        test::work_for(5s);  // held past 2 visibility timeouts
                       }));
   container.start();
   EXPECT_TRUE(test::wait_until([&] { return container.stats().acked == 10; }, 60s));

@@ -26,6 +26,7 @@
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
@@ -245,7 +246,9 @@ TEST(FileSource, ALastLineStillBeingWrittenIsWaitedForNotRejected) {
   auto run = std::async(std::launch::async, [&] { return drain(config); });
   // The complete lines are in, the partial one is not, and the run goes on.
   ASSERT_TRUE(test::wait_until([&] { return sqlite_count(db, "records") == 30; }, 30s));
-  std::this_thread::sleep_for(1500ms);  // longer than --until-drained's 1 s of quiet
+  // The line stays unfinished for longer than --until-drained's 1 s of quiet (correct
+  // code never drains meanwhile, however slow the machine).
+  test::hold_fault_for(1500ms);
   ASSERT_EQ(run.wait_for(0s), std::future_status::timeout) << "drained with a line unread";
   {
     std::ofstream out(input, std::ios::app);
@@ -275,7 +278,7 @@ TEST(FileSource, StandardInputIsReadToItsEnd) {
   for (std::size_t at = 0; at < text.size(); at += 7000) {
     const auto piece = text.substr(at, 7000);
     ASSERT_EQ(::write(pipe_fds[1], piece.data(), piece.size()), static_cast<ssize_t>(piece.size()));
-    std::this_thread::sleep_for(20ms);
+    test::work_for(20ms);  // the producer's pace between pieces
   }
   ::close(pipe_fds[1]);
   EXPECT_EQ(wait_exit(pid), 0);

@@ -16,6 +16,7 @@
 #include "app/run.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/pipeline.hpp"
+#include "support/wait.hpp"
 
 using namespace sluice;
 using Clock = std::chrono::steady_clock;
@@ -119,34 +120,33 @@ TEST_F(OperationsIsolation, AFrozenDatabaseHoldsUpOnlyItsOwnPipeline) {
                : std::stol(text);
   };
   // EXPECT, not ASSERT, from here to the join: the run's thread must be joined.
-  for (int i = 0; i < 600 && pg_rows() < static_cast<long>(frozen_first.distinct_records); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  test::wait_until([&] { return pg_rows() >= static_cast<long>(frozen_first.distinct_records); },
+                   std::chrono::seconds(60));
   EXPECT_EQ(pg_rows(), static_cast<long>(frozen_first.distinct_records)) << "work had started";
 
   // Alone: the healthy pipeline drains 3,000 events while the other idles.
   auto started = Clock::now();
   const auto alone = publish(healthy, 3000, 0.2, 0.0, 42);
-  for (int i = 0; i < 600 && sqlite_count(db) < static_cast<long>(alone.distinct_records); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  test::wait_until([&] { return sqlite_count(db) >= static_cast<long>(alone.distinct_records); });
   const double alone_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   EXPECT_EQ(sqlite_count(db), static_cast<long>(alone.distinct_records));
 
   // Frozen: the other pipeline's database stops answering, with events waiting for it.
   proxy.stall(true);
   const auto frozen_more = publish(frozen, 1000, 0.0, 0.0, 43);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its writers are stuck
+  // Its writers are stuck: the proxy holds what they sent.
+  EXPECT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }))
+      << "the frozen pipeline's writers never reached the stalled database";
   started = Clock::now();
   const auto beside = publish(healthy, 3000, 0.2, 0.0, 44);
   const long expected = distinct_of({&alone, &beside});
-  for (int i = 0; i < 600 && sqlite_count(db) < expected; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  test::wait_until([&] { return sqlite_count(db) >= expected; });
   const double beside_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   EXPECT_EQ(sqlite_count(db), expected) << "the healthy pipeline drained beside the frozen one";
   EXPECT_GT(proxy.stalled_chunks(), 0u) << "the fault happened";
-  proxy.stall(false);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_LT(pg_rows(), distinct_of({&frozen_first, &frozen_more}))
       << "the frozen pipeline had not written its backlog while the other drained";
+  proxy.stall(false);
   std::printf(
       "[ figure ] healthy pipeline, 3,000 events: %.2f s alone, %.2f s beside a frozen "
       "database (%.0f%%)\n",

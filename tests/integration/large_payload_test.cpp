@@ -28,6 +28,7 @@
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
@@ -372,7 +373,7 @@ TEST_F(LargePayload, BytesHeldStayWithinMaxBytesInFlight) {
     const std::size_t now = in_handlers += m.body().size();
     for (std::size_t seen = peak_in_handlers; now > seen;)
       if (peak_in_handlers.compare_exchange_weak(seen, now)) break;
-    std::this_thread::sleep_for(60ms);
+    test::work_for(60ms);
     in_handlers -= m.body().size();
     std::lock_guard lock(mutex);
     ++handled[m.body().substr(0, 32)];

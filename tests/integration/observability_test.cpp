@@ -25,6 +25,7 @@
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
 #include "support/rabbitmq.hpp"
+#include "support/wait.hpp"
 
 using namespace sluice;
 using nlohmann::json;
@@ -180,10 +181,8 @@ TEST_F(DeployPrometheus, EveryDashboardQueryAndRuleExpressionHasSeries) {
                              : -1.0;
   };
   // Scraping first, then the work: its rates are seen while they happen.
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < until &&
-         value_of(R"(count_over_time(up{job="sluice"}[1m]))") < 3)
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  test::wait_until([&] { return value_of(R"(count_over_time(up{job="sluice"}[1m]))") >= 3; },
+                   std::chrono::seconds(60));
   ASSERT_GE(value_of(R"(count_over_time(up{job="sluice"}[1m]))"), 3) << "Prometheus scrapes sluice";
   // Valid events, a tenth without the fields the pipeline requires (rejected, to the
   // dead-letter queue), a fifth repeated (duplicates).
@@ -205,13 +204,14 @@ TEST_F(DeployPrometheus, EveryDashboardQueryAndRuleExpressionHasSeries) {
                     " --file " + dir + "/events.jsonl 2>&1");
 
   // The work done while it watched: every record stored, the bad ones dead-lettered.
-  until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (std::chrono::steady_clock::now() < until &&
-         !(value_of(R"(sum(sluice_records_written_total{pipeline="orders"}))") > 0 &&
-           value_of(R"(sum(sluice_records_written_total{pipeline="events"}))") > 0 &&
-           value_of("max(sluice_dead_letter_backlog_messages)") >= 30 &&
-           value_of("count(sluice:messages_received:rate5m)") >= 2))
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  test::wait_until(
+      [&] {
+        return value_of(R"(sum(sluice_records_written_total{pipeline="orders"}))") > 0 &&
+               value_of(R"(sum(sluice_records_written_total{pipeline="events"}))") > 0 &&
+               value_of("max(sluice_dead_letter_backlog_messages)") >= 30 &&
+               value_of("count(sluice:messages_received:rate5m)") >= 2;
+      },
+      std::chrono::seconds(90));
   ASSERT_GT(value_of(R"(sum(sluice_records_written_total{pipeline="events"}))"), 0)
       << "Prometheus scraped the live pipelines";
   // The gauges the alerts read, with the values this run gives them.
@@ -220,10 +220,19 @@ TEST_F(DeployPrometheus, EveryDashboardQueryAndRuleExpressionHasSeries) {
   EXPECT_GE(value_of("max(max_over_time(sluice_oldest_message_age_seconds[1m]))"), 0);
   EXPECT_LT(value_of("max(max_over_time(sluice_oldest_message_age_seconds[1m]))"), 60)
       << "sent seconds before they were received";
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // the recording rules' next round
-
-  // Every dashboard query answers with series.
+  // Every dashboard query answers with series (waited for: the recording rules' next
+  // round gives the last of them).
   const auto dashboard = json::parse(std::ifstream(kDeploy + "grafana/sluice.json"));
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        for (const auto& panel : dashboard["panels"])
+          for (const auto& target : panel["targets"])
+            if (series_of(query(api, as_sent(target["expr"].get<std::string>()))) == 0)
+              return false;
+        return true;
+      },
+      std::chrono::seconds(60)))
+      << "a dashboard query never answered";
   std::size_t queries = 0;
   for (const auto& panel : dashboard["panels"])
     for (const auto& target : panel["targets"]) {
@@ -241,7 +250,18 @@ TEST_F(DeployPrometheus, EveryDashboardQueryAndRuleExpressionHasSeries) {
   // Every recording rule has series; every alert's expression parses, each metric it
   // reads has series, and so does the expression without its thresholds (but the alert
   // on a missing target, which has none while the target is up).
-  for (const auto& group : YAML::LoadFile(kDeploy + "prometheus/sluice.rules.yml")["groups"])
+  const auto rules = YAML::LoadFile(kDeploy + "prometheus/sluice.rules.yml");
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        for (const auto& group : rules["groups"])
+          for (const auto& rule : group["rules"])
+            if (rule["record"] && series_of(query(api, rule["record"].as<std::string>())) == 0)
+              return false;
+        return true;
+      },
+      std::chrono::seconds(60)))
+      << "a recording rule never recorded";
+  for (const auto& group : rules["groups"])
     for (const auto& rule : group["rules"]) {
       const auto expr = rule["expr"].as<std::string>();
       if (rule["record"]) {

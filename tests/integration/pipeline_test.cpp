@@ -29,6 +29,7 @@
 #include "support/process.hpp"
 #include "support/run.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 extern char** environ;
 namespace asio = boost::asio;
@@ -189,12 +190,10 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
   app::RunSummary summary;
   std::thread runner([&] { summary = run_until_drained(config); });
   // Stop the database once writing has begun, keep it down, bring it back.
-  for (int i = 0; i < 500; ++i) {
-    if (pg.query("SELECT count(*) FROM pg_tables WHERE tablename = '" + table + "'") == "1\n" &&
-        pg.query("SELECT count(*) > 0 FROM " + table) == "t\n")
-      break;
-    std::this_thread::sleep_for(20ms);
-  }
+  EXPECT_TRUE(test::wait_until([&] {
+    return pg.query("SELECT count(*) FROM pg_tables WHERE tablename = '" + table + "'") == "1\n" &&
+           pg.query("SELECT count(*) > 0 FROM " + table) == "t\n";
+  })) << "writing never began";
   EXPECT_EQ(paused_by_the_sink(), 0) << "writing, not paused";
   EXPECT_EQ(get("/readyz").status, 200);
   pg.stop();
@@ -204,7 +203,7 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
   const auto readyz = get("/readyz");
   EXPECT_EQ(readyz.status, 503);
   EXPECT_NE(readyz.body.find("sink_unavailable"), std::string::npos) << readyz.body;
-  std::this_thread::sleep_for(6s);
+  test::hold_fault_for(6s);  // the database down, the pipeline retrying meanwhile
   EXPECT_GT(queue_total(url), 0) << "nothing unwritten was acked while the database was down";
   EXPECT_LE(queue_total(url), visible_while_down_start);
   pg.start();
@@ -232,8 +231,7 @@ TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
   ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
             0);
   // Let it work a little, then ask it to stop while messages are in flight.
-  for (int i = 0; i < 300 && queue_total(url) == 2000; ++i) std::this_thread::sleep_for(10ms);
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(test::wait_until([&] { return queue_total(url) < 2000; })) << "work had started";
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -264,7 +262,10 @@ TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
     const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
     ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
               0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(400 + 300 * round));
+    // Killed once this process has done some of the work (its deletes reached the queue).
+    const int before = queue_total(url);
+    EXPECT_TRUE(test::wait_until([&] { return queue_total(url) < before; }))
+        << "round " << round << ": work had started";
     kill(pid, SIGKILL);  // mid-batch, mid-delete: no chance to clean up
     int status = 0;
     waitpid(pid, &status, 0);

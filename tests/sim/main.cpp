@@ -21,7 +21,8 @@ using sluice::runtime::faults::Switch;
 int usage(const std::string& why) {
   std::cerr << "sluice_sim: " << why
             << "\nusage: sluice_sim [--seeds N] [--first S] | --seed S [--log FILE] | "
-               "--broken ack_before_commit|permit_released_twice|group_out_of_order\n";
+               "--broken ack_before_commit|permit_released_twice|group_out_of_order|"
+               "position_ahead_of_rows\n";
   return 2;
 }
 
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
       sluice::runtime::faults::active = Switch::permit_released_twice;
     else if (broken == "group_out_of_order")
       sluice::runtime::faults::active = Switch::group_out_of_order;
+    else if (broken == "position_ahead_of_rows")
+      sluice::runtime::faults::active = Switch::position_ahead_of_rows;
     else
       return usage("--broken " + broken + ": no such broken core");
   }

@@ -16,6 +16,7 @@
 
 #include "runtime/clock.hpp"
 #include "runtime/fault_switch.hpp"
+#include "runtime/prefix_tracker.hpp"
 #include "runtime/simulated_container.hpp"
 #include "sinks/write_queue.hpp"
 #include "sluice/spi/source.hpp"
@@ -167,6 +168,12 @@ struct World {
   // Receives waiting for a message to become visible.
   std::vector<std::shared_ptr<CoreTimer>> waiting_receives;
 
+  // The position a log-reading source would save (a stream's offset, a file's
+  // checkpoint): the real runtime::PrefixTracker over the deliveries in the order read,
+  // each done once acked or rejected. Every delivery up to it must be done.
+  runtime::PrefixTracker positions;
+  std::uint64_t positions_checked = 0;
+
   std::vector<std::string> log;
   std::uint64_t hash = 1469598103934665603ULL;
   std::map<Fault, std::uint64_t> faults;
@@ -233,6 +240,19 @@ struct World {
     }
     delivered.verb = verb;
     --outstanding;
+    if (std::string_view(verb) == "ack" || std::string_view(verb) == "reject") {
+      positions.settled(receipt);
+      for (; positions_checked < positions.done_sequence(); ++positions_checked) {
+        const auto it = deliveries.find(positions_checked + 1);
+        const char* v = it == deliveries.end() ? nullptr : it->second.verb;
+        if (!v || (std::string_view(v) != "ack" && std::string_view(v) != "reject")) {
+          fail("saved position " + std::to_string(positions.done_sequence()) +
+               " ahead of delivery #" + std::to_string(positions_checked + 1) + " (" +
+               (v ? v : "not settled") + ")");
+          break;
+        }
+      }
+    }
   }
   // A row written: a duplicate key is success (insert first); a group's rows are
   // written in its order.
@@ -255,7 +275,7 @@ struct World {
   }
 };
 
-asio::awaitable<void> sleep_for(Ms d) {
+asio::awaitable<void> pass_time(Ms d) {
   CoreTimer timer(co_await asio::this_coro::executor, d);
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   if (ec) throw boost::system::system_error(asio::error::operation_aborted);
@@ -268,7 +288,7 @@ class SimSource final : public spi::Source {
       : world_(world), executor_(context.executor) {}
 
   asio::awaitable<void> open() override {
-    co_await sleep_for(Ms(world_.rng.between(0, 30)));
+    co_await pass_time(Ms(world_.rng.between(0, 30)));
     if (world_.open_failures_left > 0) {
       --world_.open_failures_left;
       world_.drew(Fault::open_failed);
@@ -288,7 +308,7 @@ class SimSource final : public spi::Source {
 
   asio::awaitable<std::vector<spi::Delivery>> receive(int max) override {
     auto& w = world_;
-    co_await sleep_for(Ms(w.rng.between(0, 20)));
+    co_await pass_time(Ms(w.rng.between(0, 20)));
     if (w.rng.chance(w.shape.p_receive_error)) {
       w.drew(Fault::receive_error);
       w.event("receive_error");
@@ -297,7 +317,7 @@ class SimSource final : public spi::Source {
     if (w.rng.chance(w.shape.p_receive_timeout)) {
       w.drew(Fault::receive_timeout);
       w.event("receive_timeout");
-      co_await sleep_for(w.shape.poll_wait + Ms(w.rng.between(0, 2000)));
+      co_await pass_time(w.shape.poll_wait + Ms(w.rng.between(0, 2000)));
       throw spi::SourceError(spi::SourceErrorKind::transient, "RequestTimeout", "simulated");
     }
     const TimePoint deadline = w.now() + w.shape.poll_wait;
@@ -361,7 +381,7 @@ class SimSource final : public spi::Source {
   }
   asio::awaitable<bool> reject(spi::Delivery d, std::string reason) override {
     auto& w = world_;
-    co_await sleep_for(Ms(w.rng.between(1, 30)));
+    co_await pass_time(Ms(w.rng.between(1, 30)));
     if (w.rng.chance(w.shape.p_reject_failed)) {
       w.drew(Fault::reject_failed);
       w.event("reject_failed " + std::string(spi::id_of(d)));
@@ -380,7 +400,7 @@ class SimSource final : public spi::Source {
   }
   asio::awaitable<std::size_t> extend(std::vector<spi::Delivery> deliveries) override {
     auto& w = world_;
-    co_await sleep_for(Ms(w.rng.between(1, 20)));
+    co_await pass_time(Ms(w.rng.between(1, 20)));
     std::size_t extended = 0;
     for (auto& d : deliveries) {
       if (w.rng.chance(w.shape.p_extend_failed)) {
@@ -451,6 +471,7 @@ class SimSource final : public spi::Source {
       m.invisible_until = w.now() + w.shape.visibility;
       m.receipt = w.next_receipt++;
       w.deliveries[m.receipt] = Delivered{i, w.phase, nullptr};
+      w.positions.delivered(m.receipt, m.receipt);
       builder_.id(m.id)
           .receipt(std::to_string(m.receipt))
           .body(m.id)
@@ -522,9 +543,9 @@ class SimSink {
         // held, until the stop gives up on them.
         w.drew(Fault::write_never_returns);
         w.event("write hangs w" + std::to_string(writer));
-        co_await sleep_for(Ms(std::chrono::hours(24 * 365)));
+        co_await pass_time(Ms(std::chrono::hours(24 * 365)));
       }
-      co_await sleep_for(latency);
+      co_await pass_time(latency);
       // A record whose message was settled meanwhile (released behind a failure of its
       // group's run, as the container's contract says) is not written: the queue
       // delivers it again after the one that failed.

@@ -170,7 +170,7 @@ void Postgres::start() {
       running_ = true;
       return;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // PQping's pace while it starts
   }
   throw std::runtime_error("PostgreSQL did not start; see " + dir_ + "/log");
 }

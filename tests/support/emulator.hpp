@@ -56,7 +56,7 @@ class Postgres {
   std::string dsn(const std::string& database = "postgres") const;
   int port() const { return port_; }
   int pid() const { return pid_; }  // the postmaster (the benchmarks read its CPU)
-  void stop();  // fast shutdown (for outage tests)
+  void stop();                      // fast shutdown (for outage tests)
   void start();
   // Runs SQL through psql; returns its output (tuples only).
   std::string query(const std::string& sql) const;

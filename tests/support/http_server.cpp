@@ -75,7 +75,8 @@ HttpServer::HttpServer(Handler handler) : impl_(std::make_shared<Impl>()) {
             impl_->requests.push_back(r);
           }
           ServerResponse out = impl_->handler(r);
-          if (out.delay.count() > 0) std::this_thread::sleep_for(out.delay);
+          if (out.delay.count() > 0)
+            std::this_thread::sleep_for(out.delay);  // a slow server: the behaviour under test
           http::response<http::string_body> res{static_cast<http::status>(out.status), 11};
           for (const auto& [k, v] : out.headers) res.set(k, v);
           res.body() = out.body;

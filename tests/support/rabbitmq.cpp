@@ -138,7 +138,8 @@ void RabbitMq::start() {
     int status = 0;
     if (waitpid(broker_pid_, &status, WNOHANG) == broker_pid_)
       throw std::runtime_error("RabbitMQ exited at start; see " + dir_ + "/server.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // The probe's pace while it starts (no event to wait on but its answer).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // probe pace
   }
   throw std::runtime_error("RabbitMQ did not start in 60 s; see " + dir_ + "/server.log");
 }

@@ -82,7 +82,7 @@ TEST(ByteBudget, TakeWaitsForRoomAndAnOversizedTakeIsHeldAlone) {
     second = budget->take(50);
     taken = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a chance to take them, wrongly
   EXPECT_FALSE(taken.load()) << "50 more do not fit while 80 are held";
   held.reset();
   waiter.join();
@@ -96,7 +96,7 @@ TEST(ByteBudget, TakeWaitsForRoomAndAnOversizedTakeIsHeldAlone) {
     big = budget->take(150);
     big_taken = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a chance to take them, wrongly
   EXPECT_FALSE(big_taken.load());
   EXPECT_FALSE(budget->try_take(10)) << "an oversized waiter goes first";
   second.reset();

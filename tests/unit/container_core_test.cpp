@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <random>
@@ -15,7 +16,9 @@
 #include "runtime/message_state.hpp"
 #include "sluice/container.hpp"
 #include "support/fake_source.hpp"
+#include "support/gate.hpp"
 #include "support/wait.hpp"
+#include "support/work.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
@@ -23,6 +26,15 @@ using namespace std::chrono_literals;
 namespace {
 
 using test::wait_until;
+
+// Threads of this process (/proc/self/task): a thread the core left behind has ended
+// once the count is back.
+std::size_t threads_now() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
 
 ContainerOptions core_options(const std::string& name) {
   ContainerOptions o;
@@ -54,8 +66,9 @@ TEST(ContainerCore, LostLeaseDropsHeldMessagesFreesTheirPermitsAndAcksNothing) {
     });
   };
   // Received and in_flight count a message before its hand-off to a worker.
+  // That intake stays held at max_in_flight over time is the simulation's invariant
+  // (tests/sim, sim.Sweep: never more outstanding than max_in_flight, every seed).
   ASSERT_TRUE(handled(20));
-  std::this_thread::sleep_for(20ms);
   EXPECT_EQ(container.stats().received, 20u) << "max_in_flight holds intake";
 
   queue->lose_lease();
@@ -121,18 +134,23 @@ TEST(ContainerCore, LostLeaseSkipsMessagesStillWaitingForAWorker) {
   auto options = core_options("lease-waiting");
   options.max_in_flight = 10;
   options.worker_threads = 1;
-  std::atomic<bool> gate{false};
+  test::Gate gate;
   std::atomic<int> calls{0};
-  Container container(options, test::fake_source(queue), MessageHandler([&](Message&) {
+  std::atomic<bool> sentinel_handled{false};
+  Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
                         ++calls;
-                        while (!gate) std::this_thread::sleep_for(1ms);
+                        if (msg.body() == "sentinel") sentinel_handled = true;
+                        gate.wait();
                       }));
   container.start();
   ASSERT_TRUE(wait_until([&] { return calls.load() == 1 && container.stats().in_flight == 10; }));
   queue->lose_lease();  // one is running, nine wait in the hand-off
-  gate = true;
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(calls.load(), 1) << "messages of a lost lease are not handed to a handler";
+  // A message under the new lease comes after the nine on the one worker: once it is
+  // handled, any of the nine that was going to be handled would have been.
+  queue->push("sentinel");
+  gate.open();
+  ASSERT_TRUE(wait_until([&] { return sentinel_handled.load(); }));
+  EXPECT_EQ(calls.load(), 2) << "messages of a lost lease are not handed to a handler";
   EXPECT_EQ(container.stats().lost, 10u);
   container.stop();
   EXPECT_EQ(queue->count(queue->acked), 0u);
@@ -180,7 +198,7 @@ TEST(ContainerCore, OrderedGroupsHandOutAGroupsNextMessageOnlyOnceThePreviousIsS
       }
       std::shuffle(batch.begin(), batch.end(), rng);
       for (auto& msg : batch) {
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+        test::work_for(std::chrono::microseconds(rng() % 300));
         const auto colon = msg.body().find(':');
         {
           std::lock_guard lock(m);
@@ -189,7 +207,7 @@ TEST(ContainerCore, OrderedGroupsHandOutAGroupsNextMessageOnlyOnceThePreviousIsS
         }
         msg.ack();
       }
-      std::this_thread::sleep_for(1ms);
+      test::work_for(1ms);  // the acker's pace between rounds
     }
   });
   container.start();
@@ -291,14 +309,14 @@ TEST(ContainerCore, OrderedGroupRunsHandAGroupsMessagesReceivedTogetherToOneCall
       }
       std::shuffle(batch.begin(), batch.end(), rng);
       for (auto& msg : batch) {
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+        test::work_for(std::chrono::microseconds(rng() % 200));
         {
           std::lock_guard lock(m);
           --unsettled[msg.body().substr(0, msg.body().find(':'))];
         }
         msg.ack();
       }
-      std::this_thread::sleep_for(1ms);
+      test::work_for(1ms);  // the acker's pace between rounds
     }
   });
   container.start();
@@ -406,11 +424,11 @@ TEST(ContainerCore, OneSlowMessageDoesNotIdleTheOtherPermitsAtASmallMaxInFlight)
   auto options = core_options("head-of-line");
   options.max_in_flight = 10;
   options.ack_mode = AckMode::on_success;
-  std::atomic<bool> release_slow{false};
+  test::Gate release_slow;
   std::atomic<int> fast_done{0};
   Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
                         if (msg.body() == "slow") {
-                          while (!release_slow) std::this_thread::sleep_for(1ms);
+                          release_slow.wait();
                         } else {
                           ++fast_done;
                         }
@@ -423,7 +441,7 @@ TEST(ContainerCore, OneSlowMessageDoesNotIdleTheOtherPermitsAtASmallMaxInFlight)
   // counts before its ack): then only the slow one is held.
   EXPECT_TRUE(wait_until([&] { return container.stats().in_flight == 1; }))
       << "held: " << container.stats().in_flight;
-  release_slow = true;
+  release_slow.open();
   ASSERT_TRUE(wait_until([&] { return container.stats().in_flight == 0; }));
   container.stop();
   EXPECT_EQ(queue->count(queue->acked), 61u);
@@ -459,19 +477,19 @@ TEST(ContainerCore, DestructionDoesNotWaitForAHandlerStuckPastTheDeadline) {
   queue->push("stuck");
   auto options = core_options("stuck-handler");
   options.shutdown_deadline = 100ms;
-  auto released = std::make_shared<std::atomic<bool>>(false);
+  // Shared with the handler: it outlives the container.
+  auto released = std::make_shared<test::Gate>();
   auto entered = std::make_shared<std::atomic<bool>>(false);
   auto container = std::make_unique<Container>(options, test::fake_source(queue),
                                                MessageHandler([released, entered](Message&) {
                                                  *entered = true;
-                                                 while (!*released)
-                                                   std::this_thread::sleep_for(1ms);
+                                                 released->wait();
                                                }));
   container->start();
   ASSERT_TRUE(wait_until([&] { return entered->load(); })) << "the handler is running";
   auto destroyed = std::async(std::launch::async, [&] { container.reset(); });
   const bool returned = destroyed.wait_for(5s) == std::future_status::ready;
-  *released = true;  // let the abandoned thread end (and the future, if it hung)
+  released->open();  // let the abandoned thread end (and the future, if it hung)
   destroyed.wait();
   EXPECT_TRUE(returned) << "destruction waited for the stuck handler";
   EXPECT_EQ(queue->count(queue->acked), 0u) << "nothing acked for the abandoned message";
@@ -486,26 +504,26 @@ TEST(ContainerCore, AnInlineHandlerStuckPastTheDeadlineDoesNotHoldUpStop) {
   auto options = core_options("stuck-inline");
   options.worker_threads = 0;
   options.shutdown_deadline = 100ms;
-  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto released = std::make_shared<test::Gate>();
   auto entered = std::make_shared<std::atomic<int>>(0);
+  const std::size_t threads_before = threads_now();
   auto container = std::make_unique<Container>(options, test::fake_source(queue),
                                                MessageHandler([released, entered](Message&) {
                                                  ++*entered;
-                                                 while (!*released)
-                                                   std::this_thread::sleep_for(1ms);
+                                                 released->wait();
                                                }));
   container->start();
   ASSERT_TRUE(wait_until([&] { return entered->load() == 1; })) << "the handler is running";
-  std::this_thread::sleep_for(50ms);
   EXPECT_EQ(entered->load(), 1) << "one I/O thread: the second message waits behind it";
   auto destroyed = std::async(std::launch::async, [&] { container.reset(); });
   const bool returned = destroyed.wait_for(5s) == std::future_status::ready;
-  *released = true;
+  released->open();
   destroyed.wait();
   EXPECT_TRUE(returned) << "stop waited for the stuck inline handler";
-  // The I/O thread left behind runs on (and logs) once its handler returns: let it end
-  // before the process does (the logger is gone at exit).
-  std::this_thread::sleep_for(500ms);
+  // The I/O thread left behind runs on (and logs) once its handler returns: it ends,
+  // and started nothing else, before the process does (the logger is gone at exit).
+  EXPECT_TRUE(wait_until([&] { return threads_now() <= threads_before; }))
+      << "the I/O thread left behind ended";
   EXPECT_EQ(entered->load(), 1) << "nothing else was started after the stop";
   EXPECT_EQ(queue->count(queue->acked), 0u);
 }
@@ -521,17 +539,19 @@ TEST(ContainerCore, AnInlineHandlerReturningJustAfterTheDeadlineLeavesTheCoreAli
   options.ack_mode = AckMode::on_success;
   options.shutdown_deadline = 100ms;
   auto entered = std::make_shared<std::atomic<int>>(0);
+  const std::size_t threads_before = threads_now();
   auto container = std::make_unique<Container>(options, test::fake_source(queue),
                                                MessageHandler([entered](Message&) {
-                                                 if (++*entered == 1)
-                                                   std::this_thread::sleep_for(350ms);
+                                                 if (++*entered == 1) test::work_for(350ms);
                                                }));
   container->start();
   ASSERT_TRUE(wait_until([&] { return entered->load() >= 1; }));
   const auto started = std::chrono::steady_clock::now();
   container.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
-  std::this_thread::sleep_for(600ms);  // the I/O thread runs on after its handler returns
+  // The I/O thread runs on after its handler returns, then ends.
+  EXPECT_TRUE(wait_until([&] { return threads_now() <= threads_before; }))
+      << "the I/O thread left behind ended";
   EXPECT_EQ(entered->load(), 1) << "nothing else was started after the stop";
 }
 
@@ -556,7 +576,7 @@ TEST(ContainerCore, FastHandlersShareHandOffsSlowOnesGetOneEach) {
     std::vector<std::thread::id> thread_of(total);
     std::atomic<int> done{0};
     Container container(options, test::fake_source(queue), MessageHandler([&](Message& msg) {
-                          if (slow) std::this_thread::sleep_for(2ms);
+                          if (slow) test::work_for(2ms);
                           thread_of[std::stoul(msg.body().substr(1))] = std::this_thread::get_id();
                           done.fetch_add(1, std::memory_order_release);
                         }));
@@ -691,7 +711,7 @@ TEST(ContainerCore, AStopDuringASharedHandOffHandlesEachOnceAndReleasesTheRest) 
                           return;
                         }
                         slow_started.fetch_add(1);
-                        std::this_thread::sleep_for(300ms);
+                        test::work_for(300ms);
                       }));
   container.start();
   ASSERT_TRUE(wait_until([&] { return warm.load() == 200; }, 30s));

@@ -17,6 +17,7 @@
 #include "sluice/aws/http.hpp"
 #include "support/http_server.hpp"
 #include "support/run.hpp"
+#include "support/wait.hpp"
 
 namespace asio = boost::asio;
 using namespace sluice::aws;
@@ -143,9 +144,9 @@ TEST(HttpClient, APooledConnectionClosedByTheServerIsReplacedTransparently) {
   asio::io_context io;
   HttpClient client(io.get_executor(), no_proxy());
   EXPECT_EQ(sluice::test::run(io, client.send(get(server.url("/a")))).status, 200);
-  for (int i = 0; i < 500 && server.idle_connections() == 0; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_TRUE(sluice::test::wait_until([&] { return server.idle_connections() > 0; }));
   server.close_idle_connections();
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // the close reaches the client's idle socket
   EXPECT_EQ(sluice::test::run(io, client.send(get(server.url("/b")))).status, 200);
   EXPECT_EQ(server.connections(), 2);
 }

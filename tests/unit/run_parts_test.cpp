@@ -68,7 +68,7 @@ TEST(AsyncCondition, WakesOnNotifyFromAnotherThreadAndEndsAtTheDeadline) {
   auto timed_out =
       boost::asio::co_spawn(io, wait_for_nothing(io.get_executor()), boost::asio::use_future);
   std::thread io_thread([&] { io.run(); });
-  std::this_thread::sleep_for(100ms);  // the waiter is suspended by now
+  std::this_thread::sleep_for(100ms);  // the waiter is suspended by now (no event says so)
   ready = true;
   condition.notify();
   ASSERT_EQ(woke.wait_for(10s), std::future_status::ready);

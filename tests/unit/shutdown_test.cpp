@@ -7,6 +7,8 @@
 
 #include <thread>
 
+#include "support/work.hpp"
+
 using namespace sluice;
 using namespace std::chrono_literals;
 
@@ -29,7 +31,7 @@ TEST(StopSignal, ASignalEndsTheWaitAtOnceAndThePreviousHandlerComesBack) {
     EXPECT_FALSE(stop.requested());
     EXPECT_FALSE(stop.wait_for(10ms)) << "no signal yet";
     std::thread signaller([] {
-      std::this_thread::sleep_for(50ms);
+      std::this_thread::sleep_for(50ms);  // the signal comes while the stop waits for it
       kill(getpid(), SIGTERM);
     });
     const auto started = std::chrono::steady_clock::now();
@@ -72,7 +74,7 @@ TEST(ShutdownSupervisor, AStopStillHangingAtTheDeadlineEndsTheProcessWithCode5) 
   EXPECT_EXIT(
       {
         app::ShutdownSupervisor supervisor(300ms);
-        std::this_thread::sleep_for(30s);  // a call that never returns
+        test::work_for(30s);  // a call that never returns
       },
       ::testing::ExitedWithCode(5), "event=shutdown_deadline_exceeded deadline_ms=300");
 }
