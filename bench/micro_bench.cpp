@@ -4,12 +4,16 @@
 // SDK's whole client-side ReceiveMessage (bench/node-peer/micro.mjs).
 #include <benchmark/benchmark.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/crypto.hpp"
+#include "runtime/clock.hpp"
 #include "sluice/aws/sigv4.hpp"
 #include "sluice/sqs/types.hpp"
 #include "sqs/codec.hpp"
@@ -176,3 +180,33 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   return 0;
 }
+
+// The core's clock seam (runtime/clock.hpp) against what it replaced: reading the time,
+// and a timer set and waited on (the permits' linger, the heartbeat, the batchers).
+static void BM_Now_SteadyClock(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(std::chrono::steady_clock::now());
+}
+BENCHMARK(BM_Now_SteadyClock);
+static void BM_Now_CoreClock(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(sluice::runtime::CoreClock::now());
+}
+BENCHMARK(BM_Now_CoreClock);
+template <typename Timer>
+static void timer_wait(benchmark::State& state) {
+  boost::asio::io_context io;
+  Timer timer(io);
+  for (auto _ : state) {
+    timer.expires_after(std::chrono::nanoseconds(0));
+    timer.async_wait([](boost::system::error_code) {});
+    io.restart();
+    io.run();
+  }
+}
+static void BM_TimerWait_AsioSteadyTimer(benchmark::State& state) {
+  timer_wait<boost::asio::steady_timer>(state);
+}
+BENCHMARK(BM_TimerWait_AsioSteadyTimer);
+static void BM_TimerWait_CoreTimer(benchmark::State& state) {
+  timer_wait<sluice::runtime::CoreTimer>(state);
+}
+BENCHMARK(BM_TimerWait_CoreTimer);
