@@ -47,7 +47,13 @@ void VirtualClock::wait(const void* timer, CoreClock::time_point deadline,
   }
   // A wait cancelled on its own (a coroutine's stop, the loser of a parallel group).
   if (slot.is_connected())
-    slot.assign([this, key](boost::asio::cancellation_type) { cancel_one(key); });
+    slot.assign([this, key](boost::asio::cancellation_type type) {
+      // Asio's timers act on terminal, partial and total cancellation alike.
+      if ((type &
+           (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial |
+            boost::asio::cancellation_type::total)) != boost::asio::cancellation_type::none)
+        cancel_one(key);
+    });
 }
 
 void VirtualClock::drop_waits() {

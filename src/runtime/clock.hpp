@@ -1,6 +1,8 @@
 #pragma once
-// The core's time: one seam for every "now" and every timer of the container core (and
-// the sources' and writers' timers that decide behaviour). In production it is the
+// The core's time: one seam for every "now" and every timer of the container core
+// (src/runtime: the receive loops' backoff and rate limit, permits, heartbeat, batchers,
+// scalers, the stop's deadline). The sources' own timers and the sink writers (threads
+// and condition variables) are not on it yet. In production it is the
 // steady clock and Asio's timer. The deterministic simulation (tests/sim) installs a
 // VirtualClock: time then moves only when the simulation advances it, once every ready
 // handler has run, and a timer's wait completes when the simulation reaches its
@@ -13,9 +15,13 @@
 //
 // Virtual waits do not go through Asio's timer queue: on Linux its reactor learns that a
 // timer is due from a kernel timer armed in real time (timerfd), which a virtual clock
-// cannot drive. They are kept here and completed through the waiting handler's executor,
-// with Asio's semantics: success at the deadline, operation_aborted when the timer is
-// cancelled, reset or destroyed, or when the wait's cancellation slot is emitted.
+// cannot drive. They are kept here and completed through the timer's executor, with
+// Asio's semantics: success at the deadline, operation_aborted when the timer is
+// cancelled, reset or destroyed, or when the wait's cancellation slot is emitted. Unlike
+// Asio's, a pending virtual wait is no work of its context's: whoever polls it keeps the
+// context from running out of work (a work guard), and drops the waits (drop_waits)
+// before the context goes. A timer keeps the mode it was made in; installing a clock
+// changes "now" for the whole process, so a simulation runs alone in its process.
 #include <atomic>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -112,8 +118,9 @@ inline CoreClock::time_point CoreClock::now() noexcept {
   return std::chrono::steady_clock::now();
 }
 
-// The core's timer: Asio's steady timer, or a virtual one while a VirtualClock is
-// installed. The subset of basic_waitable_timer the core uses.
+// The core's timer: Asio's steady timer, or a virtual one when a VirtualClock was
+// installed as it was made (a timer keeps the mode it was made in). The subset of
+// basic_waitable_timer the core uses.
 class CoreTimer {
   using Asio = boost::asio::basic_waitable_timer<std::chrono::steady_clock>;
 
@@ -124,18 +131,19 @@ class CoreTimer {
   using executor_type = boost::asio::any_io_executor;
 
   template <typename Context>
-  explicit CoreTimer(Context&& context) : timer_(std::forward<Context>(context)) {}
+  explicit CoreTimer(Context&& context)
+      : timer_(std::forward<Context>(context)), virtual_(clock_detail::virtual_clock()) {}
   template <typename Context>
-  CoreTimer(Context&& context, time_point expiry) : timer_(std::forward<Context>(context)) {
+  CoreTimer(Context&& context, time_point expiry) : CoreTimer(std::forward<Context>(context)) {
     expires_at(expiry);
   }
   template <typename Context>
-  CoreTimer(Context&& context, duration after) : timer_(std::forward<Context>(context)) {
+  CoreTimer(Context&& context, duration after) : CoreTimer(std::forward<Context>(context)) {
     expires_after(after);
   }
   ~CoreTimer() {
-    if (VirtualClock* v = clock_detail::virtual_clock()) [[unlikely]]
-      v->cancel(this);
+    if (virtual_) [[unlikely]]
+      virtual_->cancel(this);
   }
   CoreTimer(const CoreTimer&) = delete;
   CoreTimer& operator=(const CoreTimer&) = delete;
@@ -143,8 +151,8 @@ class CoreTimer {
   executor_type get_executor() { return timer_.get_executor(); }
   time_point expiry() const { return timer_.expiry(); }
   std::size_t expires_at(time_point expiry) {
-    if (VirtualClock* v = clock_detail::virtual_clock()) [[unlikely]] {
-      const std::size_t cancelled = v->cancel(this);
+    if (virtual_) [[unlikely]] {
+      const std::size_t cancelled = virtual_->cancel(this);
       timer_.expires_at(expiry);
       return cancelled;
     }
@@ -156,8 +164,8 @@ class CoreTimer {
     return expires_at(after >= time_point::max() - now ? time_point::max() : now + after);
   }
   std::size_t cancel() {
-    if (VirtualClock* v = clock_detail::virtual_clock()) [[unlikely]]
-      return v->cancel(this);
+    if (virtual_) [[unlikely]]
+      return virtual_->cancel(this);
     return timer_.cancel();
   }
 
@@ -165,8 +173,9 @@ class CoreTimer {
   auto async_wait(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [this](auto handler) {
-          if (VirtualClock* v = clock_detail::virtual_clock()) [[unlikely]]
-            v->wait(this, timer_.expiry(), timer_.get_executor(), WaitHandler(std::move(handler)));
+          if (virtual_) [[unlikely]]
+            virtual_->wait(this, timer_.expiry(), timer_.get_executor(),
+                           WaitHandler(std::move(handler)));
           else
             timer_.async_wait(std::move(handler));
         },
@@ -175,6 +184,7 @@ class CoreTimer {
 
  private:
   Asio timer_;  // keeps the expiry in both modes; waits on it in production
+  VirtualClock* const virtual_;
 };
 
 }  // namespace sluice::runtime

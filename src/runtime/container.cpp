@@ -104,7 +104,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
   // The simulation's stop: stop()'s first steps, then its sequence on the polled context;
   // `done` gets how many handlers it left running.
   void begin_stop_simulated(std::chrono::milliseconds deadline_after,
-                            std::function<void(int)> done) {
+                            std::function<void(int, bool)> done) {
     std::lock_guard lock(lifecycle_mutex);
     if (state != State::running) return;
     state = State::stopping;
@@ -112,13 +112,17 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     settlement.close();
     asio::co_spawn(core.io, stop_sequence(Clock::now() + deadline_after),
                    [this, done = std::move(done)](std::exception_ptr error, int still_running) {
-                     if (error) {
+                     if (error) {  // as stop() does when its sequence fails
                        core.draining = true;
+                       try {
+                         core.source->stop_preparing();
+                       } catch (...) {
+                       }
                        workers.close();
                        still_running = workers.running();
                      }
                      state = State::stopped;
-                     done(still_running);
+                     done(still_running, error != nullptr);
                    });
   }
 
@@ -470,7 +474,19 @@ SimulatedContainer::SimulatedContainer(ContainerOptions options, SourceFactory s
 SimulatedContainer::SimulatedContainer(ContainerOptions options, SourceFactory source,
                                        MessageHandler handler)
     : container_(std::move(options), std::move(source), std::move(handler)) {}
-SimulatedContainer::~SimulatedContainer() = default;
+SimulatedContainer::~SimulatedContainer() {
+  // Never stopped: stopped here, on virtual time (Container's own stop waits on the real
+  // clock for a deadline the virtual one set).
+  if (container_.impl_->state.load() != Container::Impl::State::running) return;
+  begin_stop(std::chrono::milliseconds(0));
+  VirtualClock* clock = clock_detail::virtual_clock();
+  for (int i = 0; i < 100000 && !stop_finished_; ++i)
+    if (io().poll() == 0) {
+      const auto next = clock ? clock->next_deadline() : std::nullopt;
+      if (!next) break;
+      clock->advance_to(*next);
+    }
+}
 
 boost::asio::io_context& SimulatedContainer::io() {
   return container_.impl_->core.io;
@@ -479,8 +495,9 @@ void SimulatedContainer::start() {
   container_.impl_->start_simulated();
 }
 void SimulatedContainer::begin_stop(std::chrono::milliseconds deadline) {
-  container_.impl_->begin_stop_simulated(deadline, [this](int still_running) {
+  container_.impl_->begin_stop_simulated(deadline, [this](int still_running, bool failed) {
     still_running_ = still_running;
+    stop_failed_ = failed;
     stop_finished_ = true;
   });
 }

@@ -24,6 +24,8 @@ class SimulatedContainer {
   // Container::stop's sequence, started now and run by io(): returns at once.
   void begin_stop(std::chrono::milliseconds deadline);
   bool stop_finished() const { return stop_finished_; }
+  // The stop sequence threw (a source's flush or stop_preparing) instead of finishing.
+  bool stop_failed() const { return stop_failed_; }
   // Handlers the stop left running (their messages unsettled), once it finished.
   int handlers_still_running() const { return still_running_; }
   ContainerStats stats() const { return container_.stats(); }
@@ -32,6 +34,7 @@ class SimulatedContainer {
  private:
   Container container_;
   bool stop_finished_ = false;
+  bool stop_failed_ = false;
   int still_running_ = 0;
 };
 

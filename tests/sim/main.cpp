@@ -18,6 +18,23 @@
 namespace {
 using sluice::runtime::faults::Switch;
 
+// One seed; an exception escaping the simulation is its failure, reported like the others.
+sluice::sim::Outcome run_guarded(std::uint64_t seed, const sluice::sim::Options& options) {
+  try {
+    return sluice::sim::run_seed(seed, options);
+  } catch (const std::exception& e) {
+    sluice::sim::Outcome outcome;
+    outcome.ok = false;
+    outcome.failure = std::string("an exception escaped the simulation: ") + e.what();
+    return outcome;
+  } catch (...) {
+    sluice::sim::Outcome outcome;
+    outcome.ok = false;
+    outcome.failure = "an exception escaped the simulation";
+    return outcome;
+  }
+}
+
 int usage(const std::string& why) {
   std::cerr << "sluice_sim: " << why
             << "\nusage: sluice_sim [--seeds N] [--first S] | --seed S [--log FILE] | "
@@ -29,8 +46,9 @@ int usage(const std::string& why) {
 bool parse_count(const char* text, std::uint64_t& out) {
   char* end = nullptr;
   errno = 0;
+  if (*text < '0' || *text > '9') return false;  // no sign, no space: strtoull takes both
   const unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno || end == text || *end || text[0] == '-') return false;
+  if (errno || end == text || *end) return false;
   out = v;
   return true;
 }
@@ -38,7 +56,7 @@ bool parse_count(const char* text, std::uint64_t& out) {
 
 int main(int argc, char** argv) {
   std::uint64_t seeds = 10000, first = 1, seed = 0;
-  bool one = false;
+  bool one = false, sweep_flag = false;
   std::string log_file, broken;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -49,11 +67,13 @@ int main(int argc, char** argv) {
       std::uint64_t n = 0;
       if (!v || !parse_count(v, n))
         return usage(arg + " expects a whole number, got " + (v ? v : "nothing"));
-      if (arg == "--seeds")
+      if (arg == "--seeds") {
         seeds = n;
-      else if (arg == "--first")
+        sweep_flag = true;
+      } else if (arg == "--first") {
         first = n;
-      else {
+        sweep_flag = true;
+      } else {
         seed = n;
         one = true;
       }
@@ -69,6 +89,10 @@ int main(int argc, char** argv) {
       return usage("unknown argument " + arg);
     }
   }
+  if (one && sweep_flag) return usage("--seed runs one seed: not with --seeds or --first");
+  if (seeds == 0) return usage("--seeds expects at least 1");
+  if (first + seeds < first) return usage("--first + --seeds passes the last seed (2^64 - 1)");
+  if (!log_file.empty() && !one) return usage("--log needs --seed (one seed's log)");
   // The core's own logs only when asked (SLUICE_SIM_LOGS=1): the event log says it.
   if (!std::getenv("SLUICE_SIM_LOGS")) spdlog::set_level(spdlog::level::off);
   if (!broken.empty()) {
@@ -88,7 +112,7 @@ int main(int argc, char** argv) {
   if (one) {
     sluice::sim::Options options;
     options.keep_log = true;
-    const auto outcome = sluice::sim::run_seed(seed, options);
+    const auto outcome = run_guarded(seed, options);
     if (!log_file.empty()) {
       std::ofstream out(log_file);
       for (const auto& line : outcome.log) out << line << '\n';
@@ -105,14 +129,25 @@ int main(int argc, char** argv) {
   std::map<sluice::sim::Fault, std::uint64_t> drawn;
   std::uint64_t passed = 0;
   for (std::uint64_t s = first; s < first + seeds; ++s) {
-    const auto outcome = sluice::sim::run_seed(s);
+    const auto outcome = run_guarded(s, {});
     for (const auto& [fault, n] : outcome.faults) drawn[fault] += n;
     if (!outcome.ok) {
       std::cout << "sim: seed " << s << " FAILED: " << outcome.failure << "\n  " << outcome.summary
                 << "\n  replay: " << replay << " --seed " << s << " --log sim-" << s << ".log\n";
       if (!broken.empty()) {
+        // Caught only if the same seed passes on the real core: the failure is the
+        // broken core's, not the simulation's own.
+        const auto active = sluice::runtime::faults::active.load();
+        sluice::runtime::faults::active = Switch::none;
+        const auto again = run_guarded(s, {});
+        sluice::runtime::faults::active = active;
+        if (!again.ok) {
+          std::cout << "sim: seed " << s << " fails on the real core too: " << again.failure << "\n"
+                    << passed << " passed, 1 failed\n";
+          return 1;
+        }
         std::cout << "sim: broken core " << broken << " caught by seed " << s << " after " << passed
-                  << " passing seeds\n";
+                  << " passing seeds (the real core passes it)\n";
         return 0;
       }
       std::cout << passed << " passed, 1 failed\n";

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -524,7 +525,8 @@ class SimSink {
     auto& w = world_;
     for (;;) {
       std::vector<std::string> claimed;
-      auto batch = queue_.take(&idle_ + writer, true, w.shape.write_batch, claimed);
+      auto batch = queue_.take(&writer_tokens_.at(static_cast<std::size_t>(writer)), true,
+                               w.shape.write_batch, claimed);
       if (batch.empty()) {
         auto timer = std::make_shared<CoreTimer>(executor_, TimePoint::max());
         idle_.push_back(timer);
@@ -567,7 +569,18 @@ class SimSink {
         for (auto& m : batch) m.nack();
       } else if (w.rng.chance(w.shape.p_commit_then_fail)) {
         w.drew(Fault::sink_commits_then_fails);
-        for (auto& m : batch) w.insert(std::string(m.id()));
+        // What the database took, before the answer was lost: a record it refuses is
+        // never among it, nor what follows it in its group.
+        std::set<std::string> refused_groups;
+        for (auto& m : batch) {
+          const auto group = m.group_id();
+          if (group && refused_groups.count(*group)) continue;
+          if (w.messages.at(std::stoul(std::string(m.id()).substr(1))).refused_by_database) {
+            if (group) refused_groups.insert(*group);
+            continue;
+          }
+          w.insert(std::string(m.id()));
+        }
         w.event("sink_lost_answer");
         for (auto& m : batch) m.nack();
       } else {
@@ -610,6 +623,7 @@ class SimSink {
   const bool may_hang_;
   sinks::OrderedWriteQueue<Message> queue_{[](const Message& m) { return m.group_id(); }};
   std::vector<std::shared_ptr<CoreTimer>> idle_;
+  std::array<char, 8> writer_tokens_{};  // a writer's identity in the writers' queue
 };
 
 Shape draw_shape(Rng& rng) {
@@ -736,16 +750,23 @@ bool run_phase(World& w, bool hostile, bool stop_mid_run, Ms stop_deadline, Ms t
   // A phase that failed still stops its container here, on virtual time, before it goes.
   struct StopOnExit {
     runtime::SimulatedContainer& container;
+    std::unique_ptr<SimSink>& sink;
     World& w;
     ~StopOnExit() {
-      if (!container.stop_finished()) container.begin_stop(Ms(0));
-      for (int i = 0; i < 100000 && !container.stop_finished(); ++i)
-        if (container.io().poll() == 0)
-          if (const auto next = w.clock.next_deadline()) w.clock.advance_to(*next);
-      // What still waits on time belongs to this container's context, which goes next.
+      try {
+        if (!container.stop_finished()) container.begin_stop(Ms(0));
+        for (int i = 0; i < 100000 && !container.stop_finished(); ++i)
+          if (container.io().poll() == 0)
+            if (const auto next = w.clock.next_deadline()) w.clock.advance_to(*next);
+      } catch (...) {
+        w.fail("an exception while the phase's container stopped");
+      }
+      // What still waits on time, and the sink's timers, belong to this container's
+      // context, which goes next.
       w.clock.drop_waits();
+      sink.reset();
     }
-  } stop_on_exit{*container, w};
+  } stop_on_exit{*container, sink, w};
   for (;;) {
     const std::size_t ran = io.poll();
     if (!w.failure.empty()) return false;
@@ -776,8 +797,24 @@ bool run_phase(World& w, bool hostile, bool stop_mid_run, Ms stop_deadline, Ms t
   if (took > stop_deadline + kFinalFlushMin)
     w.fail("the stop took " + std::to_string(std::chrono::duration_cast<Ms>(took).count()) +
            " ms, deadline " + std::to_string(stop_deadline.count()) + " ms");
+  if (container->stop_failed()) w.fail("the stop sequence failed");
+  if (container->handlers_still_running() != 0)
+    w.fail(std::to_string(container->handlers_still_running()) +
+           " handlers still running after the stop (simulated handlers never block)");
+  // Every delivery of this phase is settled, but those the core still holds (a write
+  // that never returned, at the stop's deadline): no settlement counted and not sent.
+  const auto unsettled =
+      std::count_if(w.deliveries.begin(), w.deliveries.end(),
+                    [&](const auto& d) { return d.second.phase == w.phase && !d.second.verb; });
+  if (unsettled != stats.in_flight)
+    w.fail(std::to_string(unsettled) + " deliveries never settled at the source, the core holds " +
+           std::to_string(stats.in_flight));
   if (stats.in_flight > 0 && w.phase == 2) {
     w.fail("a stop once drained left " + std::to_string(stats.in_flight) + " messages in flight");
+  } else if (stats.in_flight > 0 && took < stop_deadline) {
+    w.fail("the stop ended after " + std::to_string(std::chrono::duration_cast<Ms>(took).count()) +
+           " ms, before its " + std::to_string(stop_deadline.count()) + " ms deadline, holding " +
+           std::to_string(stats.in_flight) + " messages");
   } else if (stats.in_flight > 0) {
     w.drew(Fault::stop_deadline_hit);
   } else if (container->permits_available() != permits_total) {

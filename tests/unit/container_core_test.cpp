@@ -2,6 +2,7 @@
 // show these, see support/fake_source.hpp): lost leases, and ordered groups whose
 // next message goes out only once the previous one is settled.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -27,13 +28,9 @@ namespace {
 
 using test::wait_until;
 
-// Threads of this process (/proc/self/task): a thread the core left behind has ended
-// once the count is back.
-std::size_t threads_now() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
-    ++n;
-  return n;
+// A thread of this process has ended once /proc/self/task no longer lists it.
+bool thread_ended(pid_t tid) {
+  return !std::filesystem::exists("/proc/self/task/" + std::to_string(tid));
 }
 
 ContainerOptions core_options(const std::string& name) {
@@ -506,12 +503,13 @@ TEST(ContainerCore, AnInlineHandlerStuckPastTheDeadlineDoesNotHoldUpStop) {
   options.shutdown_deadline = 100ms;
   auto released = std::make_shared<test::Gate>();
   auto entered = std::make_shared<std::atomic<int>>(0);
-  const std::size_t threads_before = threads_now();
-  auto container = std::make_unique<Container>(options, test::fake_source(queue),
-                                               MessageHandler([released, entered](Message&) {
-                                                 ++*entered;
-                                                 released->wait();
-                                               }));
+  auto io_thread = std::make_shared<std::atomic<pid_t>>(0);
+  auto container = std::make_unique<Container>(
+      options, test::fake_source(queue), MessageHandler([released, entered, io_thread](Message&) {
+        *io_thread = gettid();  // inline: the handler runs on the I/O thread
+        ++*entered;
+        released->wait();
+      }));
   container->start();
   ASSERT_TRUE(wait_until([&] { return entered->load() == 1; })) << "the handler is running";
   EXPECT_EQ(entered->load(), 1) << "one I/O thread: the second message waits behind it";
@@ -522,7 +520,7 @@ TEST(ContainerCore, AnInlineHandlerStuckPastTheDeadlineDoesNotHoldUpStop) {
   EXPECT_TRUE(returned) << "stop waited for the stuck inline handler";
   // The I/O thread left behind runs on (and logs) once its handler returns: it ends,
   // and started nothing else, before the process does (the logger is gone at exit).
-  EXPECT_TRUE(wait_until([&] { return threads_now() <= threads_before; }))
+  EXPECT_TRUE(wait_until([&] { return thread_ended(io_thread->load()); }))
       << "the I/O thread left behind ended";
   EXPECT_EQ(entered->load(), 1) << "nothing else was started after the stop";
   EXPECT_EQ(queue->count(queue->acked), 0u);
@@ -539,18 +537,19 @@ TEST(ContainerCore, AnInlineHandlerReturningJustAfterTheDeadlineLeavesTheCoreAli
   options.ack_mode = AckMode::on_success;
   options.shutdown_deadline = 100ms;
   auto entered = std::make_shared<std::atomic<int>>(0);
-  const std::size_t threads_before = threads_now();
-  auto container = std::make_unique<Container>(options, test::fake_source(queue),
-                                               MessageHandler([entered](Message&) {
-                                                 if (++*entered == 1) test::work_for(350ms);
-                                               }));
+  auto io_thread = std::make_shared<std::atomic<pid_t>>(0);
+  auto container = std::make_unique<Container>(
+      options, test::fake_source(queue), MessageHandler([entered, io_thread](Message&) {
+        *io_thread = gettid();  // inline: the handler runs on the I/O thread
+        if (++*entered == 1) test::work_for(350ms);
+      }));
   container->start();
   ASSERT_TRUE(wait_until([&] { return entered->load() >= 1; }));
   const auto started = std::chrono::steady_clock::now();
   container.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
   // The I/O thread runs on after its handler returns, then ends.
-  EXPECT_TRUE(wait_until([&] { return threads_now() <= threads_before; }))
+  EXPECT_TRUE(wait_until([&] { return thread_ended(io_thread->load()); }))
       << "the I/O thread left behind ended";
   EXPECT_EQ(entered->load(), 1) << "nothing else was started after the stop";
 }
