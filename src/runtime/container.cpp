@@ -112,15 +112,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     settlement.close();
     asio::co_spawn(core.io, stop_sequence(Clock::now() + deadline_after),
                    [this, done = std::move(done)](std::exception_ptr error, int still_running) {
-                     if (error) {  // as stop() does when its sequence fails
-                       core.draining = true;
-                       try {
-                         core.source->stop_preparing();
-                       } catch (...) {
-                       }
-                       workers.close();
-                       still_running = workers.running();
-                     }
+                     if (error) still_running = finish_stop_by_hand();
                      state = State::stopped;
                      done(still_running, error != nullptr);
                    });
@@ -208,13 +200,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
       // Something holds the I/O thread (an inline handler, a call that does not return),
       // or the sequence failed: what it would have done from there is done from here, so
       // that no worker waits on a hand-off or a payload forever.
-      core.draining = true;
-      try {
-        core.source->stop_preparing();
-      } catch (...) {
-      }
-      workers.close();
-      still_running = workers.running();
+      still_running = finish_stop_by_hand();
       spdlog::error("container={} event=stop_sequence_incomplete handlers_still_running={}",
                     core.options.name, still_running);
     }
@@ -246,6 +232,18 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
         core.options.name,
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stop_started).count(),
         c.received.load(), c.acked.load(), c.failed.load(), c.released.load(), c.lost.load());
+  }
+
+  // What the stop sequence did not get to: nothing more is prepared or handed off.
+  // Returns how many handlers still run.
+  int finish_stop_by_hand() {
+    core.draining = true;
+    try {
+      core.source->stop_preparing();
+    } catch (...) {
+    }
+    workers.close();
+    return workers.running();
   }
 
   // The stop, on the I/O thread, each step bounded by the deadline; returns how many
