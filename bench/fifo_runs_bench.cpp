@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "observe.hpp"
+#include "sinks/postgres/postgres_sink.hpp"
 #include "sinks/sink.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"

@@ -1,12 +1,13 @@
-# src/app composes the pipeline from the registered source drivers and names no source:
-# no source's headers, namespaces, types or source.type values in its code. Run as a
+# src/app composes the pipeline from the registered source and sink drivers and names no
+# source and no database: no source's or sink driver's headers, namespaces, types,
+# source.type or sink.type values in its code. Run as a
 # test (tests/CMakeLists.txt):
 #   cmake -DROOT=<source dir> -P cmake/check_app_names_no_source.cmake
 #
 # The per-source command-line verbs are the drivers' too (driver/verbs.hpp): no file of
 # src/app is excepted.
 cmake_policy(VERSION 3.20)
-set(pattern "(sqs::|amqp::|file::|Sqs[A-Z]|Amqp[A-Z]|RabbitMq|SourceType|\"sqs\"|\"rabbitmq\"|\"file\"|#[ \t]*include[ \t]*\"(sluice/)?(sqs|amqp|file|s3)/)")
+set(pattern "(sqs::|amqp::|file::|Sqs[A-Z]|Amqp[A-Z]|RabbitMq|SourceType|\"sqs\"|\"rabbitmq\"|\"file\"|#[ \t]*include[ \t]*\"(sluice/)?(sqs|amqp|file|s3)/|(Sqlite|Postgres|Mongo)(Options|Settings|Sink|Driver)|make_(sqlite|postgres|mongo)_sink|SinkType|\"sqlite\"|\"postgres\"|\"postgresql\"|\"mongodb\"|#[ \t]*include[ \t]*\"sinks/(sqlite|postgres|mongodb)/)")
 file(GLOB files "${ROOT}/src/app/*.cpp" "${ROOT}/src/app/*.hpp")
 set(found "")
 foreach(file IN LISTS files)
@@ -22,6 +23,6 @@ foreach(file IN LISTS files)
   endforeach()
 endforeach()
 if(found)
-  message(FATAL_ERROR "src/app names a source (go through the driver registry instead):\n${found}")
+  message(FATAL_ERROR "src/app names a source or a sink (go through the driver registries instead):\n${found}")
 endif()
-message(STATUS "src/app names no source")
+message(STATUS "src/app names no source and no sink")

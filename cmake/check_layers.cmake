@@ -10,18 +10,25 @@
 # container, messages, the source factory), which name no source; "sluice/spi/" is
 # the source SPI, what a source (in the tree or out of it) is written against.
 #
-#   app/     -> everything below it but the sources: those only through driver/ (it
-#               names no source: tests check that too); of AWS, what `sluice
-#               autoscale` needs beside the queue (CloudWatch, ECS)
+#   app/     -> everything below it but the sources and the databases: those only
+#               through driver/ and the sinks' own interfaces (sink.hpp, sink_driver.hpp,
+#               writer.hpp), never a sink driver's folder (it names no source and no
+#               database: tests check that too); of AWS, what `sluice autoscale` needs
+#               beside the queue (CloudWatch, ECS)
 #   driver/  -> the core's public headers: what a source driver gives the binary
 #   sqs/, amqp/, file/ -> sluice/spi/ (the Source seam), runtime/'s helpers, driver/
 #               (their drivers), common/; sqs/ also aws/, s3/ and sns/ (its verbs publish
 #               to a topic); amqp/ also aws/ (its verbs read the management API over
 #               HTTP: only its driver library links it)
+#   ingest/  -> the record stage between a source and the writers: driver/ (a message's
+#               properties), pipeline/, the sinks' interfaces (sink.hpp, writer.hpp)
 #   tracing/ -> the core's public headers (sluice/tracing.hpp), common/: spans and their
 #               OTLP exporter, below the core so that the core, the sinks and the
 #               publishers can all record spans
 #   runtime/ -> the core's public headers and the SPI: the core knows no source
+#   sinks/   -> the sinks' core (the Sink interface, the writers) and one folder per
+#               database, each a sink driver: pipeline/ (records), runtime/, driver/ (the
+#               option rows and value readers), common/
 #   pipeline/, common/ -> pure: common/ only
 cmake_policy(VERSION 3.20)
 set(rules
@@ -39,8 +46,9 @@ set(rules
   "src/amqp|sluice/spi/,runtime/,driver/,aws/,common/,sluice,sluice/aws/,sluice/amqp/"
   "src/file|sluice/spi/,runtime/,driver/,common/,sluice,sluice/file/"
   "src/pipeline|common/"
-  "src/sinks|pipeline/,runtime/,common/,sluice,sluice/spi/"
-  "src/app|driver/,sluice/spi/,pipeline/,sinks/,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
+  "src/sinks|pipeline/,runtime/,common/,driver/,sluice,sluice/spi/"
+  "src/ingest|driver/,pipeline/,sinks/sink.hpp,sinks/writer.hpp,common/,sluice,sluice/spi/"
+  "src/app|ingest/,driver/,sluice/spi/,pipeline/,sinks/sink.hpp,sinks/sink_driver.hpp,sinks/writer.hpp,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
   "include/sluice|sluice"
   "include/sluice/spi|sluice"
   "include/sluice/aws|sluice/aws/"

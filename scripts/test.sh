@@ -2,6 +2,8 @@
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing,
 # builds, runs every test (unit and integration against real local servers).
 # Usage: scripts/test.sh [--sanitize | --tsan]
+#   SLUICE_TEST_JOBS=N: ctest's parallelism (default: the cores; scripts/load-proof.sh
+#               runs the suite above it beside a CPU hog)
 #   --sanitize: the ASan/UBSan build of the suite: everything that parses or owns
 #               buffers, which is every test of ours (the simulation with fewer seeds)
 #   --tsan:     the ThreadSanitizer build: everything that runs threads of ours, so not
@@ -26,7 +28,7 @@ if [[ " $* " == *" --tsan "* ]]; then
   filter=(-E "${TSAN_EXCLUDE:-^(bench|install|sim)\.|^integration\.Deploy$}")
 fi
 status=0
-ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 900 "${filter[@]}" || status=$?
+ctest --test-dir "$dir" --output-on-failure -j "${SLUICE_TEST_JOBS:-$(nproc)}" --timeout 900 "${filter[@]}" || status=$?
 # A CI log may keep only its head and tail: the reasons go last.
 if ((status != 0)); then scripts/lib/failure-summary.sh "$dir"; fi
 exit "$status"

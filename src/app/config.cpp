@@ -114,18 +114,33 @@ bool is_process_key(const std::string& key) {
          key == "logging.level";
 }
 
-// The names of the registered drivers, for source.type.
+// The registered drivers of each kind: sources (source.type) and sinks (sink.type).
+template <class Driver>
+const std::vector<const Driver*>& drivers_of();
+template <>
+const std::vector<const driver::SourceDriver*>& drivers_of<driver::SourceDriver>() {
+  return driver::registered_drivers();
+}
+template <>
+const std::vector<const sinks::SinkDriver*>& drivers_of<sinks::SinkDriver>() {
+  return sinks::registered_sink_drivers();
+}
+
+template <class Driver>
 std::vector<std::string> driver_names() {
   std::vector<std::string> names;
-  for (const auto* d : driver::registered_drivers()) names.emplace_back(d->name());
+  for (const auto* d : drivers_of<Driver>()) names.emplace_back(d->name());
   return names;
 }
 
+template <class Driver>
 std::string driver_list() {
   std::string list;
-  for (const auto& name : driver_names()) list += (list.empty() ? "" : " | ") + name;
+  for (const auto& name : driver_names<Driver>()) list += (list.empty() ? "" : " | ") + name;
   return list;
 }
+using driver::SourceDriver;
+using sinks::SinkDriver;
 
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
@@ -155,10 +170,12 @@ const std::vector<Option>& options() {
        "is still rejected. Empty: every message is stored.",
        [](auto& c, auto& n, auto& k) { c.transform.filter = as_filter(n, k); }},
       // --- source
-      {"source.type", "enum: " + driver_list(), driver_names().front(),
+      {"source.type", "enum: " + driver_list<SourceDriver>(), driver_names<SourceDriver>().front(),
        "Where messages come from; each source has its own keys under source.<type> (the "
        "sections below). The other source.* keys are the container's, for every source.",
-       [](auto& c, auto& n, auto& k) { c.source_type = as_enum(n, k, driver_names()); },
+       [](auto& c, auto& n, auto& k) {
+         c.source_type = as_enum(n, k, driver_names<SourceDriver>());
+       },
        "SLUICE_SOURCE_TYPE"},
       {"source.max_messages_per_second", "number", "0",
        "At most this many messages received a second by this pipeline in this process (a "
@@ -346,10 +363,7 @@ const std::vector<Option>& options() {
        }},
       {"identity.field", "string", "documentHash",
        "Document field (and unique index) holding the hash.",
-       [](auto& c, auto& n, auto& k) {
-         c.transform.hash_field = as_string(n, k);
-         c.mongodb.hash_field = c.transform.hash_field;
-       }},
+       [](auto& c, auto& n, auto& k) { c.transform.hash_field = as_string(n, k); }},
       // --- route
       {"route.field", "string", "",
        "Route records to tables by this normalized field's value (one of the identity's "
@@ -384,13 +398,11 @@ const std::vector<Option>& options() {
          c.transform.route_unknown_rejected = as_enum(n, k, {"default", "reject"}) == "reject";
        }},
       // --- sink
-      {"sink.type", "enum: sqlite | postgres | mongodb", "sqlite", "Where records are written.",
-       [](auto& c, auto& n, auto& k) {
-         const std::string t = as_enum(n, k, {"sqlite", "postgres", "mongodb"});
-         c.sink = t == "sqlite"     ? SinkType::sqlite
-                  : t == "postgres" ? SinkType::postgres
-                                    : SinkType::mongodb;
-       }},
+      {"sink.type", "enum: " + driver_list<SinkDriver>(), driver_names<SinkDriver>().front(),
+       "Where records are written; each sink has its own keys under sink.<type> (the sections "
+       "below). The other sink.* keys are the writers', for every sink.",
+       [](auto& c, auto& n, auto& k) { c.sink_type = as_enum(n, k, driver_names<SinkDriver>()); },
+       "SLUICE_SINK_TYPE"},
       {"sink.batch_size", "integer", "100", "Records per write (one round trip).",
        [](auto& c, auto& n, auto& k) {
          c.writer.batch_size = static_cast<std::size_t>(as_int(n, k, 1, 1000));
@@ -421,66 +433,9 @@ const std::vector<Option>& options() {
        }},
       {"sink.table", "string", "records",
        "Table (SQLite, PostgreSQL) or collection (MongoDB) for records.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqlite.table = c.postgres.table = c.mongodb.collection = as_string(n, k);
-       }},
+       [](auto& c, auto& n, auto& k) { c.sink_table = as_string(n, k); }},
       {"sink.rejects_table", "string", "rejects", "Table or collection for rejected messages.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqlite.rejects_table = c.postgres.rejects_table = c.mongodb.rejects_collection =
-             as_string(n, k);
-       }},
-      {"sink.sqlite.path", "string", "sluice.db", "SQLite database file (WAL mode).",
-       [](auto& c, auto& n, auto& k) { c.sqlite.path = as_string(n, k); }, "SLUICE_SQLITE_PATH"},
-      {"sink.sqlite.synchronous", "enum: FULL | NORMAL", "FULL",
-       "FULL: a commit survives power loss; NORMAL: it survives a process crash.",
-       [](auto& c, auto& n, auto& k) {
-         c.sqlite.synchronous = as_enum(n, k, {"FULL", "NORMAL"});
-       }},
-      {"sink.postgres.dsn", "string", "", "libpq connection string (required for postgres).",
-       [](auto& c, auto& n, auto& k) { c.postgres.dsn = as_string(n, k); }, "SLUICE_POSTGRES_DSN",
-       true},
-      {"sink.postgres.query_timeout", "duration", "30s",
-       "Longest wait for PostgreSQL to answer one call (a frozen server or network): then the "
-       "connection is dropped and the batch tried again on a new one. Also the server's "
-       "statement_timeout.",
-       [](auto& c, auto& n, auto& k) {
-         c.postgres.query_timeout = as_duration(n, k, milliseconds(100), seconds(3600));
-       }},
-      {"sink.postgres.columns", "list of strings", "",
-       "Normalized fields also written as typed columns beside the JSONB document.",
-       [](auto& c, auto& n, auto& k) {
-         c.postgres.columns.clear();
-         for (const auto& name : as_string_list(n, k))
-           c.postgres.columns.push_back({name, pipeline::FieldType::string});
-       }},
-      {"sink.mongodb.uri", "string", "", "MongoDB connection URI (required for mongodb).",
-       [](auto& c, auto& n, auto& k) { c.mongodb.uri = as_string(n, k); }, "SLUICE_MONGODB_URI",
-       true},
-      {"sink.mongodb.database", "string", "sluice", "MongoDB database.",
-       [](auto& c, auto& n, auto& k) { c.mongodb.database = as_string(n, k); }},
-      {"sink.mongodb.write_concern", "string", "majority",
-       "majority, or a number of acknowledging nodes (1 or more; unacknowledged writes are "
-       "refused).",
-       [](auto& c, auto& n, auto& k) {
-         const std::string w = as_string(n, k);
-         // w: 0 (unacknowledged) is refused: we would ack what the server may not have.
-         if (w != "majority") {
-           try {
-             as_int(n, k, 1, 50);
-           } catch (const ConfigError&) {
-             bad(k, n,
-                 "\"majority\" or a number of nodes from 1 to 50 (0, unacknowledged, is "
-                 "refused)");
-           }
-         }
-         c.mongodb.write_concern = w;
-       }},
-      {"sink.mongodb.id_from_hash", "boolean", "true",
-       "Identity in _id, derived from the hash: every MongoDB-compatible server (DocumentDB, "
-       "Cosmos DB too) enforces _id's uniqueness. false: a separate unique index on "
-       "identity.field, created at start (the test server lists it but does not enforce it, so "
-       "only a real MongoDB proves that mode end to end).",
-       [](auto& c, auto& n, auto& k) { c.mongodb.id_from_hash = as_bool(n, k); }},
+       [](auto& c, auto& n, auto& k) { c.sink_rejects_table = as_string(n, k); }},
       // --- dead letters
       {"dead_letter.table", "boolean", "true",
        "Also keep rejected messages in the sink's rejects table.",
@@ -824,17 +779,20 @@ const Option* find_option(const std::string& key) {
   return nullptr;
 }
 
-std::string section_of(const driver::SourceDriver& d) {
-  return "source." + std::string(d.name());
+template <class Driver>
+std::string section_of(const Driver& d) {
+  return std::string(Driver::kSection) + "." + std::string(d.name());
 }
 
 // A driver's own key: its row and the driver.
+template <class Driver>
 struct DriverKey {
-  const driver::SourceDriver* driver = nullptr;
-  const driver::SourceOption* option = nullptr;
+  const Driver* driver = nullptr;
+  const config::Option<typename Driver::SettingsBase>* option = nullptr;
 };
-DriverKey find_driver_option(const std::string& key) {
-  for (const auto* d : driver::registered_drivers()) {
+template <class Driver>
+DriverKey<Driver> find_driver_option(const std::string& key) {
+  for (const auto* d : drivers_of<Driver>()) {
     const std::string prefix = section_of(*d) + ".";
     if (!key.starts_with(prefix)) continue;
     for (const auto& o : d->options())
@@ -842,13 +800,31 @@ DriverKey find_driver_option(const std::string& key) {
   }
   return {};
 }
+bool is_driver_key(const std::string& key) {
+  return find_driver_option<SourceDriver>(key).option || find_driver_option<SinkDriver>(key).option;
+}
 
 // A key of an earlier release (source.queue_url): its new name (source.sqs.queue_url).
-std::optional<std::string> renamed(const std::string& key) {
-  for (const auto* d : driver::registered_drivers())
+template <class Driver>
+std::optional<std::string> renamed_in(const std::string& key) {
+  for (const auto* d : drivers_of<Driver>())
     for (const auto& [old_key, own_key] : d->renamed_keys())
       if (old_key == key) return section_of(*d) + "." + own_key;
   return std::nullopt;
+}
+std::optional<std::string> renamed(const std::string& key) {
+  if (auto now = renamed_in<SourceDriver>(key)) return now;
+  return renamed_in<SinkDriver>(key);
+}
+
+// Every key of the drivers of one kind, with or without the earlier names.
+template <class Driver>
+void add_driver_keys(std::vector<std::string>& keys, bool with_old_names) {
+  for (const auto* d : drivers_of<Driver>()) {
+    for (const auto& o : d->options()) keys.push_back(section_of(*d) + "." + o.key);
+    if (with_old_names)
+      for (const auto& [old_key, own_key] : d->renamed_keys()) keys.push_back(old_key);
+  }
 }
 
 // Every key, of the pipeline's table and of every driver's, with or without the earlier
@@ -856,11 +832,8 @@ std::optional<std::string> renamed(const std::string& key) {
 std::vector<std::string> full_keys(bool with_old_names) {
   std::vector<std::string> keys;
   for (const auto& o : options()) keys.push_back(o.key);
-  for (const auto* d : driver::registered_drivers()) {
-    for (const auto& o : d->options()) keys.push_back(section_of(*d) + "." + o.key);
-    if (with_old_names)
-      for (const auto& [old_key, own_key] : d->renamed_keys()) keys.push_back(old_key);
-  }
+  add_driver_keys<SourceDriver>(keys, with_old_names);
+  add_driver_keys<SinkDriver>(keys, with_old_names);
   return keys;
 }
 
@@ -881,12 +854,64 @@ std::vector<std::string> all_keys() {
   return {keys.begin(), keys.end()};
 }
 
-// What the loader holds until finalize: every driver's section, since source.type may
-// come after them (or from the environment).
+// Every driver's section of one kind, since source.type or sink.type may come after
+// them (or from the environment), with its defaults applied.
+template <class Driver>
+struct Sections {
+  std::map<std::string, std::unique_ptr<typename Driver::SettingsBase>, std::less<>> settings;
+  std::map<std::string, std::string, std::less<>> written;  // driver -> the first key given
+
+  Sections() {
+    for (const auto* d : drivers_of<Driver>()) {
+      auto made = d->make_settings();
+      for (const auto& o : d->options())
+        if (!o.default_value.empty())
+          o.apply(*made, YAML::Load(o.default_value), o.key + " (default)");
+      settings.emplace(std::string(d->name()), std::move(made));
+    }
+  }
+  // Applies a key of one of its drivers; false when none has it.
+  bool apply(const std::string& key, const std::string& written_as, const YAML::Node& value);
+  // The chosen driver's settings. Keys given of another driver are refused, not ignored:
+  // `type_key` names the choice, `type_env` the variable that may have made it.
+  std::unique_ptr<typename Driver::SettingsBase> take(const std::string& chosen,
+                                                      const std::string& type_key,
+                                                      const std::string& type_env);
+};
+
+template <class Driver>
+bool Sections<Driver>::apply(const std::string& key, const std::string& written_as,
+                             const YAML::Node& value) {
+  const auto own = find_driver_option<Driver>(key);
+  if (!own.option) return false;
+  const std::string name(own.driver->name());
+  written.try_emplace(name, written_as);
+  apply_option(*own.option, key, *settings.at(name), value,
+               key == written_as ? key : key + " (written " + written_as + ")");
+  return true;
+}
+
+template <class Driver>
+std::unique_ptr<typename Driver::SettingsBase> Sections<Driver>::take(const std::string& chosen,
+                                                                      const std::string& type_key,
+                                                                      const std::string& type_env) {
+  const char* from_environment = std::getenv(type_env.c_str());
+  const std::string origin =
+      from_environment && *from_environment ? " (from " + type_env + ")" : "";
+  const std::string kind(Driver::kSection);
+  for (const auto& [name, key] : written)
+    if (name != chosen)
+      throw ConfigError(key + ": set, but " + type_key + " is " + chosen + origin + " (keys of a " +
+                        kind + " that is not chosen are refused: remove them, or set " + type_key +
+                        ": " + name + ")");
+  return std::move(settings.find(chosen)->second);
+}
+
+// What the loader holds until finalize.
 struct Loading {
   PipelineConfig config;
-  std::map<std::string, std::unique_ptr<driver::SourceSettings>, std::less<>> sections;
-  std::map<std::string, std::string, std::less<>> written;  // driver -> the first key given
+  Sections<SourceDriver> sources;
+  Sections<SinkDriver> sinks;
   std::map<std::string, std::string> renamed_from;  // new key -> the old name it was given as
   std::set<std::string> given_as_new;               // new keys given under their new name
 };
@@ -952,7 +977,7 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
     const std::string written =
         prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
     std::string key = written;
-    if (find_option(key) == nullptr && find_driver_option(key).option == nullptr) {
+    if (find_option(key) == nullptr && !is_driver_key(key)) {
       if (auto now = renamed(key)) {
         config.warnings.push_back(key + " is now " + *now +
                                   " (read under its new name; the old name will be refused in "
@@ -960,7 +985,7 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
         key = *now;
         loading.renamed_from[key] = written;
       }
-    } else if (find_driver_option(key).option) {
+    } else if (is_driver_key(key)) {
       loading.given_as_new.insert(key);
     }
     // One value from one place: an old name beside its new one is a mistake, not a merge.
@@ -978,11 +1003,8 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
       config.transform.versions = parse_versions(entry.second, key);
     } else if (const Option* option = find_option(key)) {
       apply_option(*option, key, config, entry.second, key);
-    } else if (const auto own = find_driver_option(key); own.option) {
-      const std::string name(own.driver->name());
-      loading.written.try_emplace(name, written);
-      apply_option(*own.option, key, *loading.sections.at(name), entry.second,
-                   key == written ? key : key + " (written " + written + ")");
+    } else if (loading.sources.apply(key, written, entry.second) ||
+               loading.sinks.apply(key, written, entry.second)) {
     } else if (is_section(key)) {
       if (!entry.second.IsMap()) bad(key, entry.second, "a mapping");
       walk(loading, entry.second, key);
@@ -1002,17 +1024,7 @@ void finalize(Loading& loading) {
   auto& c = loading.config;
   c.source_driver = driver::find_driver(c.source_type);
   const auto& source = *c.source_driver;
-  // Keys of a source that is not the one chosen are refused, not ignored.
-  const char* type_from_environment = std::getenv("SLUICE_SOURCE_TYPE");
-  const std::string type_origin =
-      type_from_environment && *type_from_environment ? " (from SLUICE_SOURCE_TYPE)" : "";
-  for (const auto& [name, key] : loading.written)
-    if (name != source.name())
-      throw ConfigError(key + ": set, but source.type is " + c.source_type + type_origin +
-                        " (keys of a source that is not chosen are refused: remove them, or set "
-                        "source.type: " +
-                        name + ")");
-  auto settings = std::move(loading.sections.find(source.name())->second);
+  auto settings = loading.sources.take(c.source_type, "source.type", "SLUICE_SOURCE_TYPE");
   driver::PipelineSettings pipeline_settings{c.container,
                                              c.transform.max_body_bytes,
                                              c.max_body_bytes_set,
@@ -1065,9 +1077,9 @@ void finalize(Loading& loading) {
   // routed table may be none of the others.
   const auto routes = pipeline::routed_tables(c.transform);
   std::map<std::string, std::string> taken = {
-      {lowered(c.sqlite.table), "sink.table"},
-      {lowered(c.sqlite.rejects_table), "sink.rejects_table"},
-      {lowered("uniq_" + c.sqlite.table + "_hash"), "the unique index of sink.table"}};
+      {lowered(c.sink_table), "sink.table"},
+      {lowered(c.sink_rejects_table), "sink.rejects_table"},
+      {lowered("uniq_" + c.sink_table + "_hash"), "the unique index of sink.table"}};
   for (const auto& table : routes)
     taken.emplace(lowered("uniq_" + table + "_hash"), "the unique index of " + table);
   std::map<std::string, std::string> routed;  // lowered -> as written
@@ -1081,7 +1093,6 @@ void finalize(Loading& loading) {
       throw ConfigError(key + " and " + it->second +
                         " differ only in case: one table to SQLite, refused by MongoDB");
   }
-  c.sqlite.routes = c.postgres.routes = c.mongodb.routes = routes;
   const auto lists = pipeline::field_lists(c.transform);
   // A message property the chosen source does not have would be null in every record.
   // Where the file writes a field: normalize.fields[2], normalize.when.cases.1[0].
@@ -1110,57 +1121,20 @@ void finalize(Loading& loading) {
                                ? std::string("no attributes or headers")
                                : header_key + "s: write " + header_key + ": " + *f.header));
     }
-  // A field named by a column or a log line: in every version, and of one type.
-  auto field_type = [&](const std::string& key, const std::string& name) {
-    std::optional<pipeline::FieldType> type;
-    for (const auto& [where, fields] : lists) {
-      auto it =
-          std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.name == name; });
-      if (it == fields.end()) throw ConfigError(key + ": '" + name + "' is not one of " + where);
-      if (type && *type != it->type)
-        throw ConfigError(key + ": '" + name + "' has type " + pipeline::to_string(*type) +
-                          " in one version and " + pipeline::to_string(it->type) + " in " + where);
-      type = it->type;
+  for (const auto& name : c.log_fields) {
+    try {
+      pipeline::field_in_every_version(c.transform, "logging.fields", name);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(e.what());
     }
-    return *type;
-  };
-  // Typed columns take the type of their field (a timestamp's output too).
-  std::map<std::string, std::string> column_of = {
-      {"hash", ""}, {"message_id", ""}, {"document", ""}, {"written_at", ""}};
-  for (auto& column : c.postgres.columns) {
-    column.type = field_type("sink.postgres.columns", column.field);
-    std::optional<bool> epoch_ms;
-    for (const auto& [where, fields] : lists)
-      for (const auto& f : fields)
-        if (f.name == column.field && f.type == pipeline::FieldType::timestamp) {
-          const bool here = f.timestamp.output == pipeline::TimeOutput::epoch_ms;
-          if (epoch_ms && *epoch_ms != here)
-            throw ConfigError("sink.postgres.columns: '" + column.field +
-                              "' has output epoch_ms in one version and rfc3339 in another: give "
-                              "it one output");
-          epoch_ms = here;
-        }
-    column.epoch_ms = epoch_ms.value_or(false);
-    // Its column's name: the dots as underscores (customer.id -> customer_id).
-    std::string name = column.field;
-    std::replace(name.begin(), name.end(), '.', '_');
-    const auto [it, fresh] = column_of.emplace(name, column.field);
-    if (!fresh)
-      throw ConfigError("sink.postgres.columns: '" + column.field + "' would be the column " +
-                        name + ", which " +
-                        (it->second.empty() ? std::string("the table has already")
-                                            : "'" + it->second + "' is too") +
-                        ": leave one out");
   }
-  for (const auto& name : c.log_fields) field_type("logging.fields", name);
-  if (c.sink == SinkType::postgres && c.postgres.dsn.empty())
-    throw ConfigError(
-        "sink.postgres.dsn: missing, expected a libpq connection string (sink.type is postgres)");
-  if (c.sink == SinkType::mongodb && c.mongodb.uri.empty())
-    throw ConfigError(
-        "sink.mongodb.uri: missing, expected a mongodb:// URI (sink.type is mongodb)");
-  if (c.sink == SinkType::sqlite && c.writer.writers > 1)
-    c.writer.writers = 1;  // one writer per file
+  // The sink: its driver takes the pipeline's part over and checks its own keys.
+  c.sink_driver = sinks::find_sink_driver(c.sink_type);
+  auto sink = loading.sinks.take(c.sink_type, "sink.type", "SLUICE_SINK_TYPE");
+  sinks::SinkPipeline sink_pipeline{c.transform, c.sink_table, c.sink_rejects_table, routes,
+                                    c.writer.writers};
+  c.sink_driver->finalize(*sink, sink_pipeline);
+  c.sink = std::move(sink);
   if (c.admin_enabled) {
     if (c.metrics_listen.empty())
       throw ConfigError(
@@ -1205,13 +1179,6 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
   for (const auto& o : options())
     if (!o.default_value.empty() && o.apply)
       o.apply(config, YAML::Load(o.default_value), o.key + " (default)");
-  for (const auto* d : driver::registered_drivers()) {
-    auto settings = d->make_settings();
-    for (const auto& o : d->options())
-      if (!o.default_value.empty())
-        o.apply(*settings, YAML::Load(o.default_value), o.key + " (default)");
-    loading.sections.emplace(std::string(d->name()), std::move(settings));
-  }
   config.max_body_bytes_set = false;  // only the file or the environment set these
   config.max_record_failures_set = false;
   config.concurrency_set = false;
@@ -1224,15 +1191,21 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
       throw ConfigError(origin + ": " + e.what());
     }
   }
-  // The environment: the pipeline's keys (source.type among them), then those of the
-  // chosen source only (a variable meant for another source is not this one's).
+  // The environment: the pipeline's keys (source.type and sink.type among them), then
+  // those of the chosen source and sink only (a variable meant for another source is not
+  // this one's).
   for (const auto& o : options())
     if (environment || is_process_key(o.key)) apply_environment(o, o.key, config);
-  const auto* chosen = driver::find_driver(config.source_type);
-  if (environment)
-    for (const auto& o : chosen->options())
-      apply_environment(o, section_of(*chosen) + "." + o.key,
-                        *loading.sections.at(config.source_type));
+  if (environment) {
+    const auto* source = driver::find_driver(config.source_type);
+    for (const auto& o : source->options())
+      apply_environment(o, section_of(*source) + "." + o.key,
+                        *loading.sources.settings.at(config.source_type));
+    const auto* sink = sinks::find_sink_driver(config.sink_type);
+    for (const auto& o : sink->options())
+      apply_environment(o, section_of(*sink) + "." + o.key,
+                        *loading.sinks.settings.at(config.sink_type));
+  }
   try {
     finalize(loading);
   } catch (const ConfigError& e) {
@@ -1284,6 +1257,39 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& ori
   return parse_node(load_yaml(yaml_text, origin), origin, true);
 }
 
+namespace {
+// A variable of a driver's key would set every pipeline's: refused, not guessed.
+template <class Driver>
+void refuse_driver_environment(const std::string& origin) {
+  for (const auto* d : drivers_of<Driver>())
+    for (const auto& o : d->options())
+      if (!o.env.empty())
+        if (const char* v = std::getenv(o.env.c_str()); v && *v)
+          throw ConfigError(origin + ": " + o.env +
+                            " is set, but the file has several "
+                            "pipelines: set " +
+                            section_of(*d) + "." + o.key + " in each pipeline instead");
+}
+
+// The shared keys of a driver other than this pipeline's are the other pipelines':
+// dropped from `merged` (its own are still refused when another driver is chosen).
+// (A missing key of a const node is an invalid node: IsDefined() before anything.)
+template <class Driver>
+void drop_other_drivers(YAML::Node& merged, const YAML::Node& own_keys) {
+  const std::string kind(Driver::kSection);
+  YAML::Node section = merged[kind];
+  if (!section.IsDefined() || !section.IsMap()) return;
+  const YAML::Node own = own_keys[kind];
+  const bool own_map = own.IsDefined() && own.IsMap();
+  const YAML::Node type = section["type"];
+  const std::string chosen =
+      type.IsDefined() && type.IsScalar() ? type.Scalar() : driver_names<Driver>().front();
+  for (const auto& driver_name : driver_names<Driver>())
+    if (driver_name != chosen && !(own_map && own[driver_name].IsDefined()))
+      section.remove(driver_name);
+}
+}  // namespace
+
 std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
                                             const std::string& origin) {
   const YAML::Node root = load_yaml(yaml_text, origin);
@@ -1301,18 +1307,12 @@ std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
                           " is set, but the file has several pipelines: "
                           "set " +
                           o.key + " in each pipeline instead");
-  for (const auto* d : driver::registered_drivers())
-    for (const auto& o : d->options())
-      if (!o.env.empty())
-        if (const char* v = std::getenv(o.env.c_str()); v && *v)
-          throw ConfigError(origin + ": " + o.env +
-                            " is set, but the file has several "
-                            "pipelines: set " +
-                            section_of(*d) + "." + o.key + " in each pipeline instead");
+  refuse_driver_environment<SourceDriver>(origin);
+  refuse_driver_environment<SinkDriver>(origin);
   YAML::Node shared = YAML::Clone(root);
   shared.remove("pipelines");
   std::vector<PipelineConfig> configs;
-  std::map<std::string, std::string> sqlite_files;  // path -> pipeline
+  std::map<std::string, std::string> exclusive;  // a sink's exclusive resource -> pipeline
   std::set<std::string> names;
   std::map<std::string, std::string> queues;  // source type and queue -> pipeline
   for (const auto& entry : list) {
@@ -1341,19 +1341,8 @@ std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
     }
     YAML::Node node = merged(shared, entry.second);
     node["name"] = name;
-    // Shared keys of a source other than this pipeline's are the other pipelines':
-    // dropped here (its own are still refused when another source is chosen).
-    // (A missing key of a const node is an invalid node: IsDefined() before anything.)
-    if (YAML::Node source = node["source"]; source.IsDefined() && source.IsMap()) {
-      const YAML::Node own = entry.second["source"];
-      const bool own_map = own.IsDefined() && own.IsMap();
-      const YAML::Node type = source["type"];
-      const std::string chosen =
-          type.IsDefined() && type.IsScalar() ? type.Scalar() : driver_names().front();
-      for (const auto& driver_name : driver_names())
-        if (driver_name != chosen && !(own_map && own[driver_name].IsDefined()))
-          source.remove(driver_name);
-    }
+    drop_other_drivers<SourceDriver>(node, entry.second);
+    drop_other_drivers<SinkDriver>(node, entry.second);
     configs.push_back(parse_node(node, where, false));
     const auto& c = configs.back();
     const auto queue = c.source_type + " " + c.source_driver->queue_name(*c.source);
@@ -1361,13 +1350,11 @@ std::vector<PipelineConfig> parse_pipelines(const std::string& yaml_text,
       throw ConfigError(where + ".source: " + c.source_driver->queue_name(*c.source) +
                         " is pipeline " + other->second +
                         "'s queue too: two pipelines would split its messages between them");
-    if (c.sink == SinkType::sqlite) {
-      const auto file = std::filesystem::absolute(c.sqlite.path).lexically_normal().string();
-      const auto [other, fresh] = sqlite_files.emplace(file, name);
+    if (const auto only = c.sink_driver->exclusive(*c.sink)) {
+      const auto [other, fresh] = exclusive.emplace(c.sink_type + " " + only->canonical, name);
       if (!fresh)
-        throw ConfigError(where + ".sink.sqlite.path: " + c.sqlite.path + " is pipeline " +
-                          other->second +
-                          "'s too: give each pipeline its own SQLite file (one writer each)");
+        throw ConfigError(where + "." + only->key + ": " + only->shown + " is pipeline " +
+                          other->second + "'s too: give each pipeline its own " + only->what);
     }
   }
   return configs;
@@ -1408,8 +1395,9 @@ std::string configuration_markdown() {
   std::ostringstream out;
   out << "# Configuration\n\n"
       << "Generated by `sluice config docs` from the option table in `src/app/config.cpp`\n"
-      << "and those of the source drivers (`src/<source>/driver.cpp`); a test keeps this\n"
-      << "file and the tables in step. Durations take a unit: `250ms`,\n"
+      << "and those of the source drivers (`src/<source>/driver.cpp`) and the sink drivers\n"
+      << "(`src/sinks/<database>/driver.cpp`); a test keeps this file and the tables in\n"
+      << "step. Durations take a unit: `250ms`,\n"
       << "`20s`, `5m`, `1h`. Unknown keys, wrong types and impossible values are errors that\n"
       << "name the key, the value and what was expected. Environment variables override the\n"
       << "file. AWS credentials and region come from the usual AWS places (see README).\n\n"
@@ -1422,7 +1410,7 @@ std::string configuration_markdown() {
   };
   for (const auto& o : options()) row(o.key, o);
   for (const auto* d : driver::registered_drivers()) {
-    const std::string section = "source." + std::string(d->name());
+    const std::string section = section_of(*d);
     out << "\n## `source.type: " << d->name() << "`\n\n"
         << d->doc() << " Its keys, under `" << section
         << "`, are refused when another source is chosen.\n\n"
@@ -1448,6 +1436,14 @@ std::string configuration_markdown() {
     else
       out << "Its messages' " << headers << "s are read with `normalize.fields[]." << headers
           << "`.\n";
+  }
+  for (const auto* d : sinks::registered_sink_drivers()) {
+    const std::string section = section_of(*d);
+    out << "\n## `sink.type: " << d->name() << "`\n\n"
+        << d->doc() << " Its keys, under `" << section
+        << "`, are refused when another sink is chosen.\n\n"
+        << "| key | type | default | environment | meaning |\n|---|---|---|---|---|\n";
+    for (const auto& o : d->options()) row(section + "." + o.key, o);
   }
   out << "\n## Fields of `normalize.fields[]`\n\nEach field takes exactly one of `from`, `const`, "
          "`meta`, `attribute`, `header`. The lists of `normalize.when.cases` take the same keys. "
@@ -1480,13 +1476,9 @@ std::string configuration_markdown() {
 std::string describe(const PipelineConfig& c) {
   std::ostringstream out;
   out << "source: " << c.source_driver->describe(*c.source, c.container) << "\n";
-  out << "sink: "
-      << (c.sink == SinkType::sqlite ? "sqlite " + c.sqlite.path
-          : c.sink == SinkType::postgres
-              ? std::string("postgres (dsn redacted)")
-              : std::string("mongodb (uri redacted) ") + c.mongodb.database)
-      << ", batch " << c.writer.batch_size << ", writers " << c.writer.writers
-      << ", a record refused after " << c.writer.max_record_failures << " failed deliveries"
+  out << "sink: " << c.sink_driver->describe(*c.sink) << ", batch " << c.writer.batch_size
+      << ", writers " << c.writer.writers << ", a record refused after "
+      << c.writer.max_record_failures << " failed deliveries"
       << (!c.max_record_failures_set &&
                   c.writer.max_record_failures != sinks::WriterOptions{}.max_record_failures
               ? " (lowered from " + std::to_string(sinks::WriterOptions{}.max_record_failures) +
@@ -1506,7 +1498,7 @@ std::string describe(const PipelineConfig& c) {
     out << "filter: " << c.transform.filter.size() << " pattern(s), ORed\n";
   if (!c.transform.route_field.empty()) {
     out << "route: by " << c.transform.route_field << " to";
-    for (const auto& table : c.sqlite.routes) out << " " << table;
+    for (const auto& table : pipeline::routed_tables(c.transform)) out << " " << table;
     out << "; other values " << (c.transform.route_unknown_rejected ? "rejected" : "to sink.table")
         << "\n";
   }

@@ -13,7 +13,7 @@
 
 #include "driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/sink_driver.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"
@@ -22,8 +22,6 @@
 namespace sluice::app {
 
 using config::ConfigError;  // names the key, the value and what was expected
-
-enum class SinkType { sqlite, postgres, mongodb };
 
 struct PipelineConfig {
   std::string name = "default";  // in /pipelines/NAME, sluice ctl and logs
@@ -40,11 +38,13 @@ struct PipelineConfig {
   bool receive_scaler_set = false;       // a trigger of the MIN-MAX receive scaler given
   // stages
   pipeline::TransformSpec transform;
-  // sink
-  SinkType sink = SinkType::sqlite;
-  sinks::SqliteOptions sqlite;
-  sinks::PostgresOptions postgres;
-  sinks::MongoOptions mongodb;
+  // sink: the chosen driver (sink.type) with its own section (sink.<type>.*), and the
+  // writers that feed it (the other sink.* keys)
+  std::string sink_type;  // sink.type
+  const sinks::SinkDriver* sink_driver = nullptr;
+  std::shared_ptr<const sinks::SinkSettings> sink;  // the driver's settings
+  std::string sink_table;                           // sink.table
+  std::string sink_rejects_table;                   // sink.rejects_table
   sinks::WriterOptions writer;
   // operations
   scale::SignalOptions autoscale;  // capacity below
@@ -63,6 +63,11 @@ struct PipelineConfig {
   template <class Settings>
   const Settings& source_as() const {
     return dynamic_cast<const Settings&>(*source);
+  }
+  // The chosen sink's, likewise (sinks/<database>/driver.hpp).
+  template <class Settings>
+  const Settings& sink_as() const {
+    return dynamic_cast<const Settings&>(*sink);
   }
 };
 

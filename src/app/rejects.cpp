@@ -12,18 +12,14 @@
 
 #include "app/config.hpp"
 #include "app/run.hpp"
+#include "ingest/message_properties.hpp"
 
 namespace sluice::app {
 namespace {
 
 using Json = nlohmann::json;
-using std::chrono::system_clock;
 
 constexpr std::size_t kPage = 500;
-
-std::int64_t epoch_ms(system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 const PipelineConfig& chosen(const std::vector<PipelineConfig>& configs, const std::string& name) {
   std::string listed;
@@ -41,17 +37,7 @@ const PipelineConfig& chosen(const std::vector<PipelineConfig>& configs, const s
 
 // Where a pipeline's rejects rows are: its database and table.
 std::string rejects_place(const PipelineConfig& c) {
-  switch (c.sink) {
-    case SinkType::sqlite:
-      return "sqlite " + std::filesystem::weakly_canonical(c.sqlite.path).string() + " " +
-             c.sqlite.rejects_table;
-    case SinkType::postgres:
-      return "postgres " + c.postgres.dsn + " " + c.postgres.rejects_table;
-    case SinkType::mongodb:
-      return "mongodb " + c.mongodb.uri + " " + c.mongodb.database + " " +
-             c.mongodb.rejects_collection;
-  }
-  return {};
+  return c.sink_type + " " + c.sink_driver->rejects_place(*c.sink);
 }
 
 // What a pipeline reads besides the body and the message id: a row written before
@@ -163,55 +149,6 @@ int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
   return 0;
 }
 
-// A rejects row as the transform reads a message: its body, id and source, and the
-// properties the row kept.
-struct ReplayedMessage {
-  pipeline::MessageView view;
-  std::map<std::string, std::string, std::less<>> headers;
-  std::string group_id, sequence_number, deduplication_id;
-};
-
-std::optional<std::string_view> stored_header(const void* context, std::string_view name) {
-  const auto& headers = static_cast<const ReplayedMessage*>(context)->headers;
-  const auto it = headers.find(name);
-  if (it == headers.end()) return std::nullopt;
-  return std::string_view(it->second);
-}
-
-// False when the row kept no properties (written by an earlier release).
-bool as_message(const sinks::StoredReject& r, ReplayedMessage& m) {
-  m.view.body = r.row.body;
-  m.view.message_id = r.row.message_id;
-  m.view.source = r.row.source;
-  m.view.received_time = system_clock::now();
-  m.view.receive_count = 1;
-  if (r.row.properties.empty()) return false;
-  const auto p = Json::parse(r.row.properties, nullptr, false);
-  if (!p.is_object()) return false;
-  auto text = [&](const char* key, std::string& into) -> std::optional<std::string_view> {
-    if (!p.contains(key) || !p[key].is_string()) return std::nullopt;
-    into = p[key].get<std::string>();
-    return std::string_view(into);
-  };
-  if (p.contains("receive_count") && p["receive_count"].is_number_integer())
-    m.view.receive_count = p["receive_count"].get<int>();
-  if (p.contains("sent_time_ms") && p["sent_time_ms"].is_number_integer())
-    m.view.sent_time =
-        system_clock::time_point(std::chrono::milliseconds(p["sent_time_ms"].get<std::int64_t>()));
-  if (p.contains("received_time_ms") && p["received_time_ms"].is_number_integer())
-    m.view.received_time = system_clock::time_point(
-        std::chrono::milliseconds(p["received_time_ms"].get<std::int64_t>()));
-  m.view.group_id = text("group_id", m.group_id);
-  m.view.sequence_number = text("sequence_number", m.sequence_number);
-  m.view.deduplication_id = text("deduplication_id", m.deduplication_id);
-  if (p.contains("headers") && p["headers"].is_object())
-    for (const auto& [name, value] : p["headers"].items())
-      if (value.is_string()) m.headers.emplace(name, value.get<std::string>());
-  m.view.header = &stored_header;
-  m.view.header_context = &m;
-  return true;
-}
-
 struct ReplayCounts {
   std::size_t rows = 0, stored = 0, duplicates = 0, filtered = 0, refused = 0, failed = 0,
               without_properties = 0;
@@ -250,8 +187,8 @@ int replay(sinks::Sink& sink, const PipelineConfig& config, const RejectsOptions
     std::vector<pipeline::Record> records;
     std::vector<std::string> record_ids, done;
     for (const auto& r : rows) {
-      ReplayedMessage message;
-      if (!as_message(r, message) && needs_properties) {
+      ingest::ReplayedMessage message;
+      if (!ingest::replayed_message(r, message) && needs_properties) {
         ++n.without_properties;
         continue;
       }
@@ -329,19 +266,6 @@ int replay(sinks::Sink& sink, const PipelineConfig& config, const RejectsOptions
 
 }  // namespace
 
-std::string reject_properties(const Message& message, const driver::MessageMeta& meta) {
-  Json p = Json::object();
-  p["receive_count"] = message.receive_count();
-  if (meta.sent_time) p["sent_time_ms"] = epoch_ms(*meta.sent_time);
-  p["received_time_ms"] = epoch_ms(message.received_at());
-  if (meta.group_id) p["group_id"] = std::string(*meta.group_id);
-  if (meta.sequence_number) p["sequence_number"] = std::string(*meta.sequence_number);
-  if (meta.deduplication_id) p["deduplication_id"] = std::string(*meta.deduplication_id);
-  if (!message.headers().empty()) p["headers"] = message.headers();
-  // A header may hold any bytes (AMQP): replaced, never thrown on.
-  return p.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
 int run_rejects(const RejectsOptions& o) {
   const PipelineConfig* config = nullptr;
   std::vector<PipelineConfig> configs;
@@ -352,9 +276,8 @@ int run_rejects(const RejectsOptions& o) {
       throw ConfigError("dead_letter.table is false for pipeline " + config->name +
                         ": its rejects are in no table (the dead-letter queue's are: sluice "
                         "dlq peek)");
-    if (config->sink == SinkType::sqlite && !std::filesystem::exists(config->sqlite.path))
-      throw ConfigError("sink.sqlite.path: " + config->sqlite.path +
-                        ": no such database (has the pipeline run here?)");
+    if (const auto missing = config->sink_driver->missing_database(*config->sink); !missing.empty())
+      throw ConfigError(missing);
     // A table the file's pipelines share holds rows of each: a replay through one
     // pipeline's configuration would take the others' rows too.
     if (o.action == "replay")

@@ -12,15 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/source_driver.hpp"
-#include "sluice/message.hpp"
-
 namespace sluice::app {
-
-// What a rejects row keeps of its message besides the body (RejectRow::properties), as
-// JSON: receive count, sent and received times, group, sequence number, deduplication
-// id and headers (SQS message attributes, AMQP headers), for a replay to see it whole.
-std::string reject_properties(const Message& message, const driver::MessageMeta& meta);
 
 struct RejectsOptions {
   std::string action;  // list | export | replay

@@ -17,6 +17,7 @@
 #include "app/rejects.hpp"
 #include "app/shutdown.hpp"
 #include "common/redact.hpp"
+#include "ingest/record_stage.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
@@ -25,15 +26,7 @@ namespace sluice::app {
 using Clock = std::chrono::steady_clock;
 
 sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
-  switch (config.sink) {
-    case SinkType::sqlite:
-      return [o = config.sqlite] { return sinks::make_sqlite_sink(o); };
-    case SinkType::postgres:
-      return [o = config.postgres] { return sinks::make_postgres_sink(o); };
-    case SinkType::mongodb:
-      return [o = config.mongodb] { return sinks::make_mongo_sink(o); };
-  }
-  return nullptr;
+  return config.sink_driver->factory(*config.sink);
 }
 
 namespace {
@@ -43,23 +36,6 @@ double cpu_now() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// "skuId=SKU-1 locationId=LOC-7": the configured business fields, for log lines.
-std::string log_context(const pipeline::Record& record, const std::vector<std::string>& fields) {
-  std::string out;
-  for (const auto& f : fields) {
-    const auto* value = pipeline::find_field(record.document, f);
-    if (!value) continue;
-    out += (out.empty() ? "" : " ") + f + "=" +
-           (value->is_string() ? value->get<std::string>() : value->dump());
-  }
-  return out;
-}
-
-// normalize.fields[].attribute and .header read Message::header.
-std::optional<std::string_view> message_header(const void* message, std::string_view name) {
-  return static_cast<const Message*>(message)->header(name);
 }
 
 // Messages whose latest write failed: a drained queue with some left (the queue's own
@@ -153,7 +129,7 @@ class PipelineRun {
         tracer_(std::move(tracer)),
         source_(*config.source_driver),
         metrics_(std::make_shared<PipelineMetrics>(source_.figures())),
-        transformer_(config.transform),
+        stage_(config.name, config.transform, source_, config.log_fields, stage_events()),
         autoscale_(config, metrics_->autoscale()),
         control_(config.name, *metrics_, writer()),
         drain_(drained_for) {
@@ -170,10 +146,7 @@ class PipelineRun {
     for (const auto& [name, value] : source_.plan_settings(*config.source))
       metrics_->set_setting(name, value);
     summary_.name = config.name;
-    summary_.sink = config.sink == SinkType::sqlite ? "sqlite " + config.sqlite.path
-                    : config.sink == SinkType::postgres
-                        ? "postgres table " + config.postgres.table
-                        : "mongodb " + config.mongodb.database + "." + config.mongodb.collection;
+    summary_.sink = config.sink_driver->describe(*config.sink);
   }
   ~PipelineRun() { control_.attach(nullptr); }
 
@@ -205,12 +178,7 @@ class PipelineRun {
     try {
       container_ = std::make_unique<Container>(config_.container, source_.factory(*config_.source),
                                                BatchHandler([this](std::span<Message> batch) {
-                                                 std::vector<sinks::BatchWriter::Item> items;
-                                                 items.reserve(batch.size());
-                                                 for (auto& message : batch)
-                                                   if (auto item = handle_one(message))
-                                                     items.push_back(std::move(*item));
-                                                 writer_->submit_all(std::move(items));
+                                                 writer_->submit_all(stage_.handle(batch));
                                                }));
     } catch (const std::exception& e) {
       std::cerr << "sluice: " << prefix() << e.what() << "\n";
@@ -225,12 +193,9 @@ class PipelineRun {
     // malformed one, its row in the rejects table first.
     container_->set_unusable_handler(
         [this](Message& message, const std::string& reason, const std::string& detail) {
-          metrics_->record_rejected(reason);
-          mark_rejected(message, reason, detail);
-          writer_->submit_reject(
-              sinks::RejectRow{std::string(message.id()), reason, detail, message.body(),
-                               message.source(), properties_of(message)},
-              message);
+          auto item = stage_.unusable(message, reason, detail);
+          writer_->submit_reject(std::get<sinks::RejectRow>(std::move(item.payload)),
+                                 std::move(item.message));
         });
     // The queue: checked at start, its counts read on a thread of their own (the
     // backlog gauge and the drained check).
@@ -343,13 +308,11 @@ class PipelineRun {
     summary_.unresolved = unresolved_.count();
     // The count is a courtesy: at most 2 s and never past the interrupt deadline.
     if (writers_stopped) {
-      PipelineConfig quick = config_;
-      quick.postgres.query_timeout = std::chrono::seconds(1);
-      quick.postgres.connect_timeout = std::chrono::seconds(1);
       const auto budget =
           std::min<Clock::duration>(std::chrono::seconds(2), interrupt_deadline - Clock::now());
-      if (auto records =
-              count_records_within(sink_factory(quick), budget, summary_.count_abandoned))
+      const auto quick = config_.sink_driver->quick_factory(
+          *config_.sink, std::chrono::duration_cast<std::chrono::milliseconds>(budget) / 2);
+      if (auto records = count_records_within(quick, budget, summary_.count_abandoned))
         summary_.records_in_sink = *records;
     }
     const auto ended = work_ended_ == Clock::time_point{} ? Clock::now() : work_ended_;
@@ -370,89 +333,32 @@ class PipelineRun {
       unresolved_.record(o, message.id());
     };
     events.batch_failed = [this](const std::string&) { metrics_->record_sink_failure(); };
-    events.properties = [this](const Message& message) { return properties_of(message); };
+    events.properties = [this](const Message& message) { return stage_.properties(message); };
     auto options = config_.writer;
     if (tracer_) {
       options.tracer = tracer_;
-      options.db_system = config_.sink == SinkType::sqlite     ? "sqlite"
-                          : config_.sink == SinkType::postgres ? "postgresql"
-                                                               : "mongodb";
-      options.db_collection = config_.sink == SinkType::sqlite     ? config_.sqlite.table
-                              : config_.sink == SinkType::postgres ? config_.postgres.table
-                                                                   : config_.mongodb.collection;
+      options.db_system = config_.sink_driver->db_system();
+      options.db_collection = config_.sink_table;
     }
     writer_ = std::make_unique<sinks::BatchWriter>(sink_factory(config_), options, events);
     return *writer_;
   }
 
-  // A rejected message is acked once its row is kept: its span says it was rejected.
-  static void mark_rejected(Message& message, const std::string& reason,
-                            const std::string& detail) {
-    message.set_trace_attribute("sluice.record", "rejected");
-    message.set_trace_attribute("sluice.reject.reason", reason);
-    message.set_trace_error(reason, detail);
-  }
-
-  // What a rejects row keeps of its message for a replay (RejectRow::properties).
-  std::string properties_of(const Message& message) const {
-    return reject_properties(message, source_.read_meta(message));
-  }
-
-  std::optional<sinks::BatchWriter::Item> handle_one(Message& message) {
-    const auto meta = source_.read_meta(message);
-    if (meta.sent_time) metrics_->observe_message_age(*meta.sent_time, message.received_at());
-    pipeline::MessageView view;
-    view.body = message.body();
-    view.message_id = message.id();
-    view.receive_count = message.receive_count();
-    view.sent_time = meta.sent_time;
-    view.received_time = message.received_at();
-    view.source = message.source();
-    view.group_id = meta.group_id;
-    view.sequence_number = meta.sequence_number;
-    view.deduplication_id = meta.deduplication_id;
-    std::string trace_id;
-    if (const auto* trace = message.trace_context()) {
-      trace_id = trace->trace_id_hex();
-      view.trace_id = trace_id;
-    }
-    view.header = &message_header;
-    view.header_context = &message;
-    auto result = transformer_.transform(view);
-    if (std::holds_alternative<pipeline::Filtered>(result)) {
-      metrics_->record_filtered();
-      spdlog::debug("event=filtered pipeline={} message_id={}{}", config_.name, message.id(),
-                    sinks::trace_field(message));
-      message.ack();
-      return std::nullopt;
-    }
-    if (auto* record = std::get_if<pipeline::Record>(&result)) {
-      if (!config_.log_fields.empty()) {
-        record->log_context = log_context(*record, config_.log_fields);
-        spdlog::debug("event=normalized message_id={}{} {} hash={}", message.id(),
-                      sinks::trace_field(message), record->log_context, record->hash);
-      }
-      return sinks::BatchWriter::Item{std::move(*record), message};
-    }
-    const auto& rejection = std::get<pipeline::Rejection>(result);
-    const std::string reason = pipeline::to_string(rejection.reason);
-    metrics_->record_rejected(reason);
-    mark_rejected(message, reason, rejection.detail);
-    spdlog::warn(
-        "event=rejected pipeline={} reason={} message_id={}{} receive_count={} detail=\"{}\"",
-        config_.name, reason, message.id(), sinks::trace_field(message), message.receive_count(),
-        rejection.detail);
-    return sinks::BatchWriter::Item{
-        sinks::RejectRow{std::string(message.id()), reason, rejection.detail, message.body(),
-                         message.source(), properties_of(message)},
-        message};
+  ingest::StageEvents stage_events() {
+    ingest::StageEvents events;
+    events.message_age = [this](auto sent, auto received) {
+      metrics_->observe_message_age(sent, received);
+    };
+    events.filtered = [this] { metrics_->record_filtered(); };
+    events.rejected = [this](const std::string& reason) { metrics_->record_rejected(reason); };
+    return events;
   }
 
   const PipelineConfig& config_;
   std::shared_ptr<tracing::Tracer> tracer_;  // the process's, or null
   const driver::SourceDriver& source_;
   std::shared_ptr<PipelineMetrics> metrics_;
-  const pipeline::Transformer transformer_;
+  const ingest::RecordStage stage_;
   AutoscaleSampler autoscale_;
   UnresolvedRecords unresolved_;
   std::unique_ptr<sinks::BatchWriter> writer_;  // made by writer(), for control_

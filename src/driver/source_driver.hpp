@@ -47,15 +47,9 @@ template <class Settings>
 SourceOption option(std::string key, std::string type, std::string default_value, std::string doc,
                     std::function<void(Settings&, const YAML::Node&, const std::string&)> apply,
                     std::string env = {}, bool secret = false) {
-  return {std::move(key),
-          std::move(type),
-          std::move(default_value),
-          std::move(doc),
-          [apply = std::move(apply)](SourceSettings& s, const YAML::Node& n, const std::string& k) {
-            apply(static_cast<Settings&>(s), n, k);
-          },
-          std::move(env),
-          secret};
+  return config::option_of<SourceSettings, Settings>(std::move(key), std::move(type),
+                                                     std::move(default_value), std::move(doc),
+                                                     std::move(apply), std::move(env), secret);
 }
 
 // The pipeline's settings a driver's finalize step may read and adjust.
@@ -121,6 +115,8 @@ struct MessageMeta {
 
 class SourceDriver {
  public:
+  using SettingsBase = SourceSettings;                    // what its settings derive from
+  static constexpr std::string_view kSection = "source";  // its keys: source.<name>.*
   virtual ~SourceDriver() = default;
   // The value of source.type, and the section of its keys (source.<name>.*).
   virtual std::string_view name() const = 0;

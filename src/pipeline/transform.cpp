@@ -124,6 +124,34 @@ std::vector<std::pair<std::string, std::vector<FieldSpec>>> field_lists(const Tr
   return lists;
 }
 
+const FieldSpec& field_in_every_version(const TransformSpec& spec, const std::string& key,
+                                        const std::string& name) {
+  const FieldSpec* first = nullptr;
+  auto find = [&](const std::vector<FieldSpec>& fields, const std::string& where) {
+    const auto it =
+        std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.name == name; });
+    if (it == fields.end())
+      throw std::invalid_argument(key + ": '" + name + "' is not one of " + where);
+    return &*it;
+  };
+  if (!spec.versions) return *find(spec.fields, "normalize.fields");
+  for (const auto& [value, fields] : spec.versions->cases) {
+    // A common field is the spec's own; a version's own field, that version's.
+    const FieldSpec* here = nullptr;
+    try {
+      here = find(spec.fields, "normalize.fields");
+    } catch (const std::invalid_argument&) {
+      here = find(fields, "normalize.when.cases." + value);
+    }
+    if (first && first->type != here->type)
+      throw std::invalid_argument(key + ": '" + name + "' has type " + to_string(first->type) +
+                                  " in one version and " + to_string(here->type) +
+                                  " in normalize.when.cases." + value);
+    if (!first) first = here;
+  }
+  return *first;
+}
+
 void validate(const TransformSpec& spec) {
   Transformer check{spec};
 }

@@ -52,6 +52,12 @@ std::vector<std::string> routed_tables(const TransformSpec& spec);
 // it: normalize.fields alone, or followed by each version's own fields.
 std::vector<std::pair<std::string, std::vector<FieldSpec>>> field_lists(const TransformSpec& spec);
 
+// A field named elsewhere (a typed column, a log line's field), by `key`: the field in
+// every one of those lists, all of one type. Throws std::invalid_argument naming `key`
+// when it is missing from one or its type differs between two.
+const FieldSpec& field_in_every_version(const TransformSpec& spec, const std::string& key,
+                                        const std::string& name);
+
 // Checks everything a Transformer would: names, pointers, types, checks, defaults,
 // patterns and hash fields; throws std::invalid_argument naming the key and problem.
 void validate(const TransformSpec& spec);

@@ -108,53 +108,6 @@ class Sink {
   virtual void interrupt() {}
 };
 
-// A typed column for PostgreSQL, copied from a normalized field (by its dotted name;
-// the column's name has underscores for the dots: customer.id -> customer_id).
-struct Column {
-  std::string field;
-  pipeline::FieldType type = pipeline::FieldType::string;
-  bool epoch_ms = false;  // a timestamp stored as epoch milliseconds: converted by the server
-};
-
-struct SqliteOptions {
-  std::string path = "sluice.db";
-  std::string table = "records";
-  std::string rejects_table = "rejects";
-  std::string synchronous = "FULL";  // FULL: a commit survives power loss; NORMAL: a crash
-  std::chrono::milliseconds busy_timeout{10000};
-  std::vector<std::string> routes;  // tables for Record::route 1, 2, ... (route.tables)
-};
-
-struct PostgresOptions {
-  std::string dsn;  // libpq connection string
-  std::string table = "records";
-  std::string rejects_table = "rejects";
-  std::vector<Column> columns;
-  std::chrono::seconds connect_timeout{5};
-  // Every call waits at most this long for the server (a frozen server, a lost
-  // network): then the connection is dropped and the batch retried on a new one. The
-  // server's own statement_timeout is set to the same value.
-  std::chrono::milliseconds query_timeout{30000};
-  std::vector<std::string> routes;  // tables for Record::route 1, 2, ... (route.tables)
-};
-
-struct MongoOptions {
-  std::string uri;
-  std::string database = "sluice";
-  std::string collection = "records";
-  std::string rejects_collection = "rejects";
-  std::string write_concern = "majority";  // "majority", "1", "0" or a number
-  // _id derived from the hash (every MongoDB-compatible server enforces _id's
-  // uniqueness); false: a separate unique index on hash_field.
-  bool id_from_hash = true;
-  std::string hash_field = "documentHash";
-  std::vector<std::string> routes;  // collections for Record::route 1, 2, ...
-};
-
-std::unique_ptr<Sink> make_sqlite_sink(SqliteOptions options);
-std::unique_ptr<Sink> make_postgres_sink(PostgresOptions options);
-std::unique_ptr<Sink> make_mongo_sink(MongoOptions options);
-
 // A PositionStore in the sink's database: a connection of its own, made by `factory`
 // at first use and made again after a failure. Calls are serialized.
 std::shared_ptr<PositionStore> make_position_store(std::function<std::unique_ptr<Sink>()> factory);

@@ -23,6 +23,7 @@
 #include "app/publish.hpp"
 #include "app/run.hpp"
 #include "sinks/sink.hpp"
+#include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"

@@ -85,7 +85,7 @@ TEST(Deploy, KubernetesDeploymentMatchesTheBinaryAndItsConfiguration) {
   const auto config = app::parse_config(
       k["ConfigMap/sluice-pipeline"]["data"]["pipeline.yaml"].as<std::string>(), "configmap");
   unsetenv("SLUICE_POSTGRES_DSN");
-  EXPECT_EQ(config.sink, app::SinkType::postgres);
+  EXPECT_EQ(config.sink_type, "postgres");
 
   const auto pod = k["Deployment/sluice"]["spec"]["template"]["spec"];
   const auto container = pod["containers"][0];

@@ -11,7 +11,9 @@
 
 #include "app/config.hpp"
 #include "app/run.hpp"
+#include "sinks/postgres/postgres_sink.hpp"
 #include "sinks/sink.hpp"
+#include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sqs/driver.hpp"

@@ -137,7 +137,10 @@ TEST_F(NormalizePipeline, OrderEventsIntoPostgresFillTypedColumns) {
   std::string yaml = prepare("orders-pg", events);
   const std::string table = "orders_" + std::to_string(getpid());
   replace(yaml, "  type: sqlite\n", "  type: postgres\n  table: " + table + "\n");
-  replace(yaml, "  postgres:\n", "  postgres:\n    dsn: " + pg.dsn() + "\n");
+  // The example's SQLite file is not this pipeline's; its typed columns are.
+  replace(yaml, "  sqlite:\n    path: orders.db\n", "");
+  replace(yaml,
+          "  # postgres:\n  #   columns:", "  postgres:\n    dsn: " + pg.dsn() + "\n    columns:");
   const auto summary = run_until_drained(app::parse_config(yaml));
   expect_summary(summary, events);
   EXPECT_EQ(pg.query("SELECT count(*), count(DISTINCT (\"orderId\", status, amount, currency, "

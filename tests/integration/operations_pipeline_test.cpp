@@ -21,6 +21,7 @@
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
+#include "sinks/sqlite/driver.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
 #include "support/rabbitmq.hpp"
@@ -1336,9 +1337,9 @@ TEST(OperationsPipelineConfig, SeveralPipelinesMistakesAreRefused) {
       "    sink:\n      sqlite:\n        path: a.db\n" + two);
   ASSERT_EQ(configs.size(), 2u);
   EXPECT_EQ(configs[0].name, "a");
-  EXPECT_EQ(configs[0].sqlite.path, "a.db");
+  EXPECT_EQ(configs[0].sink_as<sinks::SqliteSettings>().options.path, "a.db");
   EXPECT_EQ(configs[0].writer.batch_size, 50u);
-  EXPECT_EQ(configs[1].sqlite.path, "shared.db");
+  EXPECT_EQ(configs[1].sink_as<sinks::SqliteSettings>().options.path, "shared.db");
   // sluice config check shows each.
   const std::string path = ::testing::TempDir() + "/ops-two-pipelines.yaml";
   std::ofstream(path) << base + "sink:\n  sqlite:\n    path: shared.db\npipelines:\n" + one +

@@ -21,6 +21,7 @@
 #include "app/metrics.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
+#include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/aws/http.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"

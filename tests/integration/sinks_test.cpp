@@ -11,7 +11,10 @@
 
 #include "pipeline/transform.hpp"
 #include "runtime/message_state.hpp"
+#include "sinks/mongodb/mongo_sink.hpp"
+#include "sinks/postgres/postgres_sink.hpp"
 #include "sinks/sink.hpp"
+#include "sinks/sqlite/sqlite_sink.hpp"
 #include "sinks/writer.hpp"
 #include "support/emulator.hpp"
 #include "support/pipeline.hpp"

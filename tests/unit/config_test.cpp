@@ -8,6 +8,8 @@
 
 #include "amqp/driver.hpp"
 #include "file/driver.hpp"
+#include "sinks/postgres/driver.hpp"
+#include "sinks/sqlite/driver.hpp"
 #include "sqs/driver.hpp"
 
 using namespace sluice::app;
@@ -60,11 +62,10 @@ TEST(Config, DefaultsComeFromTheOptionTable) {
   const auto c = parse_config(kMinimal);
   EXPECT_EQ(c.container.max_in_flight, 100);
   EXPECT_EQ(sqs(c).poll_wait, std::chrono::seconds(20));
-  EXPECT_EQ(c.sink, SinkType::sqlite);
-  EXPECT_EQ(c.sqlite.path, "sluice.db");
+  EXPECT_EQ(c.sink_type, "sqlite");
+  EXPECT_EQ(c.sink_as<sluice::sinks::SqliteSettings>().options.path, "sluice.db");
   EXPECT_EQ(c.writer.batch_size, 100u);
   EXPECT_EQ(c.transform.hash_version, "V1");
-  EXPECT_EQ(c.mongodb.write_concern, "majority");
   EXPECT_EQ(c.metrics_listen, "127.0.0.1:9464");
   EXPECT_EQ(c.container.ack_mode, sluice::AckMode::manual);
 }
@@ -82,12 +83,14 @@ sink:
 decode:
   sns_envelope: yes
 )"));
-  EXPECT_EQ(c.sink, SinkType::postgres);
+  EXPECT_EQ(c.sink_type, "postgres");
   EXPECT_EQ(c.writer.batch_size, 250u);
   EXPECT_EQ(c.writer.batch_timeout, std::chrono::milliseconds(5));
   EXPECT_TRUE(c.transform.unwrap_sns);
-  ASSERT_EQ(c.postgres.columns.size(), 1u);
-  EXPECT_EQ(c.postgres.columns[0].field, "skuId");
+  const auto& postgres = c.sink_as<sluice::sinks::PostgresSettings>().options;
+  ASSERT_EQ(postgres.columns.size(), 1u);
+  EXPECT_EQ(postgres.columns[0].field, "skuId");
+  EXPECT_EQ(postgres.table, "records") << "sink.table, taken over by the driver";
 }
 
 TEST(Config, ErrorsNameTheKeyTheValueAndWhatWasExpected) {
@@ -121,7 +124,8 @@ TEST(Config, EnvironmentOverridesTheFile) {
   unsetenv("SLUICE_QUEUE_URL");
   unsetenv("SLUICE_POSTGRES_DSN");
   EXPECT_EQ(sqs(c).queue_url, "http://127.0.0.1:2/000000000000/from-env");
-  EXPECT_EQ(c.postgres.dsn, "host=127.0.0.1 password=s3cret");
+  EXPECT_EQ(c.sink_as<sluice::sinks::PostgresSettings>().options.dsn,
+            "host=127.0.0.1 password=s3cret");
   EXPECT_EQ(describe(c).find("s3cret"), std::string::npos) << "secrets are redacted";
   setenv("SLUICE_LOG_LEVEL", "loud", 1);
   const std::string error = error_of(kMinimal);
@@ -496,16 +500,30 @@ TEST(Config, NormalizationMistakesAreRefusedWithTheKeyAndTheReason) {
   EXPECT_TRUE(has(error_of(sqs + "normalize:\n  fields:\n    - {name: a, from: /a}\n"
                                  "    - {name: message.id, from: /m}\n"
                                  "identity:\n  versions:\n    V1: [a]\n"
-                                 "sink:\n  postgres:\n    columns: [message.id]\n"),
+                                 "sink:\n  type: postgres\n  postgres:\n    dsn: host=h\n"
+                                 "    columns: [message.id]\n"),
                   {"sink.postgres.columns", "'message.id' would be the column message_id",
                    "the table has already"}));
   EXPECT_TRUE(has(error_of(sqs + "normalize:\n  fields:\n    - {name: c.id, from: /a}\n"
                                  "    - {name: c_id, from: /m}\n"
                                  "identity:\n  versions:\n    V1: [c.id]\n"
-                                 "sink:\n  postgres:\n    columns: [c.id, c_id]\n"),
+                                 "sink:\n  type: postgres\n  postgres:\n    dsn: host=h\n"
+                                 "    columns: [c.id, c_id]\n"),
                   {"'c_id' would be the column c_id, which 'c.id' is too"}));
-  // The example loads as it is.
+  // The example loads as it is, and its typed columns with sink.type: postgres.
   EXPECT_NO_THROW(load_config(std::string(SLUICE_SOURCE_DIR) + "/examples/orders-pipeline.yaml"));
+  std::ifstream example(std::string(SLUICE_SOURCE_DIR) + "/examples/orders-pipeline.yaml");
+  std::string text((std::istreambuf_iterator<char>(example)), std::istreambuf_iterator<char>());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("  type: sqlite\n", "  type: postgres\n");
+  replace("  sqlite:\n    path: orders.db\n", "");
+  replace("  # postgres:\n  #   columns:", "  postgres:\n    dsn: host=h\n    columns:");
+  const auto c = parse_config(text, "orders-pipeline.yaml as postgres");
+  EXPECT_EQ(c.sink_as<sluice::sinks::PostgresSettings>().options.columns.size(), 6u);
 }
 
 // filter, identity.key, max_messages_per_second, admin and name: each mistake names
@@ -593,9 +611,8 @@ TEST(Config, RouteMistakesAreRefusedWithTheKey) {
                   {"route.field = nope", "expected a field of normalize.fields"}));
   const auto c = parse_config(
       with("route:\n  field: skuId\n  tables: {A: t_a, B: t_b, C: t_a}\n  unknown: reject\n"));
-  EXPECT_EQ(c.sqlite.routes, (std::vector<std::string>{"t_a", "t_b"}));
-  EXPECT_EQ(c.postgres.routes, c.sqlite.routes);
-  EXPECT_EQ(c.mongodb.routes, c.sqlite.routes);
+  EXPECT_EQ(c.sink_as<sluice::sinks::SqliteSettings>().options.routes,
+            (std::vector<std::string>{"t_a", "t_b"}));
   EXPECT_TRUE(c.transform.route_unknown_rejected);
 }
 

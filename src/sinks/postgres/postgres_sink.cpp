@@ -4,6 +4,8 @@
 // Every call is bounded: libpq runs non-blocking and we wait on its socket with a
 // deadline (query_timeout), so a frozen server or network never holds a writer, and
 // interrupt() makes a waiting call return within a poll slice.
+#include "sinks/postgres/postgres_sink.hpp"
+
 #include <libpq-fe.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -14,7 +16,6 @@
 #include <tuple>
 
 #include "common/crypto.hpp"
-#include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
 
 namespace sluice::sinks {
@@ -105,7 +106,8 @@ class PostgresSink final : public Sink {
     for (auto status = PGRES_POLLING_WRITING; status != PGRES_POLLING_OK;) {
       if (status == PGRES_POLLING_FAILED) fail("connect");
       wait_socket(status == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, "connect",
-                  "sink.postgres.connect_timeout");
+                  "sink.postgres.connect_timeout",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.connect_timeout));
       status = PQconnectPoll(conn_);
     }
     PQsetnonblocking(conn_, 1);
@@ -623,8 +625,12 @@ class PostgresSink final : public Sink {
 
   // Waits until the socket is ready for `events`, in short slices so that interrupt()
   // is noticed; past the deadline the connection is dropped (its state is unknown).
+  void wait_socket(short events, Clock::time_point deadline, const std::string& what) {
+    wait_socket(events, deadline, what, "sink.postgres.query_timeout", options_.query_timeout);
+  }
+  // `limit` and `value`: the option that set the deadline, named in the error.
   void wait_socket(short events, Clock::time_point deadline, const std::string& what,
-                   const char* limit = "sink.postgres.query_timeout") {
+                   const char* limit, std::chrono::milliseconds value) {
     for (;;) {
       if (interrupted_) {
         close();
@@ -635,9 +641,9 @@ class PostgresSink final : public Sink {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
         close();
-        throw SinkError(
-            "PostgreSQL " + what + ": no answer within " + limit + "; connection dropped",
-            SinkFailure::unavailable);
+        throw SinkError("PostgreSQL " + what + ": no answer within " + limit + " (" +
+                            std::to_string(value.count()) + " ms); connection dropped",
+                        SinkFailure::unavailable);
       }
       pollfd fd{PQsocket(conn_), events, 0};
       const int n = ::poll(&fd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));

@@ -13,7 +13,7 @@
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 
 #include "common/redact.hpp"
-#include "sinks/sink.hpp"
+#include "sinks/mongodb/mongo_sink.hpp"
 
 namespace sluice::sinks {
 namespace {

@@ -1,5 +1,7 @@
 // SQLite, the embedded default: WAL mode, one transaction per batch,
 // INSERT ... ON CONFLICT(hash) DO NOTHING, sqlite3_changes() tells new from duplicate.
+#include "sinks/sqlite/sqlite_sink.hpp"
+
 #include <sqlite3.h>
 
 #include <atomic>
@@ -7,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "sinks/sink.hpp"
 #include "sinks/sql.hpp"
 
 namespace sluice::sinks {
