@@ -135,6 +135,30 @@ class SeenIds {
   std::set<std::string> ids_;
 };
 
+// Lets the first `free` calls of a handler through, then holds every later call at a
+// gate until open(): a fault injected meanwhile comes mid-run, with deliveries held,
+// however fast or slow the machine is.
+class HeldAfter {
+ public:
+  explicit HeldAfter(std::size_t free) : free_(free) {}
+  MessageHandler wrap(MessageHandler inner) {
+    return [this, inner = std::move(inner)](Message& message) {
+      if (calls_.fetch_add(1) >= free_) {
+        ++held_;
+        gate_.wait();
+      }
+      inner(message);
+    };
+  }
+  std::size_t held() const { return held_.load(); }
+  void open() { gate_.open(); }
+
+ private:
+  const std::size_t free_;
+  std::atomic<std::size_t> calls_{0}, held_{0};
+  test::Gate gate_;
+};
+
 // The default logger's lines while it lives (read while other threads log).
 class CapturedLog {
  public:
@@ -222,12 +246,13 @@ TEST_F(AmqpTest, DrainsEveryMessageOnceWithMultipleAcks) {
   const auto q = broker_->queue(queue_);
   EXPECT_EQ(q.ready, 0);
   EXPECT_EQ(q.unacked, 0);
-  // basic.ack with multiple=true: far fewer frames than messages (one per message
-  // unbatched; alone this run sends under a quarter, on a loaded machine the linger
-  // and short-of-permits rules send somewhat more, 811 seen in a full suite).
+  // basic.ack with multiple=true: fewer frames than messages (one per message unbatched).
+  // How many fewer is a matter of pace (alone, under a quarter; beside a CPU hog, 1,312
+  // seen): which acks one frame covers is proven on the tracker itself
+  // (unit.AckTracker), not by a ratio that a loaded machine changes.
   const double frames = gauges->get("amqp_ack_frames");
   EXPECT_GT(frames, 0);
-  EXPECT_LT(frames, 3000 / 3) << "acks were not batched";
+  EXPECT_LT(frames, 3000) << "acks were not batched";
 }
 
 // Interoperability: messages from another client (pika), properties and headers intact.
@@ -269,16 +294,26 @@ TEST_F(AmqpTest, UnacknowledgedNeverExceedsMaxInFlight) {
   publish(queue_, 1000);
   auto options = source_options();
   options.min_consumers = options.max_consumers = 4;  // 4 x 250 prefetch, against 20
+  // Every handler held at first: the broker's count is read while 20 are held, whatever
+  // the machine's pace (4 x 250 would be unacknowledged if the container let them in).
+  HeldAfter held(0);
+  auto gauges = std::make_shared<Gauges>();
   Container container(container_options(20), make_amqp_source(options),
-                      [&](Message&) { test::work_for(100ms); });
+                      held.wrap([&](Message&) { test::work_for(10ms); }));
+  container.set_observer(gauges);
   container.start();
   long peak = 0;
   const auto sample = [&] {
     peak = std::max(peak, broker_->queue(queue_).unacked);
     return peak;
   };
-  EXPECT_TRUE(wait_until([&] { return sample() > 0 || container.stats().acked == 1000; }, 60s));
-  EXPECT_GT(peak, 0) << "never saw the consumers at work";
+  EXPECT_TRUE(wait_until(
+      [&] { return held.held() > 0 && container.stats().in_flight == 20 && sample() >= 20; }, 60s))
+      << "never saw the consumers at work";
+  // Every consumer's channel is open by now: more would be on their way already.
+  ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_consumers") == 4; }, 60s));
+  for (int i = 0; i < 3; ++i) sample();
+  held.open();
   while (container.stats().acked < 900) sample();
   ASSERT_TRUE(wait_until([&] { return container.stats().acked == 1000; }, 60s));
   container.stop();
@@ -1171,13 +1206,18 @@ TEST_F(AmqpTest, ConnectionClosedByTheBrokerLosesNothing) {
   auto options = source_options();
   options.min_consumers = options.max_consumers = 2;
   auto slow = container_options(200);
-  slow.worker_threads = 4;  // about 400 a second: the fault comes mid-run
-  Container container(slow, make_amqp_source(options), seen.handler(10ms));
+  slow.worker_threads = 4;
+  // After 300, the handlers hold what they get until the connection is gone: the close
+  // comes mid-run, with deliveries held, however slow the broker's tool is to close it.
+  HeldAfter held(300);
+  Container container(slow, make_amqp_source(options), held.wrap(seen.handler(1ms)));
   container.set_observer(gauges);
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 300; }, 30s));
+  ASSERT_TRUE(wait_until([&] { return held.held() >= 4u; }, 60s));
   const auto before = container.stats().acked;
   broker_->ctl("close_all_connections 'sluice fault test'");
+  ASSERT_TRUE(wait_until([&] { return gauges->get("amqp_connection_recoveries") >= 1; }, 60s));
+  held.open();
   ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 90s));
   container.stop();
   EXPECT_LT(before, 3000u) << "the fault came after the work";
@@ -1269,11 +1309,15 @@ TEST_F(AmqpTest, BrokerRestartedMidRunLosesNothing) {
   SeenIds seen;
   auto slow = container_options(200);
   slow.worker_threads = 4;
-  Container container(slow, make_amqp_source(source_options()), seen.handler(10ms));
+  // After 200, the handlers hold what they get until the broker is down: the restart
+  // comes mid-run, with deliveries held, however long the broker takes to stop.
+  HeldAfter held(200);
+  Container container(slow, make_amqp_source(source_options()), held.wrap(seen.handler(1ms)));
   container.start();
-  ASSERT_TRUE(wait_until([&] { return container.stats().acked >= 200; }, 30s));
+  ASSERT_TRUE(wait_until([&] { return held.held() >= 4u; }, 60s));
   broker_->stop();
   const auto acked_while_down = container.stats().acked;
+  held.open();
   broker_->start();
   ASSERT_TRUE(wait_until([&] { return drained(queue_, container); }, 120s));
   container.stop();

@@ -714,7 +714,9 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   // moved twice, and it says it stopped (exit 1).
   // Each signal comes once the run has moved some: a fixed sleep can end before a slow
   // start (a sanitizer build on a loaded machine), and the rate leaves time to be seen.
-  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "50", "--amqp-url",
+  // 10 a second: 32 s for the 320, far longer than the broker's tool takes to see the
+  // first moved on a loaded machine.
+  const pid_t stopped = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "10", "--amqp-url",
                                       rabbit.uri(), "--queue", dlq});
   EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready > 700; }))
       << "it had started";
@@ -724,8 +726,8 @@ TEST_F(OperationsPipeline, RabbitMqRedriveMovesDeadLettersBackAndAKilledRedriveL
   EXPECT_LT(after_term, 320) << "it had moved some";
   EXPECT_EQ(after_term + rabbit.queue(queue).ready, 1020) << "none twice, none lost";
 
-  // The rest at 50 a second, killed once it has moved some, then run again.
-  const pid_t killed = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "50", "--amqp-url",
+  // The rest at 10 a second, killed once it has moved some, then run again.
+  const pid_t killed = spawn_sluice({"dlq", "redrive", "--to", queue, "--rate", "10", "--amqp-url",
                                      rabbit.uri(), "--queue", dlq});
   EXPECT_TRUE(test::wait_until([&] { return rabbit.queue(queue).ready > 1020 - after_term; }))
       << "it had started";
