@@ -16,7 +16,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -32,6 +34,7 @@
 #include "amqp/delivery_decoder.hpp"
 #include "amqp/retry_hold.hpp"
 #include "amqp/stream.hpp"
+#include "common/thread_name.hpp"
 #include "runtime/async_wait.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
@@ -126,7 +129,10 @@ class AmqpSource final : public spi::Source {
         timer_(context_.executor),
         decoder_(options_.single_active_consumer ? options_.queue : std::string()),
         stream_(!options_.stream_offset.empty()) {
-    if (wake_fd_ < 0) throw SourceError(SourceErrorKind::permanent, "", "eventfd failed");
+    if (wake_fd_ < 0)
+      throw SourceError(
+          SourceErrorKind::permanent, "",
+          std::string("cannot make the I/O thread's wake-up eventfd: ") + std::strerror(errno));
     if (stream_) {
       stream_start_ = *amqp::parse_stream_start(options_.stream_offset);  // validated
       position_key_ = "rabbitmq vhost=" + uri_.vhost + " queue=" + options_.queue +
@@ -187,13 +193,15 @@ class AmqpSource final : public spi::Source {
         io_running_ = true;
       }
       io_thread_ = std::thread([this] {
+        common::name_this_thread("sluice-amqp");
         io_main();
         io_exited_.set_value();
       });
     }
     try {
       if (!co_await opened_->wait())
-        throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
+        throw spi::SourceError(spi::SourceErrorKind::cancelled, "",
+                               "the connection's opening was cancelled: the source is stopping");
     } catch (const amqp::AmqpError& e) {
       if (io_thread_.joinable()) io_thread_.join();  // it ended: the next open starts another
       throw source_error(e);
@@ -271,7 +279,8 @@ class AmqpSource final : public spi::Source {
     }
     wake();
     if (!co_await done->wait())
-      throw spi::SourceError(spi::SourceErrorKind::cancelled, "", "cancelled");
+      throw spi::SourceError(spi::SourceErrorKind::cancelled, "",
+                             "the flush of pending acks was cancelled: the source is stopping");
   }
 
   std::string describe() const override { return describe_; }

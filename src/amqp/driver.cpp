@@ -17,6 +17,7 @@
 #include "amqp/stream.hpp"
 #include "amqp/verbs.hpp"
 #include "common/redact.hpp"
+#include "common/thread_name.hpp"
 #include "driver/probe_wait.hpp"
 
 namespace sluice::amqp {
@@ -194,6 +195,7 @@ class AmqpQueueProbe final : public driver::QueueProbe {
     // Detached: a broker that never answers must not hold the exit (connect and call
     // timeouts end it within 40 s at most; it touches only what it owns).
     std::thread([options = options_, result] {
+      common::name_this_thread("sluice-check");
       try {
         auto connection = connect(options, "-check");
         connection->open_channel(1);
@@ -259,6 +261,7 @@ class AmqpQueueProbe final : public driver::QueueProbe {
 
   void start(driver::QueueCounts& counts) override {
     thread_ = std::thread([this, &counts] {
+      common::name_this_thread("sluice-probe");
       std::unique_ptr<Connection> connection;
       std::unique_lock lock(mutex_);
       while (!stopping_) {

@@ -1025,13 +1025,15 @@ void finalize(Loading& loading) {
   c.source_driver = driver::find_driver(c.source_type);
   const auto& source = *c.source_driver;
   auto settings = loading.sources.take(c.source_type, "source.type", "SLUICE_SOURCE_TYPE");
-  driver::PipelineSettings pipeline_settings{c.container,
-                                             c.transform.max_body_bytes,
-                                             c.max_body_bytes_set,
-                                             c.writer.max_record_failures,
-                                             c.max_record_failures_set,
-                                             c.concurrency_set,
-                                             c.receive_scaler_set};
+  driver::PipelineSettings pipeline_settings{
+      c.container,
+      c.transform.max_body_bytes,
+      c.max_body_bytes_set,
+      c.writer.max_record_failures,
+      c.max_record_failures_set,
+      c.concurrency_set,
+      c.receive_scaler_set,
+      c.transform.key == pipeline::TransformSpec::Key::deduplication_id};
   source.finalize(*settings, pipeline_settings);
   c.source = std::move(settings);
   c.container.name = c.name;               // the container's log lines name their pipeline

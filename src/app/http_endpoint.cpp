@@ -13,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <stdexcept>
 
+#include "common/thread_name.hpp"
+
 namespace sluice::app {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -122,7 +124,10 @@ MetricsServer::MetricsServer(const std::string& listen, std::function<std::strin
   impl_->acceptor.listen();
   port_ = impl_->acceptor.local_endpoint().port();
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
-  impl_->thread = std::thread([impl = impl_] { impl->io.run(); });
+  impl_->thread = std::thread([impl = impl_] {
+    common::name_this_thread("sluice-http");
+    impl->io.run();
+  });
 }
 
 MetricsServer::~MetricsServer() {

@@ -17,6 +17,7 @@
 #include "app/rejects.hpp"
 #include "app/shutdown.hpp"
 #include "common/redact.hpp"
+#include "common/thread_name.hpp"
 #include "ingest/record_stage.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sinks/writer.hpp"
@@ -496,6 +497,7 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
     std::vector<std::thread> stopping;
     for (std::size_t i = 0; i < runs.size(); ++i)
       stopping.emplace_back([&, i] {
+        common::name_this_thread("sluice-stop", static_cast<int>(i + 1));
         runs[i]->stop_container(deadline);
         writers_stopped[i] = runs[i]->stop_writers(deadline, supervisor.interrupt_deadline());
       });

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "app/metrics.hpp"
+#include "common/thread_name.hpp"
 #include "driver/source_driver.hpp"
 
 namespace sluice::app {
@@ -37,6 +38,7 @@ std::optional<std::uint64_t> count_records_within(sinks::BatchWriter::SinkFactor
   auto counted = std::make_shared<std::promise<std::uint64_t>>();
   auto future = counted->get_future();
   std::thread([factory = std::move(factory), counted] {
+    common::name_this_thread("sluice-count");
     try {
       std::uint64_t records = 0;
       {  // closed before the answer: whoever reads the database next finds it free

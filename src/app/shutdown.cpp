@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/thread_name.hpp"
+
 namespace sluice::app {
 
 namespace {
@@ -94,6 +96,7 @@ ShutdownSupervisor::ShutdownSupervisor(std::chrono::milliseconds shutdown_deadli
       reserve_(reserve(shutdown_deadline)),
       deadline_(Clock::now() + shutdown_deadline) {
   watchdog_ = std::thread([this] {
+    common::name_this_thread("sluice-watchdog");
     std::unique_lock lock(mutex_);
     if (disarmed_cv_.wait_until(lock, deadline_, [&] { return disarmed_; })) return;
     exit_now(5, "event=shutdown_deadline_exceeded deadline_ms=" +

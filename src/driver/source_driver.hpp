@@ -62,6 +62,7 @@ struct PipelineSettings {
   bool concurrency_set;     // source.concurrency
   bool receive_scaler_set;  // a trigger of the MIN-MAX receive scaler (consecutive_*_trigger,
                             // start/stop_receive_min_interval)
+  bool identity_from_deduplication_id = false;  // identity.key: deduplication_id
 };
 
 // What the probe last read of the queue. Written by the probe's thread, read by any.

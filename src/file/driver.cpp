@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/thread_name.hpp"
+
 namespace sluice::file {
 using namespace config;
 using std::chrono::milliseconds;
@@ -124,6 +126,7 @@ class FileProbe final : public driver::QueueProbe {
 
   void start(driver::QueueCounts& counts) override {
     thread_ = std::thread([this, &counts] {
+      common::name_this_thread("sluice-probe");
       std::unique_lock lock(mutex_);
       while (!stopping_) {
         const long ready = progress_->ready.load();

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/thread_name.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/core.hpp"
 #include "runtime/heartbeat.hpp"
@@ -81,6 +82,7 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     // The I/O thread runs until stop(), even while a source has nothing pending.
     io_work.emplace(core.io.get_executor());
     io_thread = std::thread([this] {
+      common::name_this_thread("sluice-io");
       core.io.run();
       io_thread_done = true;
     });

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/thread_name.hpp"
 #include "runtime/thread_annotations.hpp"
 #include "sluice/position_store.hpp"
 
@@ -22,7 +23,10 @@ class PositionSaver {
   PositionSaver(std::shared_ptr<PositionStore> store, std::string key,
                 std::chrono::milliseconds interval)
       : store_(std::move(store)), key_(std::move(key)), interval_(interval) {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      common::name_this_thread("sluice-position");
+      run();
+    });
   }
   ~PositionSaver() {
     {

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/thread_name.hpp"
 #include "runtime/fault_switch.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "runtime/settlement.hpp"
@@ -59,9 +60,15 @@ void WorkerStage::start(int threads) {
       asio::co_spawn(core_.io, worker_loop(), log_if_thrown(core_.options.name + " worker"));
     return;
   }
-  pool_ = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(threads));
+  pool_ = std::make_unique<asio::io_context>(threads);
+  pool_work_.emplace(pool_->get_executor());
   for (int i = 0; i < threads; ++i)
     asio::co_spawn(*pool_, worker_loop(), log_if_thrown(core_.options.name + " worker"));
+  for (int i = 0; i < threads; ++i)
+    pool_threads_.emplace_back([this, i] {
+      common::name_this_thread("sluice-work", i + 1);
+      pool_->run();
+    });
 }
 
 asio::awaitable<bool> WorkerStage::take(std::vector<Unit> units) {
@@ -377,8 +384,11 @@ void WorkerStage::close() {
   handoff_.close();
 }
 
+// The loops end once the hand-off is closed; the threads once their work is done.
 void WorkerStage::join() {
-  if (pool_) pool_->join();
+  pool_work_.reset();
+  for (auto& thread : pool_threads_) thread.join();
+  pool_threads_.clear();
 }
 
 }  // namespace sluice::runtime

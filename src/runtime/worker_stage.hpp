@@ -8,13 +8,16 @@
 // thread; handlers on the workers (or inline).
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
-#include "runtime/clock.hpp"
-#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/io_context.hpp>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "runtime/async_wait.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/core.hpp"
 
 namespace sluice::runtime {
@@ -99,7 +102,12 @@ class WorkerStage {
   Settlement& settlement_;
   Handlers handlers_;
   Handoff handoff_;
-  std::unique_ptr<boost::asio::thread_pool> pool_;
+  // The workers' loops run on `pool_`, served by threads of ours (named sluice-work-N)
+  // until join(): a thread pool whose threads `top -H` and gdb can tell apart.
+  std::unique_ptr<boost::asio::io_context> pool_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      pool_work_;
+  std::vector<std::thread> pool_threads_;
   int threads_ = 0;
   // Handlers run on the I/O thread: set once, before the first receive.
   bool inline_ = false;

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "common/thread_name.hpp"
 #include "runtime/backoff.hpp"
 #include "sinks/write_queue.hpp"
 
@@ -116,8 +117,9 @@ void BatchWriter::Core::start(const std::shared_ptr<Core>& self) {
   running_ = static_cast<int>(sinks_.size());
   // Each thread shares the core: a thread abandoned at the deadline never runs on
   // freed state.
-  for (auto& sink : sinks_)
-    threads_.emplace_back([self, s = sink.get()] {
+  for (std::size_t i = 0; i < sinks_.size(); ++i)
+    threads_.emplace_back([self, s = sinks_[i].get(), i] {
+      common::name_this_thread("sluice-write", static_cast<int>(i + 1));
       self->run(*s);
       std::lock_guard lock(self->mutex_);
       --self->running_;

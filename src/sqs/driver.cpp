@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/redact.hpp"
+#include "common/thread_name.hpp"
 #include "driver/probe_wait.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/http.hpp"
@@ -246,7 +247,10 @@ class SqsQueueProbe final : public driver::QueueProbe {
           }
         },
         asio::detached);
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+      common::name_this_thread("sluice-probe");
+      io_.run();
+    });
   }
 
   void stop() override {
@@ -323,6 +327,17 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
     } catch (const OptionError& e) {
       throw_as_config_error(e, "source.sqs.");
     }
+    // Only a FIFO queue's messages carry the producer's deduplication id: on a standard
+    // queue every message would be rejected for the want of one.
+    if (p.identity_from_deduplication_id &&
+        (o.fifo == FifoMode::off ||
+         (o.fifo == FifoMode::auto_detect && !o.queue_url.ends_with(".fifo"))))
+      throw ConfigError(
+          "identity.key: deduplication_id: the queue " + o.queue_url + " is a standard queue (" +
+          (o.fifo == FifoMode::off ? std::string("source.sqs.fifo is off")
+                                   : std::string("its name does not end in .fifo")) +
+          "), whose messages carry no deduplication id: use identity.key: content, or a FIFO "
+          "queue");
     // The measured better setting for SQS (BENCHMARKS.md): the same rate on a full standard
     // queue, fewer requests and a faster drain on a FIFO queue whose groups are mostly busy.
     // Not when the MIN-MAX scaler's triggers are tuned: auto would silently ignore them.

@@ -2,6 +2,7 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -13,6 +14,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cctype>
 #include <optional>
 #include <stdexcept>
 
@@ -29,17 +31,28 @@ Endpoint Endpoint::parse(const std::string& given) {
   const std::string url = common::redact_password(given);  // for the messages
   Endpoint e;
   std::string_view rest = given;
-  if (rest.starts_with("https://")) {
+  // The scheme is case-insensitive (RFC 3986, 3.1): HTTPS:// is https://.
+  const auto scheme_is = [&](std::string_view scheme) {
+    return rest.size() >= scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), rest.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  if (scheme_is("https://")) {
     e.tls = true;
     rest.remove_prefix(8);
-  } else if (rest.starts_with("http://")) {
+  } else if (scheme_is("http://")) {
     rest.remove_prefix(7);
   } else {
     throw std::invalid_argument("'" + url + "' is not an http:// or https:// URL");
   }
-  const auto slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  e.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  // The authority ends at the path, the query or the fragment (a query may come without a
+  // path: http://host:4318?x is /?x); a fragment is never sent.
+  rest = rest.substr(0, rest.find('#'));
+  const auto end = rest.find_first_of("/?");
+  std::string_view authority = rest.substr(0, end);
+  e.target = end == std::string_view::npos ? "/" : std::string(rest.substr(end));
+  if (e.target.front() == '?') e.target.insert(e.target.begin(), '/');
   if (authority.empty() || authority.find('@') != std::string_view::npos)
     throw std::invalid_argument("'" + url + "' has no host (or has user information)");
   std::string_view port;

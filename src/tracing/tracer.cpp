@@ -10,12 +10,27 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "common/redact.hpp"
+#include "common/thread_name.hpp"
 #include "sluice/tracing.hpp"
 #include "tracing/http_post.hpp"
 
 namespace sluice::tracing {
+
+namespace {
+// An endpoint URL as its base (no trailing '/') and its query ("?..." or empty), the
+// fragment dropped.
+std::pair<std::string, std::string> split_query(std::string url) {
+  url = url.substr(0, url.find('#'));
+  const auto scheme_end = url.find("://");
+  const auto at = url.find('?', scheme_end == std::string::npos ? 0 : scheme_end + 3);
+  std::string base = url.substr(0, at);
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return {base, at == std::string::npos ? std::string() : url.substr(at)};
+}
+}  // namespace
 
 namespace detail {
 struct SpanData {
@@ -230,10 +245,11 @@ struct Tracer::Impl {
     }
   }
 
+  // The signal's path after the base URL's own, before its query (a fragment is never
+  // sent): http://c:4318/otlp?tenant=a posts to /otlp/v1/traces?tenant=a.
   std::string endpoint_url() const {
-    auto url = options.otlp_endpoint;
-    while (!url.empty() && url.back() == '/') url.pop_back();
-    return url + "/v1/traces";
+    const auto [base, query] = split_query(options.otlp_endpoint);
+    return base + "/v1/traces" + query;
   }
 
   void encode(otlp::collector::trace::v1::ExportTraceServiceRequest& request,
@@ -329,9 +345,7 @@ void validate(const TracerOptions& options) {
     }
     // The commonest slip: the signal's URL where the base is meant (spans would go to
     // /v1/traces/v1/traces, refused, every one dropped).
-    std::string_view path = options.otlp_endpoint;
-    while (path.ends_with('/')) path.remove_suffix(1);
-    if (path.ends_with("/v1/traces"))
+    if (split_query(options.otlp_endpoint).first.ends_with("/v1/traces"))
       throw std::invalid_argument(
           "otlp_endpoint: ends in /v1/traces; give the collector's base URL (http://HOST:4318), "
           "Sluice adds /v1/traces");
@@ -355,7 +369,10 @@ std::shared_ptr<Tracer> Tracer::make(TracerOptions options) {
     // The exporter logs its failures: spdlog's registry is created here, before the thread,
     // so that its lazy creation cannot race with a caller configuring the logger.
     spdlog::default_logger_raw();
-    tracer->impl_->exporter = std::thread([impl = tracer->impl_] { impl->run(); });
+    tracer->impl_->exporter = std::thread([impl = tracer->impl_] {
+      common::name_this_thread("sluice-trace");
+      impl->run();
+    });
   }
   return tracer;
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "amqp/connection.hpp"
@@ -1446,4 +1447,48 @@ TEST_F(OperationsPipeline, SigtermStopsEveryPipelineWithinTheDeadline) {
   EXPECT_NE(text.find("== sluice run summary: pipeline b =="), std::string::npos) << text;
   EXPECT_NE(text.find("process CPU"), std::string::npos) << text;
   std::filesystem::remove_all(dir);
+}
+
+// Every thread of a run has a name that says what it does (top -H, perf, gdb show it):
+// read from /proc while `sluice run` runs.
+TEST_F(OperationsPipeline, ThreadsOfARunAreNamed) {
+  const std::string url = make_queue("ops-threads");
+  send(url, {{R"({"id":"t-1"})", {}}});
+  db_ = ::testing::TempDir() + "/sluice-ops-threads-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db_);
+  const std::string path = ::testing::TempDir() + "/sluice-ops-threads.yaml";
+  std::ofstream(path) << "source:\n  worker_threads: 2\n  sqs:\n    queue_url: " << url
+                      << "\n    endpoint_url: " << test::Emulator::shared().endpoint()
+                      << "\n    region: us-east-1\n    poll_wait: 1s\n"
+                      << "sink:\n  type: sqlite\n  sqlite:\n    path: " << db_ << "\n"
+                      << "normalize:\n  fields:\n    - {name: id, from: /id, type: string}\n"
+                      << "identity:\n  versions:\n    V1: [id]\n"
+                      << "metrics:\n  listen: 127.0.0.1:0\n"
+                      << "tracing:\n  otlp_endpoint: http://127.0.0.1:" << test::free_port()
+                      << "\nlogging:\n  level: error\n";
+  const pid_t pid = spawn_sluice({"run", "--config", path});
+  const std::set<std::string> expected = {"sluice-io",      "sluice-work-1", "sluice-work-2",
+                                          "sluice-write-1", "sluice-http",   "sluice-probe",
+                                          "sluice-trace"};
+  std::set<std::string> names;
+  const auto read_names = [&] {
+    names.clear();
+    std::error_code ec;
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name)) names.insert(name);
+    }
+    return std::includes(names.begin(), names.end(), expected.begin(), expected.end());
+  };
+  const bool all = test::wait_until(read_names);
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 0);
+  std::string seen;
+  for (const auto& name : names) seen += " " + name;
+  EXPECT_TRUE(all) << "threads:" << seen;
+  for (const auto& name : names) EXPECT_TRUE(name.starts_with("sluice")) << name;
+  test::remove_sqlite(db_);
+  std::filesystem::remove(path);
 }

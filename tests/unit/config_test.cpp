@@ -545,6 +545,19 @@ TEST(Config, OperationsMistakesAreRefusedWithTheKeyAndTheReason) {
                            "normalize:\n  fields:\n    - {name: a, from: /a}\n"
                            "identity:\n  key: deduplication_id\n  versions:\n    V1: [a]\n"),
                   {"identity.key: deduplication_id", "rabbitmq source's messages have none"}));
+  // On SQS, only a FIFO queue's messages carry one: a standard queue is refused at load.
+  EXPECT_TRUE(has(error_of(with("  key: deduplication_id\n")),
+                  {"identity.key: deduplication_id", "http://127.0.0.1:1/000000000000/q",
+                   "standard queue", "does not end in .fifo"}));
+  EXPECT_TRUE(
+      has(error_of("source:\n  sqs:\n    queue_url: http://127.0.0.1:1/000000000000/q.fifo\n"
+                   "    fifo: off\nnormalize:\n  fields:\n    - {name: a, from: /a}\n"
+                   "identity:\n  key: deduplication_id\n  versions:\n    V1: [a]\n"),
+          {"identity.key: deduplication_id", "source.sqs.fifo is off"}));
+  EXPECT_EQ(error_of("source:\n  sqs:\n    queue_url: http://127.0.0.1:1/000000000000/q.fifo\n"
+                     "normalize:\n  fields:\n    - {name: a, from: /a}\n"
+                     "identity:\n  key: deduplication_id\n  versions:\n    V1: [a]\n"),
+            "no error");
   EXPECT_TRUE(has(error_of(with("source:\n  max_messages_per_second: -5\n")),
                   {"source.max_messages_per_second", "-5", "0 (no limit), or from 0.001"}));
   EXPECT_TRUE(has(error_of(with("source:\n  max_messages_per_second: 1e-12\n")),

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "support/process.hpp"
+#include "tracing/http_post.hpp"
 
 using namespace sluice::tracing;
 using namespace std::chrono_literals;
@@ -165,6 +166,14 @@ TEST(Tracer, ValidatesItsOptions) {
   EXPECT_NE(message(o).find("the port is not a number from 1 to 65535"), std::string::npos);
   o.otlp_endpoint = "https://[::1]:4318/prefix";
   EXPECT_EQ(message(o), "");
+  // RFC 3986: the scheme in any case, a query without a path.
+  for (const char* url : {"HTTP://collector:4318", "Https://c:4318", "http://c:4318?tenant=a",
+                          "http://c:4318/otlp?tenant=a#frag"}) {
+    o.otlp_endpoint = url;
+    EXPECT_EQ(message(o), "") << url;
+  }
+  o.otlp_endpoint = "http://c:4318/v1/traces?tenant=a";
+  EXPECT_NE(message(o).find("ends in /v1/traces"), std::string::npos);
   // The traces signal's own URL where the base is meant: refused, not posted to twice.
   for (const char* signal_url : {"http://collector:4318/v1/traces", "http://c:4318/v1/traces/"}) {
     o.otlp_endpoint = signal_url;
@@ -172,6 +181,18 @@ TEST(Tracer, ValidatesItsOptions) {
               std::string::npos)
         << signal_url;
   }
+}
+
+TEST(Tracer, AnEndpointsSchemeIsCaseInsensitiveAndItsQueryNeedsNoPath) {
+  const auto upper = Endpoint::parse("HTTPS://collector:4318");
+  EXPECT_TRUE(upper.tls);
+  EXPECT_EQ(upper.host, "collector");
+  EXPECT_EQ(upper.target, "/");
+  const auto query = Endpoint::parse("http://collector:4318?tenant=a#x");
+  EXPECT_FALSE(query.tls);
+  EXPECT_EQ(query.host, "collector");
+  EXPECT_EQ(query.port, "4318");
+  EXPECT_EQ(query.target, "/?tenant=a");
 }
 
 TEST(TraceContext, ATracestateThatBreaksW3csRulesIsDroppedAndTheTraceparentKept) {
