@@ -902,8 +902,8 @@ std::unique_ptr<typename Driver::SettingsBase> Sections<Driver>::take(const std:
   for (const auto& [name, key] : written)
     if (name != chosen)
       throw ConfigError(key + ": set, but " + type_key + " is " + chosen + origin + " (keys of a " +
-                        kind + " that is not chosen are refused: remove them, or set " + type_key +
-                        ": " + name + ")");
+                        kind + " that is not chosen are refused: remove them, or set " +
+                        (origin.empty() ? type_key + ": " + name : type_env + "=" + name) + ")");
   return std::move(settings.find(chosen)->second);
 }
 
@@ -1153,6 +1153,21 @@ void finalize(Loading& loading) {
   }
 }
 
+// A variable of a driver that is not chosen is not read: said, since whoever set it meant
+// something (a DSN without sink.type: postgres would otherwise write to SQLite unseen).
+template <class Driver>
+void warn_unchosen_environment(const std::string& chosen, std::vector<std::string>& warnings) {
+  const std::string kind(Driver::kSection);
+  for (const auto* d : drivers_of<Driver>())
+    if (d->name() != chosen)
+      for (const auto& o : d->options())
+        if (!o.env.empty())
+          if (const char* v = std::getenv(o.env.c_str()); v && *v)
+            warnings.push_back(o.env + " is set, but " + kind + ".type is " + chosen + ": " +
+                               section_of(*d) + "." + o.key + " is not used (set " + kind +
+                               ".type: " + std::string(d->name()) + " to use it)");
+}
+
 // The environment's value of a row, applied as if the file had it.
 template <class Target>
 void apply_environment(const config::Option<Target>& o, const std::string& full_key,
@@ -1199,6 +1214,8 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
   for (const auto& o : options())
     if (environment || is_process_key(o.key)) apply_environment(o, o.key, config);
   if (environment) {
+    warn_unchosen_environment<SourceDriver>(config.source_type, config.warnings);
+    warn_unchosen_environment<SinkDriver>(config.sink_type, config.warnings);
     const auto* source = driver::find_driver(config.source_type);
     for (const auto& o : source->options())
       apply_environment(o, section_of(*source) + "." + o.key,
@@ -1273,22 +1290,56 @@ void refuse_driver_environment(const std::string& origin) {
                             section_of(*d) + "." + o.key + " in each pipeline instead");
 }
 
+// A mapping's choice of driver, nested (sink: {type: x}) or dotted (sink.type: x).
+std::optional<std::string> type_in(const YAML::Node& node, const std::string& kind) {
+  if (!node.IsDefined() || !node.IsMap()) return std::nullopt;
+  if (const YAML::Node section = node[kind]; section.IsDefined() && section.IsMap())
+    if (const YAML::Node type = section["type"]; type.IsDefined() && type.IsScalar())
+      return type.Scalar();
+  if (const YAML::Node type = node[kind + ".type"]; type.IsDefined() && type.IsScalar())
+    return type.Scalar();
+  return std::nullopt;
+}
+
+// Whether a mapping writes keys of driver `name`, nested or dotted.
+bool writes_driver(const YAML::Node& node, const std::string& kind, const std::string& name) {
+  if (!node.IsDefined() || !node.IsMap()) return false;
+  if (const YAML::Node section = node[kind];
+      section.IsDefined() && section.IsMap() && section[name].IsDefined())
+    return true;
+  const std::string prefix = kind + "." + name;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (key == prefix || key.starts_with(prefix + ".")) return true;
+  }
+  return false;
+}
+
 // The shared keys of a driver other than this pipeline's are the other pipelines':
-// dropped from `merged` (its own are still refused when another driver is chosen).
+// dropped from `merged`, nested or dotted (its own are still refused when another
+// driver is chosen). The choice is the pipeline's own, else the shared one.
 // (A missing key of a const node is an invalid node: IsDefined() before anything.)
 template <class Driver>
 void drop_other_drivers(YAML::Node& merged, const YAML::Node& own_keys) {
   const std::string kind(Driver::kSection);
-  YAML::Node section = merged[kind];
-  if (!section.IsDefined() || !section.IsMap()) return;
-  const YAML::Node own = own_keys[kind];
-  const bool own_map = own.IsDefined() && own.IsMap();
-  const YAML::Node type = section["type"];
+  const YAML::Node& view = merged;
   const std::string chosen =
-      type.IsDefined() && type.IsScalar() ? type.Scalar() : driver_names<Driver>().front();
-  for (const auto& driver_name : driver_names<Driver>())
-    if (driver_name != chosen && !(own_map && own[driver_name].IsDefined()))
-      section.remove(driver_name);
+      type_in(own_keys, kind)
+          .value_or(type_in(view, kind).value_or(driver_names<Driver>().front()));
+  for (const auto& name : driver_names<Driver>()) {
+    if (name == chosen || writes_driver(own_keys, kind, name)) continue;
+    if (const YAML::Node section = view[kind]; section.IsDefined() && section.IsMap()) {
+      YAML::Node writable = merged[kind];
+      writable.remove(name);
+    }
+    const std::string prefix = kind + "." + name;
+    std::vector<std::string> dotted;
+    for (const auto& entry : view) {
+      const std::string key = entry.first.Scalar();
+      if (key == prefix || key.starts_with(prefix + ".")) dotted.push_back(key);
+    }
+    for (const auto& key : dotted) merged.remove(key);
+  }
 }
 }  // namespace
 

@@ -47,7 +47,18 @@ WorkerStage::WorkerStage(Core& core, Settlement& settlement, Handlers handlers)
       run_check_(core.io),
       idle_(core.io.get_executor()) {}
 
-WorkerStage::~WorkerStage() = default;
+// Joined already on every path of the container's; if not (a start that threw), the
+// loops are stopped where they are rather than the process ended by a joinable thread.
+WorkerStage::~WorkerStage() {
+  stop_pool();
+}
+
+void WorkerStage::stop_pool() {
+  pool_work_.reset();
+  if (pool_) pool_->stop();
+  for (auto& thread : pool_threads_) thread.join();
+  pool_threads_.clear();
+}
 
 void WorkerStage::start(int threads) {
   if (threads == 0) {
@@ -64,11 +75,16 @@ void WorkerStage::start(int threads) {
   pool_work_.emplace(pool_->get_executor());
   for (int i = 0; i < threads; ++i)
     asio::co_spawn(*pool_, worker_loop(), log_if_thrown(core_.options.name + " worker"));
-  for (int i = 0; i < threads; ++i)
-    pool_threads_.emplace_back([this, i] {
-      common::name_this_thread("sluice-work", i + 1);
-      pool_->run();
-    });
+  try {
+    for (int i = 0; i < threads; ++i)
+      pool_threads_.emplace_back([this, i] {
+        common::name_this_thread("sluice-work", i + 1);
+        pool_->run();
+      });
+  } catch (...) {  // no thread to be had (a pids limit): those made are stopped
+    stop_pool();
+    throw;
+  }
 }
 
 asio::awaitable<bool> WorkerStage::take(std::vector<Unit> units) {

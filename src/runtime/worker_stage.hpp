@@ -97,6 +97,7 @@ class WorkerStage {
   void finish_handler(CoreClock::time_point started, bool ok);
   void settle_after_handler(const StatePtr& state, bool ok);
   static void release_unit(Unit& unit);
+  void stop_pool();  // the pool's threads ended where they are, and joined
 
   Core& core_;
   Settlement& settlement_;

@@ -333,11 +333,12 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
         (o.fifo == FifoMode::off ||
          (o.fifo == FifoMode::auto_detect && !o.queue_url.ends_with(".fifo"))))
       throw ConfigError(
-          "identity.key: deduplication_id: the queue " + o.queue_url + " is a standard queue (" +
-          (o.fifo == FifoMode::off ? std::string("source.sqs.fifo is off")
-                                   : std::string("its name does not end in .fifo")) +
-          "), whose messages carry no deduplication id: use identity.key: content, or a FIFO "
-          "queue");
+          "identity.key: deduplication_id: the queue " + o.queue_url +
+          (o.fifo == FifoMode::off
+               ? std::string(" is read as a standard queue (source.sqs.fifo is off)")
+               : std::string(" is a standard queue (its name does not end in .fifo)")) +
+          ", whose messages carry no deduplication id: use identity.key: content, or a FIFO "
+          "queue (source.sqs.fifo: on if this URL names one under another name)");
     // The measured better setting for SQS (BENCHMARKS.md): the same rate on a full standard
     // queue, fewer requests and a faster drain on a FIFO queue whose groups are mostly busy.
     // Not when the MIN-MAX scaler's triggers are tuned: auto would silently ignore them.

@@ -49,6 +49,12 @@ Endpoint Endpoint::parse(const std::string& given) {
   // The authority ends at the path, the query or the fragment (a query may come without a
   // path: http://host:4318?x is /?x); a fragment is never sent.
   rest = rest.substr(0, rest.find('#'));
+  // User information (user:password@) is refused wherever it would end: a '?' in it must
+  // not make it a query.
+  if (rest.substr(0, rest.find('/')).find('@') != std::string_view::npos)
+    throw std::invalid_argument("'" + url +
+                                "' has user information: give the collector's URL "
+                                "without it");
   const auto end = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, end);
   e.target = end == std::string_view::npos ? "/" : std::string(rest.substr(end));

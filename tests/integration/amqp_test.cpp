@@ -152,6 +152,13 @@ class HeldAfter {
   }
   std::size_t held() const { return held_.load(); }
   void open() { gate_.open(); }
+  // Opens the gate when it goes: made after the container, so that a failed assertion
+  // lets the held handlers go before the container stops (and this object goes).
+  struct Opener {
+    HeldAfter& held;
+    ~Opener() { held.open(); }
+  };
+  Opener opener() { return Opener{*this}; }
 
  private:
   const std::size_t free_;
@@ -300,6 +307,7 @@ TEST_F(AmqpTest, UnacknowledgedNeverExceedsMaxInFlight) {
   auto gauges = std::make_shared<Gauges>();
   Container container(container_options(20), make_amqp_source(options),
                       held.wrap([&](Message&) { test::work_for(10ms); }));
+  const auto open_at_end = held.opener();
   container.set_observer(gauges);
   container.start();
   long peak = 0;
@@ -1211,6 +1219,7 @@ TEST_F(AmqpTest, ConnectionClosedByTheBrokerLosesNothing) {
   // comes mid-run, with deliveries held, however slow the broker's tool is to close it.
   HeldAfter held(300);
   Container container(slow, make_amqp_source(options), held.wrap(seen.handler(1ms)));
+  const auto open_at_end = held.opener();
   container.set_observer(gauges);
   container.start();
   ASSERT_TRUE(wait_until([&] { return held.held() >= 4u; }, 60s));
@@ -1313,6 +1322,7 @@ TEST_F(AmqpTest, BrokerRestartedMidRunLosesNothing) {
   // comes mid-run, with deliveries held, however long the broker takes to stop.
   HeldAfter held(200);
   Container container(slow, make_amqp_source(source_options()), held.wrap(seen.handler(1ms)));
+  const auto open_at_end = held.opener();
   container.start();
   ASSERT_TRUE(wait_until([&] { return held.held() >= 4u; }, 60s));
   broker_->stop();

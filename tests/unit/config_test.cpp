@@ -729,3 +729,46 @@ TEST(Config, TheQueuesDeliveryLimitBoundsTheRecordFailures) {
   EXPECT_TRUE(has(describe(parse_config(rabbit + fields)),
                   {"a record refused after 5 failed deliveries\n"}));
 }
+
+// A sink chosen or given in dotted keys (sink.type: x) or nested ones (sink: {type: x}),
+// shared or a pipeline's own: each pipeline keeps its own sink's keys and drops the
+// other pipelines'.
+TEST(Config, PipelinesTakeTheirSinkFromDottedAndNestedKeysAlike) {
+  const std::string common =
+      "normalize:\n  fields:\n    - {name: a, from: /a}\nidentity:\n  versions:\n    V1: [a]\n";
+  const std::string queue = "http://127.0.0.1:1/000000000000/";
+  const std::string pipelines = "pipelines:\n  a:\n    source.sqs.queue_url: " + queue +
+                                "qa\n  b:\n    source.sqs.queue_url: " + queue +
+                                "qb\n    sink.type: sqlite\n    sink.sqlite.path: b.db\n";
+  for (const std::string shared : {
+           "sink.type: postgres\nsink:\n  postgres:\n    dsn: host=h\n",
+           "sink:\n  type: postgres\nsink.postgres.dsn: host=h\n",
+           "sink.type: postgres\nsink.postgres:\n  dsn: host=h\n",
+       }) {
+    std::vector<PipelineConfig> configs;
+    ASSERT_NO_THROW(configs = parse_pipelines(shared + common + pipelines)) << shared;
+    ASSERT_EQ(configs.size(), 2u);
+    EXPECT_EQ(configs[0].sink_type, "postgres") << shared;
+    EXPECT_EQ(configs[0].sink_as<sluice::sinks::PostgresSettings>().options.dsn, "host=h");
+    EXPECT_EQ(configs[1].sink_type, "sqlite") << shared;
+    EXPECT_EQ(configs[1].sink_as<sluice::sinks::SqliteSettings>().options.path, "b.db");
+  }
+  // A pipeline's own keys of a sink it does not choose are still refused.
+  EXPECT_THROW(parse_pipelines(common + "pipelines:\n  a:\n    source.sqs.queue_url: " + queue +
+                               "qa\n    sink.postgres.dsn: host=h\n"),
+               ConfigError);
+}
+
+// A variable of a sink (or source) that is not chosen is not read, and said so.
+TEST(Config, AVariableOfASinkNotChosenIsSaid) {
+  setenv("SLUICE_POSTGRES_DSN", "host=h password=s3cret", 1);
+  const auto c = parse_config(kMinimal);
+  unsetenv("SLUICE_POSTGRES_DSN");
+  EXPECT_EQ(c.sink_type, "sqlite");
+  std::string warnings;
+  for (const auto& w : c.warnings) warnings += w + "\n";
+  EXPECT_TRUE(has(warnings, {"SLUICE_POSTGRES_DSN is set, but sink.type is sqlite",
+                             "sink.postgres.dsn is not used", "sink.type: postgres"}))
+      << warnings;
+  EXPECT_EQ(warnings.find("s3cret"), std::string::npos);
+}

@@ -172,6 +172,11 @@ TEST(Tracer, ValidatesItsOptions) {
     o.otlp_endpoint = url;
     EXPECT_EQ(message(o), "") << url;
   }
+  // User information is refused, a '?' in it too (it would pass for a query).
+  for (const char* url : {"http://user:pw@c:4318", "http://tok?en@c:4318", "http://u:p?w@c/x"}) {
+    o.otlp_endpoint = url;
+    EXPECT_NE(message(o).find("has user information"), std::string::npos) << url;
+  }
   o.otlp_endpoint = "http://c:4318/v1/traces?tenant=a";
   EXPECT_NE(message(o).find("ends in /v1/traces"), std::string::npos);
   // The traces signal's own URL where the base is meant: refused, not posted to twice.

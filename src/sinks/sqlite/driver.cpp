@@ -54,7 +54,7 @@ class SqliteDriver final : public SinkDriverOf<SqliteSettings> {
   std::optional<Exclusive> exclusive(const SinkSettings& settings) const override {
     const auto& path = of(settings).options.path;
     return Exclusive{"sink.sqlite.path", path,
-                     std::filesystem::absolute(path).lexically_normal().string(),
+                     std::filesystem::weakly_canonical(path).string(),  // links resolved
                      "SQLite file (one writer each)"};
   }
   std::string missing_database(const SinkSettings& settings) const override {
