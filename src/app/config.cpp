@@ -1005,6 +1005,7 @@ void walk(Loading& loading, const YAML::Node& node, const std::string& prefix) {
       apply_option(*option, key, config, entry.second, key);
     } else if (loading.sources.apply(key, written, entry.second) ||
                loading.sinks.apply(key, written, entry.second)) {
+      // a source's or a sink's own key: kept in its driver's section until finalize
     } else if (is_section(key)) {
       if (!entry.second.IsMap()) bad(key, entry.second, "a mapping");
       walk(loading, entry.second, key);

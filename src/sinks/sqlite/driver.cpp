@@ -7,6 +7,12 @@ namespace sluice::sinks {
 namespace {
 using namespace config;
 
+// One file, however it is written: ./x.db, x.db, a link to it. (weakly_canonical alone
+// leaves a relative path relative when nothing of it exists yet.)
+std::string canonical_file(const std::string& path) {
+  return std::filesystem::weakly_canonical(std::filesystem::absolute(path)).string();
+}
+
 std::vector<SinkOption> sqlite_options() {
   using S = SqliteSettings;
   return {
@@ -49,12 +55,11 @@ class SqliteDriver final : public SinkDriverOf<SqliteSettings> {
   }
   std::string rejects_place(const SinkSettings& settings) const override {
     const auto& o = of(settings).options;
-    return std::filesystem::weakly_canonical(o.path).string() + " " + o.rejects_table;
+    return canonical_file(o.path) + " " + o.rejects_table;
   }
   std::optional<Exclusive> exclusive(const SinkSettings& settings) const override {
     const auto& path = of(settings).options.path;
-    return Exclusive{"sink.sqlite.path", path,
-                     std::filesystem::weakly_canonical(path).string(),  // links resolved
+    return Exclusive{"sink.sqlite.path", path, canonical_file(path),
                      "SQLite file (one writer each)"};
   }
   std::string missing_database(const SinkSettings& settings) const override {
