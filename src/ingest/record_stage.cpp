@@ -93,15 +93,10 @@ std::optional<sinks::BatchWriter::Item> RecordStage::handle(Message& message) co
       "event=rejected pipeline={} reason={} message_id={}{} receive_count={} detail=\"{}\"",
       pipeline_, reason, message.id(), sinks::trace_field(message), message.receive_count(),
       rejection.detail);
-  return rejected(message, reason, rejection.detail);
+  return unusable(message, reason, rejection.detail);
 }
 
 sinks::BatchWriter::Item RecordStage::unusable(Message& message, const std::string& reason,
-                                               const std::string& detail) const {
-  return rejected(message, reason, detail);
-}
-
-sinks::BatchWriter::Item RecordStage::rejected(Message& message, const std::string& reason,
                                                const std::string& detail) const {
   if (events_.rejected) events_.rejected(reason);
   mark_rejected(message, reason, detail);

@@ -45,17 +45,15 @@ class RecordStage {
   // A received batch: the writers' items, in order; filtered messages are acked here.
   std::vector<sinks::BatchWriter::Item> handle(std::span<Message> batch) const;
   std::optional<sinks::BatchWriter::Item> handle(Message& message) const;
-  // A message the source could not make usable (its S3 payload missing or too large):
-  // rejected with `reason`, its row kept like a malformed one's.
+  // A message rejected with `reason`: by the pipeline (malformed, validation, ...) or
+  // because the source could not make it usable (its S3 payload missing or too large).
+  // Its rejects row goes to the writers, which ack it once the row is kept.
   sinks::BatchWriter::Item unusable(Message& message, const std::string& reason,
                                     const std::string& detail) const;
   // What a rejects row keeps of its message for a replay (RejectRow::properties).
   std::string properties(const Message& message) const;
 
  private:
-  sinks::BatchWriter::Item rejected(Message& message, const std::string& reason,
-                                    const std::string& detail) const;
-
   std::string pipeline_;
   const pipeline::Transformer transformer_;
   const driver::SourceDriver& source_;
