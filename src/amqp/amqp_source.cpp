@@ -34,13 +34,13 @@
 #include "amqp/delivery_decoder.hpp"
 #include "amqp/retry_hold.hpp"
 #include "amqp/stream.hpp"
+#include "common/mutex.hpp"
 #include "common/thread_name.hpp"
 #include "runtime/async_wait.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/log_exceptions.hpp"
 #include "runtime/position_saver.hpp"
 #include "runtime/prefix_tracker.hpp"
-#include "runtime/thread_annotations.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
@@ -176,7 +176,7 @@ class AmqpSource final : public spi::Source {
       // shut down under the I/O thread, whose call then fails at once.
       auto exited = io_exited_.get_future();
       if (exited.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
-        std::lock_guard lock(socket_mutex_);
+        MutexLock lock(socket_mutex_);
         if (socket_fd_ >= 0) shutdown(socket_fd_, SHUT_RDWR);
       }
       io_thread_.join();
@@ -189,7 +189,7 @@ class AmqpSource final : public spi::Source {
       opened_ = std::make_shared<Completion>(context_.executor);
       io_exited_ = std::promise<void>();
       {
-        std::lock_guard lock(commands_mutex_);
+        MutexLock lock(commands_mutex_);
         io_running_ = true;
       }
       io_thread_ = std::thread([this] {
@@ -221,7 +221,7 @@ class AmqpSource final : public spi::Source {
     std::vector<Delivery> out;
     for (int round = 0; round < 2; ++round) {
       {
-        std::lock_guard lock(ready_mutex_);
+        MutexLock lock(ready_mutex_);
         if (may_hand_out()) {
           while (!ready_.empty() && static_cast<int>(out.size()) < max) {
             out.push_back(std::move(ready_.front()));
@@ -237,7 +237,7 @@ class AmqpSource final : public spi::Source {
       // Ends at the timeout, when a delivery cancels it, or when the container does.
       co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
       {
-        std::lock_guard lock(ready_mutex_);
+        MutexLock lock(ready_mutex_);
         receiver_waiting_ = false;
       }
       auto state = co_await asio::this_coro::cancellation_state;
@@ -273,7 +273,7 @@ class AmqpSource final : public spi::Source {
     auto done = std::make_shared<Completion>(context_.executor);
     {
       // The I/O thread answers no more commands once it has ended.
-      std::lock_guard lock(commands_mutex_);
+      MutexLock lock(commands_mutex_);
       if (!io_running_) co_return;
       commands_.push_back(FlushCommand{done});
     }
@@ -313,7 +313,7 @@ class AmqpSource final : public spi::Source {
   // the one keeps its order, the other refuses nack and reject).
   bool rewinds() const { return options_.single_active_consumer || stream_; }
 
-  bool may_hand_out() const {  // under ready_mutex_
+  bool may_hand_out() const SLUICE_REQUIRES(ready_mutex_) {
     return !options_.single_active_consumer || (!rewinding_ && handed_out_.empty());
   }
   // After the command for `state` is pushed: the I/O thread that sees the count at zero
@@ -322,7 +322,7 @@ class AmqpSource final : public spi::Source {
     if (!options_.single_active_consumer) return;
     bool notify = false;
     {
-      std::lock_guard lock(ready_mutex_);
+      MutexLock lock(ready_mutex_);
       if (returned) rewinding_ = true;
       if (auto it = handed_out_.find(spi::lease_of(state));
           it != handed_out_.end() && --it->second == 0)
@@ -336,7 +336,7 @@ class AmqpSource final : public spi::Source {
 
   void push(Command command) {
     {
-      std::lock_guard lock(commands_mutex_);
+      MutexLock lock(commands_mutex_);
       commands_.push_back(std::move(command));
     }
     wake();
@@ -441,7 +441,7 @@ class AmqpSource final : public spi::Source {
   // was closed and reused meanwhile).
   void set_connection(std::unique_ptr<amqp::Connection> connection) {
     connection_.reset();  // closes politely (bounded by the call timeout, or cut short)
-    std::lock_guard lock(socket_mutex_);
+    MutexLock lock(socket_mutex_);
     if (socket_fd_ >= 0) close(socket_fd_);
     socket_fd_ = connection ? dup(connection->fd()) : -1;
     connection_ = std::move(connection);
@@ -695,7 +695,7 @@ class AmqpSource final : public spi::Source {
     consumer.acks.delivered(tag, now, std::string(spi::id_of(state)));
     bool notify = false;
     {
-      std::lock_guard lock(ready_mutex_);
+      MutexLock lock(ready_mutex_);
       ready_.push_back(std::move(state));
       notify = receiver_waiting_;
       receiver_waiting_ = false;
@@ -833,7 +833,7 @@ class AmqpSource final : public spi::Source {
     if (const std::size_t unsent = consumer->acks.ack_pending())
       context_.acks_settled(0, unsent, unsent);
     {
-      std::lock_guard lock(ready_mutex_);
+      MutexLock lock(ready_mutex_);
       std::erase_if(ready_, [&](const Delivery& s) { return spi::lease_of(s) == lease; });
       handed_out_.erase(lease);  // the core counts them lost
     }
@@ -870,7 +870,7 @@ class AmqpSource final : public spi::Source {
   void run_commands() {
     std::vector<Command> commands;
     {
-      std::lock_guard lock(commands_mutex_);
+      MutexLock lock(commands_mutex_);
       commands.swap(commands_);
     }
     std::size_t abandoned = 0;
@@ -885,7 +885,7 @@ class AmqpSource final : public spi::Source {
       ~Requeue() {
         if (abandoned) self.context_.acks_settled(0, abandoned, abandoned);
         if (next >= commands.size()) return;
-        std::lock_guard lock(self.commands_mutex_);
+        MutexLock lock(self.commands_mutex_);
         self.commands_.insert(self.commands_.begin(),
                               std::make_move_iterator(commands.begin() + next),
                               std::make_move_iterator(commands.end()));
@@ -1018,14 +1018,14 @@ class AmqpSource final : public spi::Source {
   void rewind_if_due() {
     if (!rewind_due_ || Clock::now() < *rewind_due_ || stopping_intake_) return;
     {
-      std::lock_guard lock(ready_mutex_);
+      MutexLock lock(ready_mutex_);
       if (!handed_out_.empty()) return;  // the core still has some of the run
     }
     run_commands();  // queued before the last of them was counted settled
     if (!rewind_due_ || Clock::now() < *rewind_due_) return;  // a later failure's backoff
     const auto [returned, failed] = return_everything_held("rewound");
     {
-      std::lock_guard lock(ready_mutex_);
+      MutexLock lock(ready_mutex_);
       rewinding_ = false;
     }
     ++rewinds_;
@@ -1122,7 +1122,7 @@ class AmqpSource final : public spi::Source {
   }
 
   bool has_ready(std::uint64_t lease) {
-    std::lock_guard lock(ready_mutex_);
+    MutexLock lock(ready_mutex_);
     return std::any_of(ready_.begin(), ready_.end(),
                        [&](const Delivery& s) { return spi::lease_of(s) == lease; });
   }
@@ -1181,7 +1181,7 @@ class AmqpSource final : public spi::Source {
     send_due_retries(/*all=*/true);
     std::deque<Delivery> unhanded;
     {
-      std::lock_guard lock(ready_mutex_);
+      MutexLock lock(ready_mutex_);
       unhanded.swap(ready_);
     }
     for (auto& s : unhanded) {
@@ -1197,7 +1197,7 @@ class AmqpSource final : public spi::Source {
   void finish_commands(bool last = false) {
     std::vector<Command> commands;
     {
-      std::lock_guard lock(commands_mutex_);
+      MutexLock lock(commands_mutex_);
       commands.swap(commands_);
       if (last) io_running_ = false;
     }
@@ -1246,17 +1246,17 @@ class AmqpSource final : public spi::Source {
   std::atomic<bool> stop_{false};
   std::thread io_thread_;
   std::promise<void> io_exited_;
-  std::mutex socket_mutex_;
+  Mutex socket_mutex_;
   // A duplicate of the connection's socket while there is one.
   int socket_fd_ SLUICE_GUARDED_BY(socket_mutex_) = -1;
   std::shared_ptr<Completion> opened_;
 
-  std::mutex commands_mutex_;
+  Mutex commands_mutex_;
   std::vector<Command> commands_ SLUICE_GUARDED_BY(commands_mutex_);
   // The I/O thread still answers commands.
   bool io_running_ SLUICE_GUARDED_BY(commands_mutex_) = false;
 
-  std::mutex ready_mutex_;
+  Mutex ready_mutex_;
   std::deque<Delivery> ready_ SLUICE_GUARDED_BY(ready_mutex_);
   bool receiver_waiting_ SLUICE_GUARDED_BY(ready_mutex_) = false;
   // A single active consumer's: deliveries handed to the core and not yet settled, by

@@ -27,12 +27,12 @@ void AutoscaleSampler::sample(double ready, double in_flight,
   const auto signal = scale::compute_signal(window_.period_averages(), running_, options_, gates);
   gauges_.set(signal);
   auto document = signal_json(signal, {});
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   document_ = std::move(document);
 }
 
 std::string AutoscaleSampler::document() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return document_;
 }
 

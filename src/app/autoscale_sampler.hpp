@@ -8,7 +8,7 @@
 #include <string>
 
 #include "app/config.hpp"
-#include "runtime/thread_annotations.hpp"
+#include "common/mutex.hpp"
 #include "sluice/scale/in_flight.hpp"
 
 namespace sluice::app {
@@ -28,7 +28,7 @@ class AutoscaleSampler {
   long running_;
   AutoscaleGauges& gauges_;
   scale::InFlightWindow window_;
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::string document_ SLUICE_GUARDED_BY(mutex_) = "{}";
 };
 

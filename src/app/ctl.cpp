@@ -25,6 +25,7 @@ void print_state(const nlohmann::json& p) {
   std::cout << text_of(p, "pipeline") << "  " << text_of(p, "state");
   for (const char* figure : {"in_flight", "received", "written", "filtered"})
     if (p.is_object() && p.contains(figure)) std::cout << "  " << figure << "=" << p[figure].dump();
+  if (p.is_object() && p.contains("error")) std::cout << "  (" << text_of(p, "error") << ")";
   std::cout << "\n";
 }
 

@@ -63,6 +63,13 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                               .Help("Whole-batch write failures (database down, timeout)")
                               .Register(r)
                               .Add({});
+  sink_open_failures_ = &BuildCounter()
+                             .Name("sluice_sink_open_failures_total")
+                             .Help(
+                                 "Failed attempts to open the sink at start (a pipeline of "
+                                 "several retries while the others run)")
+                             .Register(r)
+                             .Add({});
   filtered_ = &BuildCounter()
                    .Name("sluice_filtered_total")
                    .Help("Messages no filter pattern matched: acked, not written")
@@ -411,6 +418,9 @@ void PipelineMetrics::record_batch(std::size_t size, std::chrono::nanoseconds la
 }
 void PipelineMetrics::record_sink_failure() {
   sink_batch_failures_->Increment();
+}
+void PipelineMetrics::record_sink_open_failure() {
+  sink_open_failures_->Increment();
 }
 void PipelineMetrics::set_dead_letter_backlog(double messages) {
   if (messages < 0) {

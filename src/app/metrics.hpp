@@ -74,6 +74,7 @@ class PipelineMetrics : public ContainerObserver {
   void set_paused(const std::string& reason, bool paused);
   void record_batch(std::size_t size, std::chrono::nanoseconds latency);
   void record_sink_failure();
+  void record_sink_open_failure();
   // The container's own figures: in flight, acks pending and abandoned, heartbeat.
   // From one thread (the main loop).
   void update(const ContainerStats& stats);
@@ -127,6 +128,7 @@ class PipelineMetrics : public ContainerObserver {
   prometheus::Counter* duplicates_;
   prometheus::Counter* write_failed_;
   prometheus::Counter* sink_batch_failures_;
+  prometheus::Counter* sink_open_failures_;
   prometheus::Counter* filtered_;
   prometheus::Family<prometheus::Gauge>* paused_;
   std::atomic<bool> receiving_{true};

@@ -60,12 +60,21 @@ bool reads_properties(const PipelineConfig& c) {
   return false;
 }
 
+// The rows of a rejects table that are one pipeline's: all of them, or only those it
+// wrote where pipelines share the table.
+struct Rejects {
+  sinks::Sink& sink;
+  std::string pipeline;  // empty: every row
+};
+
 // Every row the options select, page by page (the rows are read `kPage` at a time, so
 // a table of millions is never in memory at once).
 template <class Visit>
-void each_page(sinks::Sink& sink, const RejectsOptions& o, std::size_t limit, bool replayed,
+void each_page(const Rejects& rejects, const RejectsOptions& o, std::size_t limit, bool replayed,
                Visit visit) {
+  sinks::Sink& sink = rejects.sink;
   sinks::RejectQuery query;
+  query.pipeline = rejects.pipeline;
   query.reason = o.reason;
   query.replayed = replayed;
   std::size_t seen = 0;
@@ -85,7 +94,7 @@ std::string one_line(std::string text, std::size_t max) {
   return text.size() > max ? text.substr(0, max - 3) + "..." : text;
 }
 
-int list(sinks::Sink& sink, const RejectsOptions& o) {
+int list(const Rejects& sink, const RejectsOptions& o) {
   const std::size_t limit = o.limit.value_or(100);
   std::size_t n = 0;
   std::cout << "id\trejected_at\treason\tmessage_id\tdetail" << (o.all ? "\treplayed_at" : "")
@@ -107,7 +116,7 @@ int list(sinks::Sink& sink, const RejectsOptions& o) {
 // Each body as one line, its text kept (numbers exactly as written): a line break in
 // valid JSON lies between tokens, where a space means the same. A body that is no
 // JSON (a malformed one) cannot be a JSON line and is left out, counted.
-int export_rows(sinks::Sink& sink, const RejectsOptions& o) {
+int export_rows(const Rejects& sink, const RejectsOptions& o) {
   std::ofstream file;
   if (o.out != "-") {
     file.open(o.out, std::ios::trunc);
@@ -179,64 +188,67 @@ std::vector<sinks::WriteOutcome> write_each(sinks::Sink& sink,
   return outcomes;
 }
 
-int replay(sinks::Sink& sink, const PipelineConfig& config, const RejectsOptions& o) {
+int replay(const Rejects& rejects, const PipelineConfig& config, const RejectsOptions& o) {
+  sinks::Sink& sink = rejects.sink;
   const pipeline::Transformer transformer(config.transform);
   const bool needs_properties = reads_properties(config);
   ReplayCounts n;
-  each_page(sink, o, o.limit.value_or(0), false, [&](const std::vector<sinks::StoredReject>& rows) {
-    std::vector<pipeline::Record> records;
-    std::vector<std::string> record_ids, done;
-    for (const auto& r : rows) {
-      ingest::ReplayedMessage message;
-      if (!ingest::replayed_message(r, message) && needs_properties) {
-        ++n.without_properties;
-        continue;
-      }
-      auto outcome = transformer.transform(message.view);
-      if (auto* record = std::get_if<pipeline::Record>(&outcome)) {
-        records.push_back(std::move(*record));
-        record_ids.push_back(r.id);
-      } else if (std::holds_alternative<pipeline::Filtered>(outcome)) {
-        ++n.filtered;
-        done.push_back(r.id);
-      } else {
-        const auto& rejection = std::get<pipeline::Rejection>(outcome);
-        ++n.still[pipeline::to_string(rejection.reason)];
-        if (n.example.empty()) n.example = "row " + r.id + ": " + rejection.detail;
-      }
-    }
-    if (o.dry_run) {
-      n.stored += records.size();
-    } else if (!records.empty()) {
-      std::vector<std::string> refusals;
-      const auto outcomes = write_each(sink, records, refusals);
-      for (std::size_t i = 0; i < records.size(); ++i) {
-        switch (outcomes[i]) {
-          case sinks::WriteOutcome::inserted:
-            ++n.stored;
-            done.push_back(record_ids[i]);
-            break;
-          case sinks::WriteOutcome::duplicate:
-            ++n.duplicates;
-            done.push_back(record_ids[i]);
-            break;
-          case sinks::WriteOutcome::refused:
-            ++n.refused;
-            break;
-          default:
-            ++n.failed;
-        }
-      }
-      if (!refusals.empty() && n.example.empty())
-        n.example = "refused by the database: " + refusals.front();
-    }
-    // Marked after the write: a replay stopped in between writes them again, as
-    // duplicates.
-    if (!o.dry_run && !done.empty()) sink.mark_replayed(done);
-    const std::size_t before = n.rows;
-    n.rows += rows.size();
-    if (n.rows / 10000 != before / 10000) std::cerr << "replayed " << n.rows << " row(s)\n";
-  });
+  each_page(rejects, o, o.limit.value_or(0), false,
+            [&](const std::vector<sinks::StoredReject>& rows) {
+              std::vector<pipeline::Record> records;
+              std::vector<std::string> record_ids, done;
+              for (const auto& r : rows) {
+                ingest::ReplayedMessage message;
+                if (!ingest::replayed_message(r, message) && needs_properties) {
+                  ++n.without_properties;
+                  continue;
+                }
+                auto outcome = transformer.transform(message.view);
+                if (auto* record = std::get_if<pipeline::Record>(&outcome)) {
+                  records.push_back(std::move(*record));
+                  record_ids.push_back(r.id);
+                } else if (std::holds_alternative<pipeline::Filtered>(outcome)) {
+                  ++n.filtered;
+                  done.push_back(r.id);
+                } else {
+                  const auto& rejection = std::get<pipeline::Rejection>(outcome);
+                  ++n.still[pipeline::to_string(rejection.reason)];
+                  if (n.example.empty()) n.example = "row " + r.id + ": " + rejection.detail;
+                }
+              }
+              if (o.dry_run) {
+                n.stored += records.size();
+              } else if (!records.empty()) {
+                std::vector<std::string> refusals;
+                const auto outcomes = write_each(sink, records, refusals);
+                for (std::size_t i = 0; i < records.size(); ++i) {
+                  switch (outcomes[i]) {
+                    case sinks::WriteOutcome::inserted:
+                      ++n.stored;
+                      done.push_back(record_ids[i]);
+                      break;
+                    case sinks::WriteOutcome::duplicate:
+                      ++n.duplicates;
+                      done.push_back(record_ids[i]);
+                      break;
+                    case sinks::WriteOutcome::refused:
+                      ++n.refused;
+                      break;
+                    default:
+                      ++n.failed;
+                  }
+                }
+                if (!refusals.empty() && n.example.empty())
+                  n.example = "refused by the database: " + refusals.front();
+              }
+              // Marked after the write: a replay stopped in between writes them again, as
+              // duplicates.
+              if (!o.dry_run && !done.empty()) sink.mark_replayed(done);
+              const std::size_t before = n.rows;
+              n.rows += rows.size();
+              if (n.rows / 10000 != before / 10000)
+                std::cerr << "replayed " << n.rows << " row(s)\n";
+            });
   std::size_t rejected = 0;
   std::string reasons;
   for (const auto& [reason, count] : n.still) {
@@ -278,25 +290,23 @@ int run_rejects(const RejectsOptions& o) {
                         "dlq peek)");
     if (const auto missing = config->sink_driver->missing_database(*config->sink); !missing.empty())
       throw ConfigError(missing);
-    // A table the file's pipelines share holds rows of each: a replay through one
-    // pipeline's configuration would take the others' rows too.
-    if (o.action == "replay")
-      for (const auto& other : configs)
-        if (&other != config && rejects_place(other) == rejects_place(*config))
-          throw ConfigError("pipelines " + config->name + " and " + other.name +
-                            " share one rejects table: a replay through " + config->name +
-                            " would take " + other.name +
-                            "'s rows too. Give each its own sink.rejects_table");
   } catch (const ConfigError& e) {
     std::cerr << "sluice rejects " << o.action << ": " << e.what() << "\n";
     return 2;
   }
+  // A table the file's pipelines share holds rows of each: the chosen pipeline's are
+  // those its rows name (rows of a release before the pipeline column name none: they
+  // are read only where the table is one pipeline's).
+  bool shared = false;
+  for (const auto& other : configs)
+    shared = shared || (&other != config && rejects_place(other) == rejects_place(*config));
   try {
     auto sink = sink_factory(*config)();
     sink->open();
-    if (o.action == "list") return list(*sink, o);
-    if (o.action == "export") return export_rows(*sink, o);
-    return replay(*sink, *config, o);
+    const Rejects rejects{*sink, shared ? config->name : std::string()};
+    if (o.action == "list") return list(rejects, o);
+    if (o.action == "export") return export_rows(rejects, o);
+    return replay(rejects, *config, o);
   } catch (const std::exception& e) {
     std::cerr << "sluice rejects " << o.action << ": " << e.what() << "\n";
     return 1;

@@ -4,8 +4,10 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "app/admin.hpp"
@@ -16,10 +18,10 @@
 #include "app/metrics.hpp"
 #include "app/rejects.hpp"
 #include "app/shutdown.hpp"
+#include "common/mutex.hpp"
 #include "common/redact.hpp"
 #include "common/thread_name.hpp"
 #include "ingest/record_stage.hpp"
-#include "runtime/thread_annotations.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 
@@ -47,7 +49,7 @@ class UnresolvedRecords {
   void record(sinks::WriteOutcome outcome, std::string_view message_id) {
     const bool failed = outcome == sinks::WriteOutcome::failed;
     if (!failed && !any_.load(std::memory_order_acquire)) return;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (failed)
       ids_.emplace(message_id);
     else
@@ -55,12 +57,12 @@ class UnresolvedRecords {
     any_.store(!ids_.empty(), std::memory_order_release);
   }
   std::size_t count() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return ids_.size();
   }
 
  private:
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::unordered_set<std::string> ids_ SLUICE_GUARDED_BY(mutex_);
   std::atomic<bool> any_{false};
 };
@@ -71,28 +73,41 @@ class RunControl : public PipelineControl {
  public:
   RunControl(std::string name, PipelineMetrics& metrics, sinks::BatchWriter& writer)
       : name_(std::move(name)), metrics_(metrics), writer_(writer) {}
+  // A pause asked for before the container existed (a pipeline still opening its
+  // sink) is in force once it does.
   void attach(Container* container) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     container_ = container;
+    if (container_ && paused_by_hand_) container_->pause();
+  }
+  // Not yet running: "starting", or "sink_unavailable" with why (the last attempt's
+  // error) while a pipeline of several retries its sink; empty once it runs.
+  void set_start_state(std::string state, std::string error = {}) {
+    MutexLock lock(mutex_);
+    start_state_ = std::move(state);
+    start_error_ = std::move(error);
   }
   const std::string& name() const override { return name_; }
   void pause() override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
+    paused_by_hand_ = true;
     if (container_) container_->pause();
     metrics_.set_paused("manual", true);
   }
   void resume() override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
+    paused_by_hand_ = false;
     if (container_) container_->resume();
     metrics_.set_paused("manual", false);
   }
   std::string state() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return state_locked();
   }
   nlohmann::json status() const override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     nlohmann::json s{{"pipeline", name_}, {"state", state_locked()}};
+    if (!start_error_.empty()) s["error"] = start_error_;
     if (container_) {
       const auto stats = container_->stats();
       s["in_flight"] = stats.in_flight;
@@ -106,7 +121,8 @@ class RunControl : public PipelineControl {
   }
 
  private:
-  std::string state_locked() const {  // mutex_ held
+  std::string state_locked() const SLUICE_REQUIRES(mutex_) {
+    if (!start_state_.empty()) return start_state_;
     // Pausing: a receive opened before the pause has not returned yet.
     if (container_ && container_->paused())
       return container_->stats().concurrent_receives > 0 ? "pausing" : "paused";
@@ -116,8 +132,11 @@ class RunControl : public PipelineControl {
   std::string name_;
   PipelineMetrics& metrics_;
   sinks::BatchWriter& writer_;
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   Container* container_ SLUICE_GUARDED_BY(mutex_) = nullptr;
+  bool paused_by_hand_ SLUICE_GUARDED_BY(mutex_) = false;
+  std::string start_state_ SLUICE_GUARDED_BY(mutex_) = "starting";
+  std::string start_error_ SLUICE_GUARDED_BY(mutex_);
 };
 
 // One pipeline of the process: its writers, its container, its queue's probe and its
@@ -149,7 +168,10 @@ class PipelineRun {
     summary_.name = config.name;
     summary_.sink = config.sink_driver->describe(*config.sink);
   }
-  ~PipelineRun() { control_.attach(nullptr); }
+  ~PipelineRun() {
+    cancel_opening();
+    control_.attach(nullptr);
+  }
 
   const PipelineConfig& config() const { return config_; }
   PipelineMetrics& metrics() { return *metrics_; }
@@ -158,11 +180,16 @@ class PipelineRun {
   bool ready() const { return ready_.load() && writer_->healthy() && metrics_->receiving(); }
 
   // The sink, the container and the queue's check at start: 0, or the exit code
-  // (0 too when a signal came while starting: `stopped` says so).
-  int open(const StopSignal& stop_signal, bool& stopped) {
+  // (0 too when a signal came while starting: `stopped` says so). 3: the sink could
+  // not be opened; printed, unless `sink_error` takes the reason (a retry will follow).
+  int open(const StopSignal& stop_signal, bool& stopped, std::string* sink_error = nullptr) {
     try {
       writer_->start();
     } catch (const std::exception& e) {
+      if (sink_error) {
+        *sink_error = e.what();
+        return 3;
+      }
       spdlog::error("event=sink_unavailable pipeline={} error=\"{}\"", config_.name, e.what());
       std::cerr << "sluice: " << prefix() << "cannot open the sink: " << e.what() << "\n";
       return 3;
@@ -225,7 +252,9 @@ class PipelineRun {
       std::cerr << "sluice: " << prefix() << "source: " << e.what() << "\n";
       return 2;
     }
+    control_.set_start_state({});
     ready_ = true;
+    started_.store(true, std::memory_order_release);
     spdlog::info(
         "event=pipeline_started pipeline={} queue={} sink={} identity={} filter_patterns={} "
         "max_messages_per_second={} admin={} allocator=\"{}\"",
@@ -234,6 +263,55 @@ class PipelineRun {
         config_.container.max_messages_per_second, config_.admin_enabled, allocator_in_use());
     return 0;
   }
+
+  // One of several pipelines: opened and started on a thread of its own, so that one
+  // whose sink does not answer retries with backoff (1 s doubling to 30 s) while the
+  // others run. Meanwhile it is not ready: sluice_paused{reason="sink_unavailable"},
+  // sluice_sink_open_failures_total, a warning per attempt and `sluice ctl status`
+  // (state sink_unavailable, the error) say why. Any other failure to start is the
+  // process's (failed() gives its exit code): a missing queue is not a transient.
+  void open_in_background(const StopSignal& stop_signal, int index) {
+    opener_ = std::thread([this, &stop_signal, index] {
+      common::name_this_thread("sluice-open", index);
+      auto backoff = std::chrono::milliseconds(1000);
+      for (int attempt = 1;; ++attempt) {
+        bool stopped = false;
+        std::string sink_error;
+        int code = open(stop_signal, stopped, &sink_error);
+        if (stopped || opening_cancelled()) return;
+        if (code == 0) code = start();
+        if (code != 3) {
+          if (attempt > 1 && code == 0) {
+            metrics_->set_paused("sink_unavailable", false);
+            spdlog::info("event=sink_opened pipeline={} attempts={}", config_.name, attempt);
+          }
+          failed_.store(code);
+          return;
+        }
+        {
+          MutexLock lock(opening_mutex_);
+          open_failures_ = attempt;
+          last_open_error_ = sink_error;
+        }
+        metrics_->record_sink_open_failure();
+        metrics_->set_paused("sink_unavailable", true);
+        control_.set_start_state("sink_unavailable", sink_error);
+        spdlog::warn(
+            "event=sink_open_failed pipeline={} attempt={} retry_in_ms={} error=\"{}\" (the "
+            "other pipelines run; this one starts once its sink answers)",
+            config_.name, attempt, backoff.count(), sink_error);
+        UniqueMutexLock lock(opening_mutex_);
+        const auto retry_at = Clock::now() + backoff;
+        while (!opening_cancelled_ &&
+               opening_cv_.wait_until(lock.native(), retry_at) == std::cv_status::no_timeout) {
+        }
+        if (opening_cancelled_) return;
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
+      }
+    });
+  }
+  bool started() const { return started_.load(std::memory_order_acquire); }
+  int failed() const { return failed_.load(); }
 
   // The container's figures and the queue's latest counts, every 50 ms: the metrics,
   // the autoscale signal and the drain check. True while drained (--until-drained):
@@ -285,6 +363,7 @@ class PipelineRun {
   // (a RabbitMQ connection that stopped answering costs up to 2 s) while the writers
   // finish, then the writers.
   void stop_container(Clock::time_point deadline) {
+    cancel_opening();
     ready_ = false;
     metrics_->set_ready(false);
     if (watching_) watch_->stop();
@@ -304,11 +383,18 @@ class PipelineRun {
   }
 
   RunSummary& summarize(bool writers_stopped, Clock::time_point interrupt_deadline,
-                        Clock::time_point started) {
+                        Clock::time_point run_began) {
     fill_from_metrics(summary_, *metrics_, source_);
     summary_.unresolved = unresolved_.count();
-    // The count is a courtesy: at most 2 s and never past the interrupt deadline.
-    if (writers_stopped) {
+    if (!started()) {
+      MutexLock lock(opening_mutex_);
+      if (open_failures_ > 0)
+        summary_.never_started = "its sink did not open in " + std::to_string(open_failures_) +
+                                 " attempts: " + last_open_error_;
+    }
+    // The count is a courtesy: at most 2 s and never past the interrupt deadline (none
+    // for a sink that never opened).
+    if (writers_stopped && summary_.never_started.empty()) {
       const auto budget =
           std::min<Clock::duration>(std::chrono::seconds(2), interrupt_deadline - Clock::now());
       const auto quick = config_.sink_driver->quick_factory(
@@ -317,12 +403,27 @@ class PipelineRun {
         summary_.records_in_sink = *records;
     }
     const auto ended = work_ended_ == Clock::time_point{} ? Clock::now() : work_ended_;
-    summary_.seconds = std::chrono::duration<double>(ended - started).count();
+    summary_.seconds = std::chrono::duration<double>(ended - run_began).count();
     return summary_;
   }
 
  private:
   std::string prefix() const { return "pipeline " + config_.name + ": "; }
+
+  bool opening_cancelled() {
+    MutexLock lock(opening_mutex_);
+    return opening_cancelled_;
+  }
+  // Ends the retries and waits for the attempt under way (a sink's connect returns
+  // within its own timeout; the stop's watchdog holds the deadline regardless).
+  void cancel_opening() {
+    {
+      MutexLock lock(opening_mutex_);
+      opening_cancelled_ = true;
+    }
+    opening_cv_.notify_all();
+    if (opener_.joinable()) opener_.join();
+  }
 
   sinks::BatchWriter& writer() {
     sinks::WriterEvents events;
@@ -336,6 +437,7 @@ class PipelineRun {
     events.batch_failed = [this](const std::string&) { metrics_->record_sink_failure(); };
     events.properties = [this](const Message& message) { return stage_.properties(message); };
     auto options = config_.writer;
+    options.pipeline = config_.name;
     if (tracer_) {
       options.tracer = tracer_;
       options.db_system = config_.sink_driver->db_system();
@@ -371,6 +473,14 @@ class PipelineRun {
   driver::QueueCounts counts_;
   std::int64_t counts_seen_ns_ = 0;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> started_{false};  // the container runs: the main loop samples it
+  std::atomic<int> failed_{0};        // an exit code from the opener thread
+  std::thread opener_;
+  Mutex opening_mutex_;
+  std::condition_variable opening_cv_;
+  bool opening_cancelled_ SLUICE_GUARDED_BY(opening_mutex_) = false;
+  int open_failures_ SLUICE_GUARDED_BY(opening_mutex_) = 0;
+  std::string last_open_error_ SLUICE_GUARDED_BY(opening_mutex_);
   bool sink_unavailable_ = false;
   DrainDetector drain_;
   bool drained_ = false;
@@ -413,9 +523,13 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
     for (auto& run : runs) run->stop_writers(deadline, deadline + std::chrono::seconds(5));
     return code;
   };
-  for (auto& run : runs) {
+  // One pipeline opens here and exits if it cannot (3: the sink did not answer; its
+  // orchestrator restarts it); several open on threads of their own once the metrics
+  // server is up, each retrying its sink on its own while the others run.
+  const bool one_pipeline = runs.size() == 1;
+  if (one_pipeline) {
     bool stopped = false;
-    if (const int code = run->open(stop_signal, stopped); code != 0) return abandon(code);
+    if (const int code = runs.front()->open(stop_signal, stopped); code != 0) return abandon(code);
     if (stopped) {
       spdlog::info("event=signal_during_start signal={}", stop_signal.number());
       return abandon(0);
@@ -472,13 +586,21 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
     }
   }
 
-  for (auto& run : runs)
-    if (const int code = run->start(); code != 0) return abandon(code);
+  if (one_pipeline) {
+    if (const int code = runs.front()->start(); code != 0) return abandon(code);
+  } else {
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      runs[i]->open_in_background(stop_signal, static_cast<int>(i + 1));
+  }
 
-  // Samples every pipeline every 50 ms; a signal ends the wait at once.
+  // Samples every pipeline every 50 ms; a signal ends the wait at once. A pipeline not
+  // started yet is not drained.
   while (!stop_signal.wait_for(std::chrono::milliseconds(50))) {
     bool all_drained = true;
-    for (auto& run : runs) all_drained = run->sample(options) && all_drained;
+    for (auto& run : runs) {
+      if (const int code = run->failed(); code != 0) return abandon(code);
+      all_drained = (run->started() && run->sample(options)) && all_drained;
+    }
     if (options.until_drained && all_drained) break;
   }
   if (stop_signal.requested()) spdlog::info("event=signal signal={}", stop_signal.number());

@@ -72,8 +72,9 @@ void print_summary(const RunSummary& s) {
     by_source += ", " + reason + " " + std::to_string(n);
   }
   std::cout << "\n== sluice run summary" << (s.name.empty() ? "" : ": pipeline " + s.name)
-            << " ==\n"
-            << "  received            " << s.received << "\n"
+            << " ==\n";
+  if (!s.never_started.empty()) std::cout << "  never started       " << s.never_started << "\n";
+  std::cout << "  received            " << s.received << "\n"
             << "  written (new)       " << s.written << "\n"
             << "  duplicates          " << s.duplicates
             << "  (same business record, already stored)\n";

@@ -36,6 +36,8 @@ struct RunSummary {
   double cpu_seconds = 0;
   double poll_latency_ms = 0, sink_latency_ms = 0, sink_batch = 0;  // means
   std::string sink;
+  // Why a pipeline of several never started (its sink never opened), or empty.
+  std::string never_started;
   // The closing count got no answer in time: its thread is still in the database's
   // client library, and the process must exit without running static destructors
   // under it (main() does).

@@ -101,7 +101,7 @@ sinks::BatchWriter::Item RecordStage::unusable(Message& message, const std::stri
   if (events_.rejected) events_.rejected(reason);
   mark_rejected(message, reason, detail);
   return {sinks::RejectRow{std::string(message.id()), reason, detail, message.body(),
-                           message.source(), properties(message)},
+                           message.source(), properties(message), pipeline_},
           message};
 }
 

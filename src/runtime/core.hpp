@@ -22,7 +22,7 @@
 #include "runtime/dispatch.hpp"
 #include "runtime/message_trace.hpp"
 #include "runtime/source.hpp"
-#include "runtime/thread_annotations.hpp"
+#include "common/mutex.hpp"
 #include "sluice/container.hpp"
 
 namespace sluice::runtime {

@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "common/mutex.hpp"
 #include "common/thread_name.hpp"
-#include "runtime/thread_annotations.hpp"
 #include "sluice/position_store.hpp"
 
 namespace sluice::runtime {
@@ -30,7 +30,7 @@ class PositionSaver {
   }
   ~PositionSaver() {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
@@ -39,22 +39,28 @@ class PositionSaver {
 
   // Non-blocking.
   void offer(std::string value) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     offered_ = std::move(value);
   }
   // Saves what was offered now; waits at most `timeout`. False when it is not saved.
   bool save_now(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mutex_);
+    UniqueMutexLock lock(mutex_);
     urgent_ = true;
     wake_.notify_all();
-    return saved_cv_.wait_for(lock, timeout, [&] { return saved_ == offered_; });
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (saved_ != offered_)
+      if (saved_cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout)
+        return saved_ == offered_;
+    return true;
   }
 
  private:
   void run() {
-    std::unique_lock lock(mutex_);
+    UniqueMutexLock lock(mutex_);
     for (;;) {
-      wake_.wait_for(lock, interval_, [&] { return stopping_ || urgent_; });
+      const auto until = std::chrono::steady_clock::now() + interval_;
+      while (!stopping_ && !urgent_)
+        if (wake_.wait_until(lock.native(), until) == std::cv_status::timeout) break;
       urgent_ = false;
       if (offered_ != saved_) {
         const std::string value = offered_;
@@ -88,7 +94,7 @@ class PositionSaver {
   std::shared_ptr<PositionStore> store_;
   const std::string key_;
   const std::chrono::milliseconds interval_;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable saved_cv_;
   std::string offered_ SLUICE_GUARDED_BY(mutex_);

@@ -59,7 +59,7 @@ void Settlement::hold(std::vector<StatePtr>& states, int permits_taken) {
     for (auto& s : states)
       if (s->visible_until_ms.load(std::memory_order_relaxed) == 0) s->visible_until_ms = until;
   }
-  std::lock_guard lock(held_mutex_);
+  MutexLock lock(held_mutex_);
   for (auto& s : states) {
     s->origin = origin_;
     held_.add(s);
@@ -138,7 +138,7 @@ void Settlement::finish(const StatePtr& state, Outcome outcome, const std::strin
   if (core_.observer) core_.observer->on_settled(detail::to_string(outcome));
   auto step = core_.dispatch->settled(state, outcome);
   {
-    std::lock_guard lock(held_mutex_);
+    MutexLock lock(held_mutex_);
     held_.remove(state.get());
   }
   auto& counters = core_.counters;
@@ -175,7 +175,7 @@ void Settlement::acks_settled(std::size_t confirmed, std::size_t abandoned, std:
 void Settlement::lease_lost(std::uint64_t lease) {
   std::vector<StatePtr> gone;
   {
-    std::lock_guard lock(held_mutex_);
+    MutexLock lock(held_mutex_);
     for (const auto& state : held_)
       if (state->lease == lease && !state->settled()) gone.push_back(state);
   }
@@ -191,7 +191,7 @@ std::vector<StatePtr> Settlement::due_for_extension(std::int64_t threshold_ms,
   std::vector<StatePtr> due;
   const auto now = detail::steady_now_ms();
   std::optional<std::int64_t> least;
-  std::lock_guard lock(held_mutex_);
+  MutexLock lock(held_mutex_);
   for (const auto& state : held_)
     if (!state->settled() && state->visible_until_ms - now < threshold_ms) {
       const auto remaining = state->visible_until_ms - now;
@@ -210,7 +210,7 @@ asio::awaitable<bool> Settlement::drain_started(CoreClock::time_point deadline) 
 void Settlement::release_unstarted() {
   std::vector<StatePtr> unstarted;
   {
-    std::lock_guard lock(held_mutex_);
+    MutexLock lock(held_mutex_);
     for (const auto& s : held_)
       if (!s->started) unstarted.push_back(s);
   }

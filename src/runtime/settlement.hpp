@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "runtime/async_wait.hpp"
 #include "runtime/core.hpp"
 #include "runtime/permits.hpp"
@@ -82,7 +83,7 @@ class Settlement final : public detail::Settler {
   Permits permits_;
   std::shared_ptr<const detail::Origin> origin_;  // every message's; set once, at start
 
-  std::mutex held_mutex_;
+  Mutex held_mutex_;
   HeldSet held_ SLUICE_GUARDED_BY(held_mutex_);
 
   std::atomic<int> started_unfinished_{0};

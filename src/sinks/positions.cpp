@@ -3,7 +3,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "runtime/thread_annotations.hpp"
+#include "common/mutex.hpp"
 #include "sinks/sink.hpp"
 
 namespace sluice::sinks {
@@ -15,11 +15,11 @@ class SinkPositionStore final : public PositionStore {
       : factory_(std::move(factory)) {}
 
   std::optional<std::string> load(const std::string& key) override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return with_sink([&](Sink& sink) { return sink.load_position(key); });
   }
   void save(const std::string& key, const std::string& value) override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     with_sink([&](Sink& sink) {
       sink.save_position(key, value);
       return true;
@@ -28,7 +28,7 @@ class SinkPositionStore final : public PositionStore {
 
  private:
   template <class F>
-  std::invoke_result_t<F, Sink&> with_sink(F&& f) {  // under mutex_
+  std::invoke_result_t<F, Sink&> with_sink(F&& f) SLUICE_REQUIRES(mutex_) {
     try {
       if (!sink_) {
         auto sink = factory_();
@@ -43,7 +43,7 @@ class SinkPositionStore final : public PositionStore {
   }
 
   std::function<std::unique_ptr<Sink>()> factory_;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::unique_ptr<Sink> sink_ SLUICE_GUARDED_BY(mutex_);
 };
 

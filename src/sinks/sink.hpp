@@ -51,6 +51,13 @@ class SinkError : public std::runtime_error {
   SinkFailure kind_;
 };
 
+// A source's position that a batch brings forward (a RabbitMQ stream's offset, a file's
+// checkpoint), under its PositionStore key.
+struct PositionUpdate {
+  std::string key;
+  std::string value;
+};
+
 struct RejectRow {
   std::string message_id;
   std::string reason;  // malformed | validation | schema_drift | sink_refused | payload_...
@@ -60,6 +67,9 @@ struct RejectRow {
   // What the pipeline reads besides the body, as JSON (receive count, times, group,
   // headers): a replay sees the message as it came. Empty: not kept.
   std::string properties;
+  // The pipeline that rejected it (several may share a table). Empty: a row of an
+  // earlier release, or a program of its own.
+  std::string pipeline;
 };
 
 // A rejects table's row, as `sluice rejects` reads it.
@@ -74,6 +84,7 @@ struct RejectQuery {
   std::string reason;     // empty: every reason
   bool replayed = false;  // also the rows already replayed
   std::string after_id;   // paging: the rows after this id (empty: from the first)
+  std::string pipeline;   // only this pipeline's rows (empty: every row)
   std::size_t limit = 1000;
 };
 
@@ -85,6 +96,24 @@ class Sink {
   // One round trip for the whole batch; one outcome per record, in order. Throws
   // SinkError when the batch as a whole is not written.
   virtual WriteResult write(std::span<const pipeline::Record> records) = 0;
+  // write(records) with positions that the batch brings forward: where
+  // positions_with_records() (SQLite, PostgreSQL) they are saved in the batch's own
+  // transaction, so the records and the positions are durable together or not at all,
+  // and a restart resumes exactly after the last batch written. Otherwise (MongoDB)
+  // the records first, then the positions (save_position): a stop between the two
+  // reads again what came after the last position saved, which the content hash
+  // stores once. A position replaces the value under its key (the caller never offers
+  // one behind the last).
+  virtual WriteResult write_with_positions(std::span<const pipeline::Record> records,
+                                           std::span<const PositionUpdate> positions) {
+    auto result = write(records);
+    for (const auto& p : positions) save_position(p.key, p.value);
+    return result;
+  }
+  virtual bool positions_with_records() const { return false; }
+  // One row per message, reason and pipeline: a row already there (the message
+  // delivered again after its row was written) is not written twice. A message is
+  // known by its id (RabbitMQ's message-id property, or a hash of its body).
   virtual void write_rejects(std::span<const RejectRow> rows) = 0;
   // The rejects table, oldest first; rows written by a release without replayed_at read
   // as not replayed.

@@ -253,7 +253,8 @@ void BatchWriter::Core::refuse(const Sink& sink, Item& item, const pipeline::Rec
   refused.push_back(
       Item{RejectRow{record.message_id, "sink_refused", std::move(detail), item.message.body(),
                      item.message.source(),
-                     events_.properties ? events_.properties(item.message) : std::string()},
+                     events_.properties ? events_.properties(item.message) : std::string(),
+                     options_.pipeline},
            item.message});
 }
 

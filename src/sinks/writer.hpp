@@ -46,6 +46,9 @@ struct WriterOptions {
   std::chrono::milliseconds retry_base{200};
   std::chrono::milliseconds retry_max{5000};
   bool rejects_table = true;
+  // The pipeline's name, in the rows it writes to the rejects table (several pipelines
+  // may share one).
+  std::string pipeline;
   bool dead_letter_queue = false;  // the container sends rejects to a DLQ
   // Traces: a span per batch write ("INSERT events"), linked to the process span of
   // each message it carries; OpenTelemetry's database conventions name its attributes.

@@ -8,14 +8,18 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "app/config.hpp"
+#include "app/health.hpp"
 #include "app/run.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/pipeline.hpp"
+#include "support/process.hpp"
 #include "support/wait.hpp"
 
 using namespace sluice;
@@ -160,4 +164,151 @@ TEST_F(OperationsIsolation, AFrozenDatabaseHoldsUpOnlyItsOwnPipeline) {
   EXPECT_EQ(queue_total(healthy), 0);
   EXPECT_EQ(queue_total(frozen), 0);
   test::remove_sqlite(db);
+}
+
+namespace {
+
+// The value of a counter or gauge series in a Prometheus exposition, or -1.
+double series_value(const std::string& exposition, const std::string& series) {
+  const auto at = exposition.find(series + " ");
+  return at == std::string::npos ? -1 : std::stod(exposition.substr(at + series.size() + 1));
+}
+
+}  // namespace
+
+// Several pipelines start on their own: one whose PostgreSQL is frozen before the start
+// (its connects get no answer) retries with backoff, not ready and saying why, while
+// the other drains exactly; after the thaw the frozen one starts and drains exactly too.
+// The fault is proven (failed attempts counted, nothing of its queue received while the
+// other finished).
+TEST_F(OperationsIsolation, ADatabaseFrozenBeforeTheStartHoldsBackOnlyItsOwnPipeline) {
+  auto& pg = test::Postgres::shared();
+  test::TcpFaultProxy proxy("127.0.0.1", pg.port());
+  proxy.stall(true);
+  const std::string healthy = make_queue("isostart-healthy"),
+                    frozen = make_queue("isostart-frozen");
+  const std::string db =
+      ::testing::TempDir() + "/sluice-isostart-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  const std::string table = "isostart_" + std::to_string(getpid());
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test::free_port());
+  const std::string sqs = "        endpoint_url: " + test::Emulator::shared().endpoint() +
+                          "\n        region: us-east-1\n        poll_wait: 1s\n";
+  const std::string yaml =
+      "metrics:\n  listen: " + endpoint + "\nadmin:\n  enabled: true\nlogging:\n  level: warn\n" +
+      std::string(test::kInventoryNormalizeYaml) +
+      "pipelines:\n"
+      "  healthy:\n    source:\n      sqs:\n        queue_url: " +
+      healthy + "\n" + sqs + "    sink:\n      type: sqlite\n      sqlite:\n        path: " + db +
+      "\n"
+      "  frozen:\n    source:\n      sqs:\n        queue_url: " +
+      frozen + "\n" + sqs + "    sink:\n      type: postgres\n      table: " + table +
+      "\n      postgres:\n        dsn: host=127.0.0.1 port=" + std::to_string(proxy.port()) +
+      " user=postgres dbname=postgres\n        connect_timeout: 1s\n";
+  const auto configs = app::parse_pipelines(yaml);
+  ASSERT_EQ(configs.size(), 2u);
+  const auto healthy_events = publish(healthy, 2000, 0.2, 0.0, 51);
+  const auto frozen_events = publish(frozen, 500, 0.2, 0.0, 52);
+
+  app::RunOptions options;
+  options.until_drained = true;
+  options.drained_for = std::chrono::milliseconds(2000);
+  options.quiet = true;
+  std::vector<app::RunSummary> summaries;
+  int code = -1;
+  std::thread run([&] { code = app::run_pipelines(configs, options, summaries); });
+  struct JoinAtExit {
+    std::thread& run;
+    test::TcpFaultProxy& proxy;
+    ~JoinAtExit() {
+      if (!run.joinable()) return;
+      proxy.stall(false);
+      run.join();
+    }
+  } join_at_exit{run, proxy};
+  auto get = [&](const std::string& path) {
+    aws::HttpRequest request;
+    request.url = aws::Url::parse("http://" + endpoint + path);
+    try {
+      return app::send_once(request);
+    } catch (const std::exception&) {
+      return aws::HttpResponse{};  // not listening yet
+    }
+  };
+  const std::string failures = R"(sluice_sink_open_failures_total{pipeline="frozen"})";
+
+  // The healthy pipeline drains all of its events while the other retries its sink.
+  EXPECT_TRUE(test::wait_until(
+      [&] { return sqlite_count(db) >= static_cast<long>(healthy_events.distinct_records); },
+      std::chrono::seconds(120)));
+  EXPECT_EQ(sqlite_count(db), static_cast<long>(healthy_events.distinct_records));
+  EXPECT_TRUE(test::wait_until([&] { return series_value(get("/metrics").body, failures) >= 2; },
+                               std::chrono::seconds(30)))
+      << "the frozen pipeline tried its sink more than once";
+  EXPECT_GT(proxy.stalled_chunks(), 0u) << "the fault happened: its connects were held";
+  const auto metrics = get("/metrics").body;
+  EXPECT_EQ(series_value(metrics, R"(sluice_paused{pipeline="frozen",reason="sink_unavailable"})"),
+            1);
+  EXPECT_EQ(series_value(metrics, R"(sluice_ready{pipeline="frozen"})"), 0);
+  EXPECT_EQ(series_value(metrics, R"(sluice_ready{pipeline="healthy"})"), 1);
+  const auto readyz = get("/readyz");
+  EXPECT_EQ(readyz.status, 503);
+  EXPECT_NE(readyz.body.find("frozen sink_unavailable"), std::string::npos) << readyz.body;
+  const auto status = nlohmann::json::parse(get("/pipelines").body, nullptr, false);
+  bool said = false;
+  for (const auto& p : status.value("pipelines", nlohmann::json::array()))
+    if (p.value("pipeline", "") == "frozen") {
+      EXPECT_EQ(p.value("state", ""), "sink_unavailable") << p.dump();
+      EXPECT_NE(p.value("error", "").find("sink.postgres.connect_timeout"), std::string::npos)
+          << p.dump();
+      said = true;
+    }
+  EXPECT_TRUE(said) << "/pipelines shows the frozen pipeline: " << status.dump();
+  const auto [ctl_code, ctl_status] = test::run_with_status(
+      std::string(SLUICE_BINARY) + " ctl status --url http://" + endpoint + " 2>&1");
+  EXPECT_EQ(ctl_code, 0) << ctl_status;
+  EXPECT_NE(ctl_status.find("frozen  sink_unavailable"), std::string::npos) << ctl_status;
+  EXPECT_NE(ctl_status.find("no answer within sink.postgres.connect_timeout"), std::string::npos)
+      << ctl_status;
+  EXPECT_EQ(queue_total(frozen), static_cast<int>(frozen_events.bodies.size()))
+      << "nothing of the frozen pipeline's queue was received";
+
+  // The thaw: its next attempt opens the sink and it drains too, exactly.
+  proxy.stall(false);
+  run.join();
+  EXPECT_EQ(code, 0);
+  const auto rows = pg.query("SELECT count(*) FROM " + table);
+  EXPECT_EQ(rows, std::to_string(frozen_events.distinct_records) + "\n");
+  EXPECT_EQ(sqlite_count(db), static_cast<long>(healthy_events.distinct_records));
+  EXPECT_EQ(queue_total(healthy), 0);
+  EXPECT_EQ(queue_total(frozen), 0);
+  ASSERT_EQ(summaries.size(), 2u);
+  for (const auto& s : summaries) EXPECT_EQ(s.never_started, "") << s.name;
+  test::remove_sqlite(db);
+}
+
+// One pipeline alone exits when its sink does not answer at start (exit code 3, the
+// reason and the key that bounds the wait on standard error): under an orchestrator
+// the restart is the retry.
+TEST_F(OperationsIsolation, OnePipelineWhoseDatabaseIsFrozenAtStartExitsWithCode3) {
+  auto& pg = test::Postgres::shared();
+  test::TcpFaultProxy proxy("127.0.0.1", pg.port());
+  proxy.stall(true);
+  const std::string queue = make_queue("isostart-alone");
+  const std::string file =
+      ::testing::TempDir() + "/sluice-isostart-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(file) << "logging:\n  level: warn\n"
+                      << test::kInventoryNormalizeYaml
+                      << "source:\n  sqs:\n    queue_url: " << queue
+                      << "\n    endpoint_url: " << test::Emulator::shared().endpoint()
+                      << "\n    region: us-east-1\nsink:\n  type: postgres\n  postgres:\n"
+                      << "    dsn: host=127.0.0.1 port=" << proxy.port()
+                      << " user=postgres dbname=postgres\n    connect_timeout: 1s\n";
+  const auto [exit_code, output] =
+      test::run_with_status(std::string(SLUICE_BINARY) + " run --config " + file + " 2>&1");
+  EXPECT_EQ(exit_code, 3) << output;
+  EXPECT_NE(output.find("cannot open the sink"), std::string::npos) << output;
+  EXPECT_NE(output.find("sink.postgres.connect_timeout"), std::string::npos) << output;
+  EXPECT_GT(proxy.stalled_chunks(), 0u) << "the fault happened";
+  std::filesystem::remove(file);
 }

@@ -1354,17 +1354,32 @@ TEST(OperationsPipelineConfig, SeveralPipelinesMistakesAreRefused) {
       << check.second;
   EXPECT_NE(check.second.find("pipeline b:\nsource: sqs http://127.0.0.1:1/0/b"), std::string::npos)
       << check.second;
-  // Two pipelines writing one PostgreSQL rejects table: a replay through one is refused
-  // (it would take the other's rows), before any connection; a listing is not.
-  std::ofstream(path) << base +
-                             "sink:\n  type: postgres\n  postgres:\n    dsn: host=127.0.0.1 "
-                             "port=1 user=u\npipelines:\n" +
-                             one + two;
-  const auto replay = test::run_with_status(
-      std::string(SLUICE_BINARY) + " rejects replay --pipeline a --config " + path + " 2>&1");
-  EXPECT_EQ(replay.first, 2) << replay.second;
-  EXPECT_NE(replay.second.find("pipelines a and b share one rejects table"), std::string::npos)
-      << replay.second;
+  // Two pipelines writing one PostgreSQL rejects table: each row names its pipeline, and
+  // `sluice rejects` through one reads only that one's rows.
+  auto& pg = test::Postgres::shared();
+  const std::string rejects = "shared_rejects_" + std::to_string(getpid());
+  std::ofstream(path) << base + "sink:\n  type: postgres\n  rejects_table: " + rejects +
+                             "\n  postgres:\n    dsn: " + pg.dsn() + "\npipelines:\n" + one + two;
+  {
+    const auto shared =
+        app::parse_pipelines(base + "sink:\n  type: postgres\n  rejects_table: " + rejects +
+                             "\n  postgres:\n    dsn: " + pg.dsn() + "\npipelines:\n" + one + two);
+    auto sink = app::sink_factory(shared[0])();
+    sink->open();
+    sink->write_rejects(
+        std::vector<sinks::RejectRow>{{"ma", "malformed", "of a", "{", "q", "", "a"},
+                                      {"mb", "malformed", "of b", "{", "q", "", "b"}});
+  }
+  for (const char* name : {"a", "b"}) {
+    const auto list =
+        test::run_with_status(std::string(SLUICE_BINARY) + " rejects list --pipeline " + name +
+                              " --config " + path + " 2>&1");
+    EXPECT_EQ(list.first, 0) << list.second;
+    EXPECT_NE(list.second.find(std::string("\tm") + name + "\t"), std::string::npos) << list.second;
+    EXPECT_NE(list.second.find("1 row(s)"), std::string::npos)
+        << "only pipeline " << name << "'s row: " << list.second;
+  }
+  pg.query("DROP TABLE " + rejects);
   std::filesystem::remove(path);
 }
 

@@ -50,7 +50,7 @@ void check_idempotent_batches(sinks::Sink& sink) {
             (std::vector<WriteOutcome>{WriteOutcome::duplicate, WriteOutcome::inserted}));
   EXPECT_EQ(sink.count_records(), 3u);
   sink.write_rejects(
-      std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q", ""}});
+      std::vector<sinks::RejectRow>{{"m9", "malformed", "not JSON", "{oops", "q", "", ""}});
 }
 
 // route: records into several tables in one batch, each table with its own unique
@@ -93,7 +93,7 @@ void check_rejects_are_read_and_marked(sinks::Sink& sink) {
   std::vector<sinks::RejectRow> rows;
   for (int i = 0; i < 7; ++i)
     rows.push_back({"m" + std::to_string(i), i % 2 ? "validation" : "malformed",
-                    "why " + std::to_string(i), R"({"n":)" + std::to_string(i) + "}", "q", ""});
+                    "why " + std::to_string(i), R"({"n":)" + std::to_string(i) + "}", "q", "", ""});
   rows[2].properties = R"({"receive_count":2,"headers":{"tenant":"acme"}})";
   sink.write_rejects(rows);
   sinks::RejectQuery all;
@@ -128,9 +128,111 @@ void check_rejects_are_read_and_marked(sinks::Sink& sink) {
   EXPECT_FALSE(every[1].replayed_at.empty());
   EXPECT_FALSE(every[4].replayed_at.empty());
   EXPECT_TRUE(every[0].replayed_at.empty());
+  // One row per message, reason and pipeline: the same rows again (their messages
+  // delivered again after their rows were written) change nothing; the same message
+  // with another reason, or of another pipeline, is a row of its own.
+  sink.write_rejects(rows);
+  EXPECT_EQ(sink.read_rejects(all).size(), 7u) << "written once";
+  auto other_reason = rows[0], of_a = rows[0], of_b = rows[0];
+  other_reason.reason = "schema_drift";
+  of_a.pipeline = "a";
+  of_b.pipeline = "b";
+  sink.write_rejects(std::vector<sinks::RejectRow>{other_reason, of_a, of_b, of_b, of_a});
+  EXPECT_EQ(sink.read_rejects(all).size(), 10u);
+  sinks::RejectQuery only_b = all;
+  only_b.pipeline = "b";
+  const auto b_rows = sink.read_rejects(only_b);
+  ASSERT_EQ(b_rows.size(), 1u) << "a pipeline reads its own rows";
+  EXPECT_EQ(b_rows[0].row.pipeline, "b");
+  EXPECT_EQ(b_rows[0].row.message_id, "m0");
+}
+
+// Positions a batch brings forward, in the batch's own transaction: a batch the database
+// refuses after its position was written (the position goes first) leaves both the
+// records and the position as they were. `refuse(hash)` makes the database refuse the
+// record of that hash from then on.
+void check_positions_go_with_their_records(sinks::Sink& sink,
+                                           const std::function<void(const std::string&)>& refuse) {
+  sink.open();
+  ASSERT_TRUE(sink.positions_with_records());
+  const std::string key = "stream:q@" + std::to_string(getpid());
+  const std::vector<sinks::PositionUpdate> at_10{{key, "10"}}, at_20{{key, "20"}},
+      at_30{{key, "30"}};
+  EXPECT_EQ(sink.write_with_positions(std::vector{record("P", 1, "m1")}, at_10).outcomes,
+            std::vector<WriteOutcome>{WriteOutcome::inserted});
+  EXPECT_EQ(sink.load_position(key), "10");
+  const auto refused = record("P", 3, "m3");
+  refuse(refused.hash);
+  EXPECT_THROW(sink.write_with_positions(std::vector{record("P", 2, "m2"), refused}, at_20),
+               sinks::SinkError);
+  EXPECT_EQ(sink.load_position(key), "10") << "the position rolled back with its batch";
+  EXPECT_EQ(sink.count_records(), 1u) << "and so did the record before the refused one";
+  EXPECT_EQ(sink.write_with_positions(std::vector{record("P", 2, "m2")}, at_30).outcomes,
+            std::vector<WriteOutcome>{WriteOutcome::inserted});
+  EXPECT_EQ(sink.load_position(key), "30");
+  EXPECT_TRUE(sink.write_with_positions({}, at_20).outcomes.empty()) << "a position alone";
+  EXPECT_EQ(sink.load_position(key), "20");
 }
 
 }  // namespace
+
+TEST(SqliteSink, PositionsAreWrittenInTheBatchsTransaction) {
+  const std::string path =
+      ::testing::TempDir() + "/sluice-positions-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(path);
+  sinks::SqliteOptions options;
+  options.path = path;
+  auto sink = sinks::make_sqlite_sink(options);
+  check_positions_go_with_their_records(*sink, [&](const std::string& hash) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           ("CREATE TRIGGER refuse BEFORE INSERT ON records WHEN NEW.hash = '" +
+                            hash + "' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+                               .c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  });
+  test::remove_sqlite(path);
+}
+
+TEST(PostgresSink, PositionsAreWrittenInTheBatchsTransaction) {
+  auto& pg = test::Postgres::shared();
+  sinks::PostgresOptions options;
+  options.dsn = pg.dsn();
+  options.table = "positions_" + std::to_string(getpid());
+  auto sink = sinks::make_postgres_sink(options);
+  check_positions_go_with_their_records(*sink, [&](const std::string& hash) {
+    pg.query("CREATE FUNCTION " + options.table +
+             "_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.hash = '" + hash +
+             "' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$; "
+             "CREATE TRIGGER refuse BEFORE INSERT ON " +
+             options.table + " FOR EACH ROW EXECUTE FUNCTION " + options.table + "_refuse()");
+  });
+  pg.query("DROP TABLE " + options.table + "; DROP FUNCTION " + options.table + "_refuse()");
+}
+
+// MongoDB: the records first, then the positions (no transaction on a standalone
+// server, nor on the wire server here). That server refuses the string _id a position
+// is kept under (MongoDB takes it), so what this proves is the order: the position's
+// failure comes after the batch's records were written, and is the batch's error.
+TEST(MongoSink, PositionsAreSavedAfterTheirRecords) {
+  sinks::MongoOptions options;
+  options.uri = test::MongoWire::shared().uri();
+  options.database = "sluice_test";
+  options.collection = "positions_" + std::to_string(getpid());
+  options.write_concern = "1";
+  auto sink = sinks::make_mongo_sink(options);
+  sink->open();
+  EXPECT_FALSE(sink->positions_with_records());
+  const std::string key = "stream:q@" + std::to_string(getpid());
+  EXPECT_THROW(sink->write_with_positions(std::vector{record("P", 1, "m1")},
+                                         std::vector<sinks::PositionUpdate>{{key, "10"}}),
+               sinks::SinkError)
+      << "the wire server refuses a string _id";
+  EXPECT_EQ(sink->count_records(), 1u) << "the records went first";
+}
 
 TEST(SqliteSink, RejectsAreReadAndMarkedReplayedAndAnOldTableGetsTheColumn) {
   const std::string path =

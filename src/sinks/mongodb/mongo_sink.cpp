@@ -256,9 +256,29 @@ class MongoSink final : public Sink {
                            BCON_UTF8(row.source.c_str()), "rejected_at", BCON_DATE_TIME(now_ms())));
       if (!row.properties.empty())
         BSON_APPEND_UTF8(doc.get(), "properties", row.properties.c_str());
+      BSON_APPEND_UTF8(doc.get(), "pipeline", row.pipeline.c_str());
       bson_error_t error;
-      if (!mongoc_collection_insert_one(rejects_, doc.get(), nullptr, nullptr, &error))
-        throw scrubbed(std::string("MongoDB insert reject: ") + error.message);
+      BsonPtr concern(bson_new());  // the sink's write concern, as for records
+      mongoc_write_concern_append(write_concern_, concern.get());
+      if (row.message_id.empty()) {
+        if (!mongoc_collection_insert_one(rejects_, doc.get(), concern.get(), nullptr, &error))
+          throw scrubbed(std::string("MongoDB insert reject: ") + error.message);
+        continue;
+      }
+      // One document per message, reason and pipeline: written only if none is there
+      // (an upsert, not a unique index: documents of earlier releases, without a
+      // pipeline, may repeat one and would stop the index being made).
+      BsonPtr filter(BCON_NEW("message_id", BCON_UTF8(row.message_id.c_str()), "reason",
+                              BCON_UTF8(row.reason.c_str()), "pipeline",
+                              BCON_UTF8(row.pipeline.c_str())));
+      bson_t update = BSON_INITIALIZER;
+      BSON_APPEND_DOCUMENT(&update, "$setOnInsert", doc.get());
+      BsonPtr opts(BCON_NEW("upsert", BCON_BOOL(true)));
+      mongoc_write_concern_append(write_concern_, opts.get());
+      const bool written = mongoc_collection_update_one(rejects_, filter.get(), &update, opts.get(),
+                                                        nullptr, &error);
+      bson_destroy(&update);
+      if (!written) throw scrubbed(std::string("MongoDB insert reject: ") + error.message);
     }
   }
 
@@ -271,6 +291,7 @@ class MongoSink final : public Sink {
       BSON_APPEND_DOCUMENT(filter.get(), "_id", BsonPtr(BCON_NEW("$gt", BCON_OID(&after))).get());
     }
     if (!query.reason.empty()) BSON_APPEND_UTF8(filter.get(), "reason", query.reason.c_str());
+    if (!query.pipeline.empty()) BSON_APPEND_UTF8(filter.get(), "pipeline", query.pipeline.c_str());
     if (!query.replayed)  // replayed_at absent (or null: both match {replayed_at: null})
       BSON_APPEND_NULL(filter.get(), "replayed_at");
     BsonPtr opts(BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "limit",
@@ -285,7 +306,8 @@ class MongoSink final : public Sink {
       if (bson_iter_init(&it, doc)) {
         r.row = {string_field(it, "message_id"), string_field(it, "reason"),
                  string_field(it, "detail"),     string_field(it, "body"),
-                 string_field(it, "source"),     string_field(it, "properties")};
+                 string_field(it, "source"),     string_field(it, "properties"),
+                 string_field(it, "pipeline")};
         while (bson_iter_next(&it)) {
           const std::string_view key = bson_iter_key(&it);
           if (key == "_id" && BSON_ITER_HOLDS_OID(&it)) {

@@ -136,22 +136,28 @@ class PostgresSink final : public Sink {
            " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
            "text,"
            " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz,"
-           " properties text)");
+           " properties text, pipeline text)");
       // A rejects table of an earlier release gets the columns; asked first, as ALTER
       // TABLE locks the table even when it has nothing to do.
       const std::string rejects = sql_identifier(options_.rejects_table);
       Statement has;
       has.sql =
           "SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
-          "attname IN ('replayed_at', 'properties') AND NOT attisdropped";
+          "attname IN ('replayed_at', 'properties', 'pipeline') AND NOT attisdropped";
       has.values = {rejects.c_str()};
       send(has);
       std::vector<std::string> count;
       collect_results(count, "rejects table's columns");
-      if (count.empty() || count.front() != "2")
+      if (count.empty() || count.front() != "3")
         exec("ALTER TABLE " + rejects +
              " ADD COLUMN IF NOT EXISTS replayed_at timestamptz,"
-             " ADD COLUMN IF NOT EXISTS properties text");
+             " ADD COLUMN IF NOT EXISTS properties text, ADD COLUMN IF NOT EXISTS pipeline text");
+      // One row per message, reason and pipeline (rows of earlier releases have no
+      // pipeline, NULL: distinct from any other, so they never stop the index being
+      // made; nor do messages without an id).
+      exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
+           sql_identifier("uniq_" + options_.rejects_table + "_message") + " ON " + rejects +
+           " (pipeline, message_id, reason)");
     } catch (...) {
       if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
         try {
@@ -216,7 +222,16 @@ class PostgresSink final : public Sink {
   }
 
   WriteResult write(std::span<const pipeline::Record> input) override {
-    ensure_open();
+    return write_with_positions(input, {});
+  }
+  bool positions_with_records() const override { return true; }
+
+  WriteResult write_with_positions(std::span<const pipeline::Record> input,
+                                   std::span<const PositionUpdate> positions) override {
+    if (positions.empty())
+      ensure_open();
+    else
+      ensure_positions();
     // Rows by table, then in hash order: concurrent writers (other processes too) then
     // take the unique indexes' locks in the same order and cannot deadlock each other.
     // Not with records of ordered groups: a group's rows keep their sequence. Those have
@@ -234,8 +249,10 @@ class PostgresSink final : public Sink {
     records.reserve(input.size());
     for (std::size_t i : order) records.push_back(&input[i]);
     // One INSERT per table (and per kStatementBytes of rows); all go out in libpq's
-    // pipeline mode with a single sync: one round trip (one transaction) for the batch.
+    // pipeline mode with a single sync: one round trip (one transaction) for the batch,
+    // the positions it brings forward first.
     std::vector<Statement> statements;
+    for (const auto& p : positions) statements.push_back(position_statement(p.key, p.value));
     for (std::size_t start = 0; start < records.size();) {
       const auto route = records[start]->route;
       std::size_t end = start;
@@ -245,6 +262,7 @@ class PostgresSink final : public Sink {
           insert_statement(route, std::span(records).subspan(start, end - start), used));
       start += used;
     }
+    if (statements.empty()) return {};
     std::vector<std::string> inserted = statements.size() == 1
                                             ? run_single(statements.front(), records.size())
                                             : run_pipelined(statements, records.size());
@@ -482,11 +500,13 @@ class PostgresSink final : public Sink {
     ensure_open();
     for (const auto& row : rows) {
       const char* values[] = {row.message_id.c_str(), row.reason.c_str(), row.detail.c_str(),
-                              row.body.c_str(),       row.source.c_str(), row.properties.c_str()};
+                              row.body.c_str(),       row.source.c_str(), row.properties.c_str(),
+                              row.pipeline.c_str()};
       Statement st;
       st.sql = "INSERT INTO " + sql_identifier(options_.rejects_table) +
-               " (message_id, reason, detail, body, source, properties)"
-               " VALUES ($1,$2,$3,$4,$5,NULLIF($6,''))";
+               " (message_id, reason, detail, body, source, properties, pipeline)"
+               " VALUES (NULLIF($1,''),$2,$3,$4,$5,NULLIF($6,''),$7)"
+               " ON CONFLICT DO NOTHING";
       st.values.assign(std::begin(values), std::end(values));
       send(st);
       std::vector<std::string> none;
@@ -506,10 +526,11 @@ class PostgresSink final : public Sink {
                  "SELECT json_build_array(id::text, message_id, reason, detail, body, "
                  "source, to_char(rejected_at AT TIME ZONE 'UTC', ") +
              utc + "), coalesce(to_char(replayed_at AT TIME ZONE 'UTC', " + utc +
-             "), ''), properties)::text FROM " + sql_identifier(options_.rejects_table) +
+             "), ''), properties, pipeline)::text FROM " + sql_identifier(options_.rejects_table) +
              " WHERE id > $1::bigint AND ($2 = '' OR reason = $2) AND ($3::boolean OR "
-             "replayed_at IS NULL) ORDER BY id LIMIT $4::bigint";
-    st.values = {after.c_str(), query.reason.c_str(), replayed, limit.c_str()};
+             "replayed_at IS NULL) AND ($5 = '' OR pipeline = $5) ORDER BY id LIMIT $4::bigint";
+    st.values = {after.c_str(), query.reason.c_str(), replayed, limit.c_str(),
+                 query.pipeline.c_str()};
     send(st);
     std::vector<std::string> lines;
     collect_results(lines, "read rejects");
@@ -517,7 +538,7 @@ class PostgresSink final : public Sink {
     for (const auto& line : lines) {
       const auto a = nlohmann::json::parse(line);
       auto at = [&](int i) { return a[i].is_string() ? a[i].get<std::string>() : std::string(); };
-      rows.push_back({at(0), {at(1), at(2), at(3), at(4), at(5), at(8)}, at(6), at(7)});
+      rows.push_back({at(0), {at(1), at(2), at(3), at(4), at(5), at(8), at(9)}, at(6), at(7)});
     }
     return rows;
   }
@@ -564,17 +585,22 @@ class PostgresSink final : public Sink {
 
   void save_position(const std::string& key, const std::string& value) override {
     ensure_positions();
-    Statement st;
-    st.sql =
-        "INSERT INTO sluice_positions (key, position) VALUES ($1, $2) ON CONFLICT (key) DO "
-        "UPDATE SET position = EXCLUDED.position, saved_at = now()";
-    st.values = {key.c_str(), value.c_str()};
-    send(st);
+    send(position_statement(key, value));
     std::vector<std::string> none;
     collect_results(none, "save a position");
   }
 
   std::string describe() const override { return "postgres:" + options_.table; }
+
+  static Statement position_statement(const std::string& key, const std::string& value) {
+    Statement st;
+    st.sql =
+        "INSERT INTO sluice_positions (key, position) VALUES ($1, $2) ON CONFLICT (key) DO "
+        "UPDATE SET position = EXCLUDED.position, saved_at = now()";
+    st.storage = {key, value};
+    st.values = {st.storage[0].c_str(), st.storage[1].c_str()};
+    return st;
+  }
 
   void interrupt() override { interrupted_ = true; }
 

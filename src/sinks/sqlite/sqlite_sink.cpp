@@ -70,10 +70,10 @@ class SqliteSink final : public Sink {
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id INTEGER PRIMARY KEY, message_id TEXT, reason TEXT NOT NULL, detail TEXT, body TEXT,"
          " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),"
-         " replayed_at TEXT, properties TEXT)");
+         " replayed_at TEXT, properties TEXT, pipeline TEXT)");
     // A rejects table of an earlier release gets the columns (another process may add
     // one at the same moment: then its ALTER fails and the column is there).
-    for (const char* column : {"replayed_at", "properties"}) {
+    for (const char* column : {"replayed_at", "properties", "pipeline"}) {
       if (has_column(column)) continue;
       try {
         exec("ALTER TABLE " + sql_identifier(options_.rejects_table) + " ADD COLUMN " + column +
@@ -82,22 +82,39 @@ class SqliteSink final : public Sink {
         if (!has_column(column)) throw;
       }
     }
+    // One row per message, reason and pipeline (rows of earlier releases have no
+    // pipeline, NULL: distinct from any other, so they never stop the index being made;
+    // nor do messages without an id).
+    exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
+         sql_identifier("uniq_" + options_.rejects_table + "_message") + " ON " +
+         sql_identifier(options_.rejects_table) + " (pipeline, message_id, reason)");
     for (const auto& table : tables_)
       inserts_.push_back(prepare(
           "INSERT INTO " + sql_identifier(table) +
           " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING"));
     insert_reject_ = prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
-                             " (message_id, reason, detail, body, source, properties)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, NULLIF(?6, ''))");
+                             " (message_id, reason, detail, body, source, properties, pipeline)"
+                             " VALUES (NULLIF(?1, ''), ?2, ?3, ?4, ?5, NULLIF(?6, ''),"
+                             " ?7) ON CONFLICT DO NOTHING");
   }
 
   WriteResult write(std::span<const pipeline::Record> records) override {
-    ensure_open();
+    return write_with_positions(records, {});
+  }
+
+  // The positions first, then the records, in one transaction.
+  WriteResult write_with_positions(std::span<const pipeline::Record> records,
+                                   std::span<const PositionUpdate> positions) override {
+    if (positions.empty())
+      ensure_open();
+    else
+      ensure_positions();
     WriteResult result;
     auto& outcomes = result.outcomes;
     outcomes.reserve(records.size());
     exec("BEGIN IMMEDIATE");
     try {
+      for (const auto& p : positions) upsert_position(p.key, p.value);
       for (const auto& r : records) {
         const std::string document = r.document.dump();
         sqlite3_stmt* insert = inserts_.at(r.route);
@@ -126,9 +143,9 @@ class SqliteSink final : public Sink {
     try {
       for (const auto& row : rows) {
         sqlite3_reset(insert_reject_);
-        const std::string* values[] = {&row.message_id, &row.reason, &row.detail,
-                                       &row.body,       &row.source, &row.properties};
-        for (int i = 0; i < 6; ++i)
+        const std::string* values[] = {&row.message_id, &row.reason,     &row.detail,  &row.body,
+                                       &row.source,     &row.properties, &row.pipeline};
+        for (int i = 0; i < 7; ++i)
           sqlite3_bind_text(insert_reject_, i + 1, values[i]->data(),
                             static_cast<int>(values[i]->size()), SQLITE_TRANSIENT);
         if (sqlite3_step(insert_reject_) != SQLITE_DONE) fail("insert reject");
@@ -144,15 +161,17 @@ class SqliteSink final : public Sink {
     ensure_open();
     sqlite3_stmt* stmt = prepare(
         "SELECT id, message_id, reason, detail, body, source, rejected_at, replayed_at, "
-        "properties FROM " +
+        "properties, pipeline FROM " +
         sql_identifier(options_.rejects_table) +
         " WHERE id > ?1 AND (?2 = '' OR reason = ?2) AND (?3 OR replayed_at IS NULL)"
-        " ORDER BY id LIMIT ?4");
+        " AND (?5 = '' OR pipeline = ?5) ORDER BY id LIMIT ?4");
     sqlite3_bind_int64(stmt, 1, query.after_id.empty() ? 0 : std::stoll(query.after_id));
     sqlite3_bind_text(stmt, 2, query.reason.data(), static_cast<int>(query.reason.size()),
                       SQLITE_TRANSIENT);
     sqlite3_bind_int(stmt, 3, query.replayed ? 1 : 0);
     sqlite3_bind_int64(stmt, 4, static_cast<sqlite3_int64>(query.limit));
+    sqlite3_bind_text(stmt, 5, query.pipeline.data(), static_cast<int>(query.pipeline.size()),
+                      SQLITE_TRANSIENT);
     auto text = [&](int column) {
       const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, column));
       return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt, column)))
@@ -161,8 +180,10 @@ class SqliteSink final : public Sink {
     std::vector<StoredReject> rows;
     int step = SQLITE_ROW;
     while ((step = sqlite3_step(stmt)) == SQLITE_ROW)
-      rows.push_back(
-          {text(0), {text(1), text(2), text(3), text(4), text(5), text(8)}, text(6), text(7)});
+      rows.push_back({text(0),
+                      {text(1), text(2), text(3), text(4), text(5), text(8), text(9)},
+                      text(6),
+                      text(7)});
     sqlite3_finalize(stmt);
     if (step != SQLITE_DONE) fail("read rejects");
     return rows;
@@ -213,17 +234,11 @@ class SqliteSink final : public Sink {
     return value;
   }
 
+  bool positions_with_records() const override { return true; }
+
   void save_position(const std::string& key, const std::string& value) override {
     ensure_positions();
-    sqlite3_stmt* stmt = prepare(
-        "INSERT INTO sluice_positions (key, position, saved_at) VALUES "
-        "(?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ','now')) ON CONFLICT (key) DO UPDATE SET "
-        "position = excluded.position, saved_at = excluded.saved_at");
-    sqlite3_bind_text(stmt, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(stmt, 2, value.c_str(), -1, SQLITE_TRANSIENT);
-    const int step = sqlite3_step(stmt);
-    sqlite3_finalize(stmt);
-    if (step != SQLITE_DONE) fail("save a position");
+    upsert_position(key, value);
   }
 
   std::string describe() const override { return "sqlite:" + options_.path; }
@@ -235,6 +250,17 @@ class SqliteSink final : public Sink {
   }
 
  private:
+  void upsert_position(const std::string& key, const std::string& value) {
+    sqlite3_stmt* stmt = prepare(
+        "INSERT INTO sluice_positions (key, position, saved_at) VALUES "
+        "(?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ','now')) ON CONFLICT (key) DO UPDATE SET "
+        "position = excluded.position, saved_at = excluded.saved_at");
+    sqlite3_bind_text(stmt, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, value.c_str(), -1, SQLITE_TRANSIENT);
+    const int step = sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    if (step != SQLITE_DONE) fail("save a position");
+  }
   void ensure_open() {
     if (!db_) open();
   }
