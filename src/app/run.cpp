@@ -278,20 +278,20 @@ class PipelineRun {
         bool stopped = false;
         std::string sink_error;
         int code = open(stop_signal, stopped, &sink_error);
-        if (stopped || opening_cancelled()) return;
-        if (code == 0) code = start();
-        if (code != 3) {
-          if (attempt > 1 && code == 0) {
-            metrics_->set_paused("sink_unavailable", false);
-            spdlog::info("event=sink_opened pipeline={} attempts={}", config_.name, attempt);
-          }
-          failed_.store(code);
-          return;
-        }
-        {
+        if (code == 3) {  // counted even when a stop came meanwhile: the summary says it
           MutexLock lock(opening_mutex_);
           open_failures_ = attempt;
           last_open_error_ = sink_error;
+        }
+        if (stopped || opening_cancelled()) return;
+        if (code == 0 && attempt > 1) {  // before start(): sample() owns the gauge after
+          metrics_->set_paused("sink_unavailable", false);
+          spdlog::info("event=sink_opened pipeline={} attempts={}", config_.name, attempt);
+        }
+        if (code == 0) code = start();
+        if (code != 3) {
+          failed_.store(code);
+          return;
         }
         metrics_->record_sink_open_failure();
         metrics_->set_paused("sink_unavailable", true);
@@ -311,6 +311,11 @@ class PipelineRun {
     });
   }
   bool started() const { return started_.load(std::memory_order_acquire); }
+  // Not started, and its sink has failed to open at least once.
+  bool open_failed() {
+    MutexLock lock(opening_mutex_);
+    return !started() && open_failures_ > 0;
+  }
   int failed() const { return failed_.load(); }
 
   // The container's figures and the queue's latest counts, every 50 ms: the metrics,
@@ -388,9 +393,10 @@ class PipelineRun {
     summary_.unresolved = unresolved_.count();
     if (!started()) {
       MutexLock lock(opening_mutex_);
-      if (open_failures_ > 0)
-        summary_.never_started = "its sink did not open in " + std::to_string(open_failures_) +
-                                 " attempts: " + last_open_error_;
+      summary_.never_started = open_failures_ > 0
+                                   ? "its sink did not open in " + std::to_string(open_failures_) +
+                                         " attempts: " + last_open_error_
+                                   : "stopped while its sink was being opened";
     }
     // The count is a courtesy: at most 2 s and never past the interrupt deadline (none
     // for a sink that never opened).
@@ -593,15 +599,25 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
       runs[i]->open_in_background(stop_signal, static_cast<int>(i + 1));
   }
 
-  // Samples every pipeline every 50 ms; a signal ends the wait at once. A pipeline not
-  // started yet is not drained.
+  // Samples every pipeline every 50 ms; a signal ends the wait at once. With
+  // --until-drained the run ends once every started pipeline is drained and every other
+  // one has failed to open its sink (exit 3 below): a batch job does not wait forever
+  // for a database that does not answer.
+  bool never_opened = false;
   while (!stop_signal.wait_for(std::chrono::milliseconds(50))) {
-    bool all_drained = true;
+    bool all_drained = true, waiting = false;
+    never_opened = false;
     for (auto& run : runs) {
       if (const int code = run->failed(); code != 0) return abandon(code);
-      all_drained = (run->started() && run->sample(options)) && all_drained;
+      if (run->started()) {
+        all_drained = run->sample(options) && all_drained;
+      } else if (run->open_failed()) {
+        never_opened = true;
+      } else {
+        waiting = true;  // its first attempt is under way
+      }
     }
-    if (options.until_drained && all_drained) break;
+    if (options.until_drained && all_drained && !waiting) break;
   }
   if (stop_signal.requested()) spdlog::info("event=signal signal={}", stop_signal.number());
   // From here the whole stop, exit included, holds shutdown_deadline (the longest of the
@@ -665,6 +681,13 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
     exit_now(5,
              "event=stop_deadline writers_abandoned=true (their records are not acked: they "
              "are delivered again)");
+  if (options.until_drained && !stop_signal.requested() && never_opened) {
+    for (const auto& s : summaries)
+      if (!s.never_started.empty())
+        std::cerr << "sluice: pipeline " << s.name << ": never started: " << s.never_started
+                  << "\n";
+    return 3;
+  }
   // Drained, but some records were never written (their last write failed and the queue
   // no longer offers them, e.g. its redrive policy moved them): say so, for scripts.
   std::uint64_t unresolved = 0;

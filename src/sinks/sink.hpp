@@ -113,7 +113,8 @@ class Sink {
   virtual bool positions_with_records() const { return false; }
   // One row per message, reason and pipeline: a row already there (the message
   // delivered again after its row was written) is not written twice. A message is
-  // known by its id (RabbitMQ's message-id property, or a hash of its body).
+  // known by its id and its body (body_sha256): another body under a reused id (a
+  // file's line, a producer's repeated message-id) is a row of its own.
   virtual void write_rejects(std::span<const RejectRow> rows) = 0;
   // The rejects table, oldest first; rows written by a release without replayed_at read
   // as not replayed.

@@ -8,8 +8,11 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -210,22 +213,32 @@ TEST_F(OperationsIsolation, ADatabaseFrozenBeforeTheStartHoldsBackOnlyItsOwnPipe
   const auto healthy_events = publish(healthy, 2000, 0.2, 0.0, 51);
   const auto frozen_events = publish(frozen, 500, 0.2, 0.0, 52);
 
+  // A service, not a batch: it runs until SIGTERM (--until-drained would end it with
+  // exit 3 once the healthy one drained, UntilDrainedEndsWithCode3...).
   app::RunOptions options;
-  options.until_drained = true;
-  options.drained_for = std::chrono::milliseconds(2000);
   options.quiet = true;
   std::vector<app::RunSummary> summaries;
   int code = -1;
-  std::thread run([&] { code = app::run_pipelines(configs, options, summaries); });
+  std::atomic<bool> running{true};
+  std::thread run([&] {
+    code = app::run_pipelines(configs, options, summaries);
+    running = false;
+  });
+  // The run's own handler takes SIGTERM while it runs (a graceful stop, exit 0).
+  const auto stop_run = [&] {
+    if (running) raise(SIGTERM);
+    run.join();
+  };
   struct JoinAtExit {
     std::thread& run;
     test::TcpFaultProxy& proxy;
+    std::function<void()> stop;
     ~JoinAtExit() {
       if (!run.joinable()) return;
       proxy.stall(false);
-      run.join();
+      stop();
     }
-  } join_at_exit{run, proxy};
+  } join_at_exit{run, proxy, stop_run};
   auto get = [&](const std::string& path) {
     aws::HttpRequest request;
     request.url = aws::Url::parse("http://" + endpoint + path);
@@ -275,7 +288,18 @@ TEST_F(OperationsIsolation, ADatabaseFrozenBeforeTheStartHoldsBackOnlyItsOwnPipe
 
   // The thaw: its next attempt opens the sink and it drains too, exactly.
   proxy.stall(false);
-  run.join();
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        const auto text =
+            pg.query("SELECT count(*) FROM pg_tables WHERE tablename = '" + table + "'") == "1\n"
+                ? pg.query("SELECT count(*) FROM " + table)
+                : std::string();
+        return text == std::to_string(frozen_events.distinct_records) + "\n";
+      },
+      std::chrono::seconds(120)))
+      << "the frozen pipeline caught up after the thaw";
+  test::wait_until([&] { return queue_total(frozen) == 0; });
+  stop_run();
   EXPECT_EQ(code, 0);
   const auto rows = pg.query("SELECT count(*) FROM " + table);
   EXPECT_EQ(rows, std::to_string(frozen_events.distinct_records) + "\n");
@@ -311,4 +335,44 @@ TEST_F(OperationsIsolation, OnePipelineWhoseDatabaseIsFrozenAtStartExitsWithCode
   EXPECT_NE(output.find("sink.postgres.connect_timeout"), std::string::npos) << output;
   EXPECT_GT(proxy.stalled_chunks(), 0u) << "the fault happened";
   std::filesystem::remove(file);
+}
+
+// --until-drained with one of several pipelines whose database never answers: the run
+// ends once the other is drained, exit code 3, the frozen pipeline's summary saying
+// why it never started (a batch job does not wait forever).
+TEST_F(OperationsIsolation, UntilDrainedEndsWithCode3WhenAPipelineNeverOpens) {
+  test::TcpFaultProxy proxy("127.0.0.1", test::Postgres::shared().port());
+  proxy.stall(true);
+  const std::string healthy = make_queue("isobatch-healthy"),
+                    frozen = make_queue("isobatch-frozen");
+  const std::string db =
+      ::testing::TempDir() + "/sluice-isobatch-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  const std::string sqs = "        endpoint_url: " + test::Emulator::shared().endpoint() +
+                          "\n        region: us-east-1\n        poll_wait: 1s\n";
+  const auto configs = app::parse_pipelines(
+      "logging:\n  level: warn\n" + std::string(test::kInventoryNormalizeYaml) +
+      "pipelines:\n  healthy:\n    source:\n      sqs:\n        queue_url: " + healthy + "\n" +
+      sqs + "    sink:\n      type: sqlite\n      sqlite:\n        path: " + db +
+      "\n  frozen:\n    source:\n      sqs:\n        queue_url: " + frozen + "\n" + sqs +
+      "    sink:\n      type: postgres\n      postgres:\n        dsn: host=127.0.0.1 port=" +
+      std::to_string(proxy.port()) +
+      " user=postgres dbname=postgres\n        connect_timeout: 1s\n");
+  const auto events = publish(healthy, 300, 0.0, 0.0, 61);
+  publish(frozen, 10, 0.0, 0.0, 62);
+  app::RunOptions options;
+  options.until_drained = true;
+  options.drained_for = std::chrono::milliseconds(1000);
+  options.quiet = true;
+  std::vector<app::RunSummary> summaries;
+  EXPECT_EQ(app::run_pipelines(configs, options, summaries), 3);
+  EXPECT_GT(proxy.stalled_chunks(), 0u) << "the fault happened";
+  EXPECT_EQ(sqlite_count(db), static_cast<long>(events.distinct_records));
+  EXPECT_EQ(queue_total(healthy), 0);
+  EXPECT_EQ(queue_total(frozen), 10) << "nothing of the frozen pipeline's queue was taken";
+  ASSERT_EQ(summaries.size(), 2u);
+  EXPECT_EQ(summaries[0].never_started, "");
+  EXPECT_NE(summaries[1].never_started.find("sink.postgres.connect_timeout"), std::string::npos)
+      << summaries[1].never_started;
+  test::remove_sqlite(db);
 }

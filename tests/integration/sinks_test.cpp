@@ -133,12 +133,14 @@ void check_rejects_are_read_and_marked(sinks::Sink& sink) {
   // with another reason, or of another pipeline, is a row of its own.
   sink.write_rejects(rows);
   EXPECT_EQ(sink.read_rejects(all).size(), 7u) << "written once";
-  auto other_reason = rows[0], of_a = rows[0], of_b = rows[0];
+  auto other_reason = rows[0], of_a = rows[0], of_b = rows[0], other_body = rows[0];
   other_reason.reason = "schema_drift";
   of_a.pipeline = "a";
   of_b.pipeline = "b";
-  sink.write_rejects(std::vector<sinks::RejectRow>{other_reason, of_a, of_b, of_b, of_a});
-  EXPECT_EQ(sink.read_rejects(all).size(), 10u);
+  other_body.body = "another body under a reused id";
+  sink.write_rejects(
+      std::vector<sinks::RejectRow>{other_reason, of_a, of_b, of_b, of_a, other_body, other_body});
+  EXPECT_EQ(sink.read_rejects(all).size(), 11u);
   sinks::RejectQuery only_b = all;
   only_b.pipeline = "b";
   const auto b_rows = sink.read_rejects(only_b);
@@ -228,7 +230,7 @@ TEST(MongoSink, PositionsAreSavedAfterTheirRecords) {
   EXPECT_FALSE(sink->positions_with_records());
   const std::string key = "stream:q@" + std::to_string(getpid());
   EXPECT_THROW(sink->write_with_positions(std::vector{record("P", 1, "m1")},
-                                         std::vector<sinks::PositionUpdate>{{key, "10"}}),
+                                          std::vector<sinks::PositionUpdate>{{key, "10"}}),
                sinks::SinkError)
       << "the wire server refuses a string _id";
   EXPECT_EQ(sink->count_records(), 1u) << "the records went first";
@@ -856,4 +858,18 @@ TEST(BatchWriter, ARecordFailingOnItsOwnIsRefusedAfterMaxRecordFailuresDeliverie
   EXPECT_EQ(sink->rejects[0].reason, "sink_refused");
   EXPECT_NE(sink->rejects[0].detail.find("failed on 3 deliveries: error 9999"), std::string::npos)
       << sink->rejects[0].detail;
+}
+
+// libpq quotes a connection string it cannot read, password and all: the sink's error
+// (shown by logs, `sluice ctl status` and the run's summary) never carries it.
+TEST(PostgresSink, AnUnreadableDsnsErrorDoesNotCarryItsPassword) {
+  sinks::PostgresOptions options;
+  options.dsn = "postgresql://postgres:Top%zzSecretPW2@127.0.0.1:1/db";
+  auto sink = sinks::make_postgres_sink(options);
+  try {
+    sink->open();
+    ADD_FAILURE() << "opened";
+  } catch (const sinks::SinkError& e) {
+    EXPECT_EQ(std::string(e.what()).find("SecretPW2"), std::string::npos) << e.what();
+  }
 }

@@ -12,6 +12,7 @@
 // bson_t carries an alignment attribute that does not matter for pointers to it.
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 
+#include "common/crypto.hpp"
 #include "common/redact.hpp"
 #include "sinks/mongodb/mongo_sink.hpp"
 
@@ -249,6 +250,20 @@ class MongoSink final : public Sink {
 
   void write_rejects(std::span<const RejectRow> rows) override {
     ensure_open();
+    if (!rejects_indexed_) {
+      // A plain index on message_id for the upsert's lookup (not unique: documents of
+      // earlier releases may repeat one); creating one that exists is a no-op.
+      rejects_indexed_ = true;
+      BsonPtr command(BCON_NEW("createIndexes", BCON_UTF8(options_.rejects_collection.c_str()),
+                               "indexes", "[", "{", "key", "{", "message_id", BCON_INT32(1), "}",
+                               "name", BCON_UTF8("message_id"), "}", "]"));
+      bson_error_t error;
+      if (!mongoc_collection_write_command_with_opts(rejects_, command.get(), nullptr, nullptr,
+                                                     &error))
+        throw scrubbed(
+            "MongoDB createIndexes on " + options_.rejects_collection + ": " + error.message,
+            failure_of(error));
+    }
     for (const auto& row : rows) {
       BsonPtr doc(BCON_NEW("message_id", BCON_UTF8(row.message_id.c_str()), "reason",
                            BCON_UTF8(row.reason.c_str()), "detail", BCON_UTF8(row.detail.c_str()),
@@ -257,6 +272,8 @@ class MongoSink final : public Sink {
       if (!row.properties.empty())
         BSON_APPEND_UTF8(doc.get(), "properties", row.properties.c_str());
       BSON_APPEND_UTF8(doc.get(), "pipeline", row.pipeline.c_str());
+      const std::string body_sha256 = crypto::sha256_hex(row.body);
+      BSON_APPEND_UTF8(doc.get(), "body_sha256", body_sha256.c_str());
       bson_error_t error;
       BsonPtr concern(bson_new());  // the sink's write concern, as for records
       mongoc_write_concern_append(write_concern_, concern.get());
@@ -270,7 +287,8 @@ class MongoSink final : public Sink {
       // pipeline, may repeat one and would stop the index being made).
       BsonPtr filter(BCON_NEW("message_id", BCON_UTF8(row.message_id.c_str()), "reason",
                               BCON_UTF8(row.reason.c_str()), "pipeline",
-                              BCON_UTF8(row.pipeline.c_str())));
+                              BCON_UTF8(row.pipeline.c_str()), "body_sha256",
+                              BCON_UTF8(body_sha256.c_str())));
       bson_t update = BSON_INITIALIZER;
       BSON_APPEND_DOCUMENT(&update, "$setOnInsert", doc.get());
       BsonPtr opts(BCON_NEW("upsert", BCON_BOOL(true)));
@@ -440,6 +458,7 @@ class MongoSink final : public Sink {
     if (client_) mongoc_client_destroy(client_);
     write_concern_ = nullptr;
     rejects_ = nullptr;
+    rejects_indexed_ = false;
     client_ = nullptr;
   }
 
@@ -448,6 +467,7 @@ class MongoSink final : public Sink {
   std::vector<std::string> names_;                 // sink.table, then the routed collections
   std::vector<mongoc_collection_t*> collections_;  // by Record::route
   mongoc_collection_t* rejects_ = nullptr;
+  bool rejects_indexed_ = false;  // the lookup index of write_rejects, asked for once
   mongoc_write_concern_t* write_concern_ = nullptr;
 };
 

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "common/crypto.hpp"
+#include "common/redact.hpp"
 #include "sinks/sql.hpp"
 
 namespace sluice::sinks {
@@ -136,28 +137,39 @@ class PostgresSink final : public Sink {
            " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
            "text,"
            " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz,"
-           " properties text, pipeline text)");
+           " properties text, pipeline text, body_sha256 text)");
       // A rejects table of an earlier release gets the columns; asked first, as ALTER
       // TABLE locks the table even when it has nothing to do.
       const std::string rejects = sql_identifier(options_.rejects_table);
       Statement has;
       has.sql =
           "SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
-          "attname IN ('replayed_at', 'properties', 'pipeline') AND NOT attisdropped";
+          "attname IN ('replayed_at', 'properties', 'pipeline', 'body_sha256') AND NOT "
+          "attisdropped";
       has.values = {rejects.c_str()};
       send(has);
       std::vector<std::string> count;
       collect_results(count, "rejects table's columns");
-      if (count.empty() || count.front() != "3")
+      if (count.empty() || count.front() != "4")
         exec("ALTER TABLE " + rejects +
              " ADD COLUMN IF NOT EXISTS replayed_at timestamptz,"
-             " ADD COLUMN IF NOT EXISTS properties text, ADD COLUMN IF NOT EXISTS pipeline text");
+             " ADD COLUMN IF NOT EXISTS properties text, ADD COLUMN IF NOT EXISTS pipeline text,"
+             " ADD COLUMN IF NOT EXISTS body_sha256 text");
       // One row per message, reason and pipeline (rows of earlier releases have no
       // pipeline, NULL: distinct from any other, so they never stop the index being
       // made; nor do messages without an id).
-      exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
-           sql_identifier("uniq_" + options_.rejects_table + "_message") + " ON " + rejects +
-           " (pipeline, message_id, reason)");
+      // Asked first: CREATE INDEX IF NOT EXISTS waits for the table's writers even when
+      // the index is there.
+      const std::string index = sql_identifier("uniq_" + options_.rejects_table + "_message");
+      Statement has_index;
+      has_index.sql = "SELECT (to_regclass($1) IS NOT NULL)::text";
+      has_index.values = {index.c_str()};
+      send(has_index);
+      std::vector<std::string> indexed;
+      collect_results(indexed, "rejects table's index");
+      if (indexed.empty() || indexed.front() != "true")
+        exec("CREATE UNIQUE INDEX IF NOT EXISTS " + index + " ON " + rejects +
+             " (pipeline, message_id, reason, body_sha256)");
     } catch (...) {
       if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
         try {
@@ -499,13 +511,14 @@ class PostgresSink final : public Sink {
   void write_rejects(std::span<const RejectRow> rows) override {
     ensure_open();
     for (const auto& row : rows) {
+      const std::string body_sha256 = crypto::sha256_hex(row.body);
       const char* values[] = {row.message_id.c_str(), row.reason.c_str(), row.detail.c_str(),
                               row.body.c_str(),       row.source.c_str(), row.properties.c_str(),
-                              row.pipeline.c_str()};
+                              row.pipeline.c_str(),   body_sha256.c_str()};
       Statement st;
       st.sql = "INSERT INTO " + sql_identifier(options_.rejects_table) +
-               " (message_id, reason, detail, body, source, properties, pipeline)"
-               " VALUES (NULLIF($1,''),$2,$3,$4,$5,NULLIF($6,''),$7)"
+               " (message_id, reason, detail, body, source, properties, pipeline, body_sha256)"
+               " VALUES (NULLIF($1,''),$2,$3,$4,$5,NULLIF($6,''),$7,$8)"
                " ON CONFLICT DO NOTHING";
       st.values.assign(std::begin(values), std::end(values));
       send(st);
@@ -641,7 +654,8 @@ class PostgresSink final : public Sink {
     while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
     std::replace(error.begin(), error.end(), '\n', ' ');  // one log line
     if (kind == SinkFailure::unavailable) close();        // the next call connects again
-    throw SinkError("PostgreSQL " + what + ": " + error, kind);
+    // libpq may quote the connection string it could not read, password included.
+    throw SinkError("PostgreSQL " + what + ": " + common::redact_secret(error, options_.dsn), kind);
   }
   // A failure of the connection itself (no result to classify).
   [[noreturn]] void fail(const std::string& what) {

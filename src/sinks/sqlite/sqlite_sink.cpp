@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/crypto.hpp"
 #include "sinks/sql.hpp"
 
 namespace sluice::sinks {
@@ -70,10 +71,10 @@ class SqliteSink final : public Sink {
     exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
          " (id INTEGER PRIMARY KEY, message_id TEXT, reason TEXT NOT NULL, detail TEXT, body TEXT,"
          " source TEXT, rejected_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),"
-         " replayed_at TEXT, properties TEXT, pipeline TEXT)");
+         " replayed_at TEXT, properties TEXT, pipeline TEXT, body_sha256 TEXT)");
     // A rejects table of an earlier release gets the columns (another process may add
     // one at the same moment: then its ALTER fails and the column is there).
-    for (const char* column : {"replayed_at", "properties", "pipeline"}) {
+    for (const char* column : {"replayed_at", "properties", "pipeline", "body_sha256"}) {
       if (has_column(column)) continue;
       try {
         exec("ALTER TABLE " + sql_identifier(options_.rejects_table) + " ADD COLUMN " + column +
@@ -87,15 +88,16 @@ class SqliteSink final : public Sink {
     // nor do messages without an id).
     exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
          sql_identifier("uniq_" + options_.rejects_table + "_message") + " ON " +
-         sql_identifier(options_.rejects_table) + " (pipeline, message_id, reason)");
+         sql_identifier(options_.rejects_table) + " (pipeline, message_id, reason, body_sha256)");
     for (const auto& table : tables_)
       inserts_.push_back(prepare(
           "INSERT INTO " + sql_identifier(table) +
           " (hash, message_id, document) VALUES (?1, ?2, ?3) ON CONFLICT(hash) DO NOTHING"));
     insert_reject_ = prepare("INSERT INTO " + sql_identifier(options_.rejects_table) +
-                             " (message_id, reason, detail, body, source, properties, pipeline)"
+                             " (message_id, reason, detail, body, source, properties, pipeline,"
+                             " body_sha256)"
                              " VALUES (NULLIF(?1, ''), ?2, ?3, ?4, ?5, NULLIF(?6, ''),"
-                             " ?7) ON CONFLICT DO NOTHING");
+                             " ?7, ?8) ON CONFLICT DO NOTHING");
   }
 
   WriteResult write(std::span<const pipeline::Record> records) override {
@@ -143,9 +145,11 @@ class SqliteSink final : public Sink {
     try {
       for (const auto& row : rows) {
         sqlite3_reset(insert_reject_);
-        const std::string* values[] = {&row.message_id, &row.reason,     &row.detail,  &row.body,
-                                       &row.source,     &row.properties, &row.pipeline};
-        for (int i = 0; i < 7; ++i)
+        const std::string body_sha256 = crypto::sha256_hex(row.body);
+        const std::string* values[] = {&row.message_id, &row.reason, &row.detail,
+                                       &row.body,       &row.source, &row.properties,
+                                       &row.pipeline,   &body_sha256};
+        for (int i = 0; i < 8; ++i)
           sqlite3_bind_text(insert_reject_, i + 1, values[i]->data(),
                             static_cast<int>(values[i]->size()), SQLITE_TRANSIENT);
         if (sqlite3_step(insert_reject_) != SQLITE_DONE) fail("insert reject");
