@@ -420,15 +420,19 @@ class PipelineRun {
     MutexLock lock(opening_mutex_);
     return opening_cancelled_;
   }
-  // Ends the retries and waits for the attempt under way (a sink's connect returns
-  // within its own timeout; the stop's watchdog holds the deadline regardless).
+  // Ends the retries and waits for the attempt under way, interrupted (PostgreSQL's
+  // connect returns within a poll slice; MongoDB's within its server selection timeout;
+  // the stop's watchdog holds the deadline regardless).
   void cancel_opening() {
     {
       MutexLock lock(opening_mutex_);
       opening_cancelled_ = true;
     }
     opening_cv_.notify_all();
-    if (opener_.joinable()) opener_.join();
+    if (opener_.joinable()) {
+      writer_->interrupt_start();
+      opener_.join();
+    }
   }
 
   sinks::BatchWriter& writer() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "common/mutex.hpp"
 #include "common/thread_name.hpp"
 #include "runtime/backoff.hpp"
 #include "sinks/write_queue.hpp"
@@ -68,6 +69,10 @@ struct BatchWriter::Core {
   int running_ = 0;  // writer threads not yet finished (under mutex_)
   bool abandoned_ = false;
   std::condition_variable finished_;
+  // The sink start() is opening, for interrupt_start() (another thread).
+  Mutex opening_mutex_;
+  Sink* opening_ SLUICE_GUARDED_BY(opening_mutex_) = nullptr;
+  bool start_interrupted_ SLUICE_GUARDED_BY(opening_mutex_) = false;
 };
 
 BatchWriter::BatchWriter(SinkFactory factory, WriterOptions options, WriterEvents events)
@@ -79,6 +84,11 @@ BatchWriter::~BatchWriter() {
 
 void BatchWriter::start() {
   core_->start(core_);
+}
+void BatchWriter::interrupt_start() {
+  MutexLock lock(core_->opening_mutex_);
+  core_->start_interrupted_ = true;
+  if (core_->opening_) core_->opening_->interrupt();
 }
 void BatchWriter::submit(pipeline::Record record, Message message) {
   std::vector<Item> one;
@@ -110,7 +120,22 @@ void BatchWriter::Core::start(const std::shared_ptr<Core>& self) {
   std::vector<std::unique_ptr<Sink>> sinks;
   for (int i = 0; i < options_.writers; ++i) {
     auto sink = factory_();
-    sink->open();  // fail fast: a wrong DSN is an error at start, not a stream of nacks
+    {
+      MutexLock lock(opening_mutex_);
+      if (start_interrupted_) throw SinkError("stopped while the sink was being opened");
+      opening_ = sink.get();
+    }
+    try {
+      sink->open();  // fail fast: a wrong DSN is an error at start, not a stream of nacks
+    } catch (...) {
+      MutexLock lock(opening_mutex_);
+      opening_ = nullptr;
+      throw;
+    }
+    {
+      MutexLock lock(opening_mutex_);
+      opening_ = nullptr;
+    }
     sinks.push_back(std::move(sink));
   }
   sinks_ = std::move(sinks);

@@ -77,6 +77,10 @@ class BatchWriter {
 
   // Opens one sink per writer (creating tables and indexes); throws SinkError.
   void start();
+  // From another thread: a start() under way gives up soon (the sink being opened is
+  // interrupted, where its driver can be: PostgreSQL within a poll slice) and throws;
+  // a later one throws at once.
+  void interrupt_start();
   struct Item {
     std::variant<pipeline::Record, RejectRow> payload;
     Message message;

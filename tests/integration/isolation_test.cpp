@@ -376,3 +376,50 @@ TEST_F(OperationsIsolation, UntilDrainedEndsWithCode3WhenAPipelineNeverOpens) {
       << summaries[1].never_started;
   test::remove_sqlite(db);
 }
+
+// A stop while a pipeline's sink is being opened interrupts the attempt (a connect
+// that could otherwise wait out its 300 s timeout): the run stops cleanly within its
+// shutdown deadline (exit 0; past it the watchdog would end this process with code 5),
+// and the summary says the pipeline never started.
+TEST_F(OperationsIsolation, AStopDuringAnOpenAttemptInterruptsIt) {
+  test::TcpFaultProxy proxy("127.0.0.1", test::Postgres::shared().port());
+  proxy.stall(true);
+  const std::string healthy = make_queue("isostop-healthy"), frozen = make_queue("isostop-frozen");
+  const std::string db =
+      ::testing::TempDir() + "/sluice-isostop-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  const std::string sqs = "        endpoint_url: " + test::Emulator::shared().endpoint() +
+                          "\n        region: us-east-1\n        poll_wait: 1s\n";
+  const auto configs = app::parse_pipelines(
+      "logging:\n  level: warn\nsource:\n  shutdown_deadline: 20s\n" +
+      std::string(test::kInventoryNormalizeYaml) +
+      "pipelines:\n  healthy:\n    source:\n      sqs:\n        queue_url: " + healthy + "\n" +
+      sqs + "    sink:\n      type: sqlite\n      sqlite:\n        path: " + db +
+      "\n  frozen:\n    source:\n      sqs:\n        queue_url: " + frozen + "\n" + sqs +
+      "    sink:\n      type: postgres\n      postgres:\n        dsn: host=127.0.0.1 port=" +
+      std::to_string(proxy.port()) +
+      " user=postgres dbname=postgres\n        connect_timeout: 300s\n");
+  const auto events = publish(healthy, 100, 0.0, 0.0, 71);
+  app::RunOptions options;
+  options.quiet = true;
+  std::vector<app::RunSummary> summaries;
+  int code = -1;
+  std::atomic<bool> running{true};
+  std::thread run([&] {
+    code = app::run_pipelines(configs, options, summaries);
+    running = false;
+  });
+  // The healthy pipeline at work and the frozen one's connect held by the proxy.
+  EXPECT_TRUE(test::wait_until(
+      [&] { return sqlite_count(db) == static_cast<long>(events.distinct_records); }));
+  EXPECT_TRUE(test::wait_until([&] { return proxy.stalled_chunks() > 0; }))
+      << "the frozen pipeline's first attempt reached the stalled database";
+  if (running) raise(SIGTERM);
+  run.join();
+  EXPECT_EQ(code, 0);
+  ASSERT_EQ(summaries.size(), 2u);
+  EXPECT_EQ(summaries[0].never_started, "");
+  EXPECT_FALSE(summaries[1].never_started.empty());
+  EXPECT_EQ(queue_total(frozen), 0) << "an empty queue";
+  test::remove_sqlite(db);
+}
