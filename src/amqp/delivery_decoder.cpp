@@ -4,43 +4,10 @@
 #include <string>
 
 #include "amqp/connection.hpp"
+#include "amqp/message_text.hpp"
 #include "common/crypto.hpp"
 
 namespace sluice::amqp {
-namespace {
-
-// A header value as text (numbers and strings; other kinds are skipped).
-std::optional<std::string> field_text(const amqp_field_value_t& v) {
-  switch (v.kind) {
-    case AMQP_FIELD_KIND_UTF8:
-    case AMQP_FIELD_KIND_BYTES:
-      return text(v.value.bytes);
-    case AMQP_FIELD_KIND_BOOLEAN:
-      return v.value.boolean ? "true" : "false";
-    case AMQP_FIELD_KIND_I8:
-      return std::to_string(v.value.i8);
-    case AMQP_FIELD_KIND_U8:
-      return std::to_string(v.value.u8);
-    case AMQP_FIELD_KIND_I16:
-      return std::to_string(v.value.i16);
-    case AMQP_FIELD_KIND_U16:
-      return std::to_string(v.value.u16);
-    case AMQP_FIELD_KIND_I32:
-      return std::to_string(v.value.i32);
-    case AMQP_FIELD_KIND_U32:
-      return std::to_string(v.value.u32);
-    case AMQP_FIELD_KIND_I64:
-      return std::to_string(v.value.i64);
-    case AMQP_FIELD_KIND_U64:
-    case AMQP_FIELD_KIND_TIMESTAMP:
-      return std::to_string(v.value.u64);
-    default:
-      return std::nullopt;
-  }
-}
-
-}  // namespace
-
 std::string DeliveryDecoder::message_id(const amqp_message_t& message) {
   const auto& p = message.properties;
   std::string id;

@@ -1,14 +1,12 @@
 #include "app/run.hpp"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
 #include <thread>
-#include <unordered_set>
 
 #include "app/admin.hpp"
 #include "app/allocator.hpp"
@@ -17,6 +15,7 @@
 #include "app/http_endpoint.hpp"
 #include "app/metrics.hpp"
 #include "app/rejects.hpp"
+#include "app/run_control.hpp"
 #include "app/shutdown.hpp"
 #include "common/mutex.hpp"
 #include "common/redact.hpp"
@@ -33,111 +32,6 @@ sinks::BatchWriter::SinkFactory sink_factory(const PipelineConfig& config) {
 }
 
 namespace {
-
-double cpu_now() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// Messages whose latest write failed: a drained queue with some left (the queue's own
-// redrive policy took them away) is not a success. Any writer thread; the common
-// case, nothing unresolved and a record written, takes no lock.
-class UnresolvedRecords {
- public:
-  void record(sinks::WriteOutcome outcome, std::string_view message_id) {
-    const bool failed = outcome == sinks::WriteOutcome::failed;
-    if (!failed && !any_.load(std::memory_order_acquire)) return;
-    MutexLock lock(mutex_);
-    if (failed)
-      ids_.emplace(message_id);
-    else
-      ids_.erase(std::string(message_id));
-    any_.store(!ids_.empty(), std::memory_order_release);
-  }
-  std::size_t count() const {
-    MutexLock lock(mutex_);
-    return ids_.size();
-  }
-
- private:
-  mutable Mutex mutex_;
-  std::unordered_set<std::string> ids_ SLUICE_GUARDED_BY(mutex_);
-  std::atomic<bool> any_{false};
-};
-
-// The admin endpoints' view of this pipeline (the metrics server's thread calls it
-// while the main thread may let the container go: attach(nullptr) waits for a call).
-class RunControl : public PipelineControl {
- public:
-  RunControl(std::string name, PipelineMetrics& metrics, sinks::BatchWriter& writer)
-      : name_(std::move(name)), metrics_(metrics), writer_(writer) {}
-  // A pause asked for before the container existed (a pipeline still opening its
-  // sink) is in force once it does.
-  void attach(Container* container) {
-    MutexLock lock(mutex_);
-    container_ = container;
-    if (container_ && paused_by_hand_) container_->pause();
-  }
-  // Not yet running: "starting", or "sink_unavailable" with why (the last attempt's
-  // error) while a pipeline of several retries its sink; empty once it runs.
-  void set_start_state(std::string state, std::string error = {}) {
-    MutexLock lock(mutex_);
-    start_state_ = std::move(state);
-    start_error_ = std::move(error);
-  }
-  const std::string& name() const override { return name_; }
-  void pause() override {
-    MutexLock lock(mutex_);
-    paused_by_hand_ = true;
-    if (container_) container_->pause();
-    metrics_.set_paused("manual", true);
-  }
-  void resume() override {
-    MutexLock lock(mutex_);
-    paused_by_hand_ = false;
-    if (container_) container_->resume();
-    metrics_.set_paused("manual", false);
-  }
-  std::string state() const {
-    MutexLock lock(mutex_);
-    return state_locked();
-  }
-  nlohmann::json status() const override {
-    MutexLock lock(mutex_);
-    nlohmann::json s{{"pipeline", name_}, {"state", state_locked()}};
-    if (!start_error_.empty()) s["error"] = start_error_;
-    if (container_) {
-      const auto stats = container_->stats();
-      s["in_flight"] = stats.in_flight;
-      s["receivers"] = stats.concurrent_receives;
-    }
-    s["received"] = metrics_.received();
-    s["written"] = metrics_.written();
-    s["duplicates"] = metrics_.duplicates();
-    s["filtered"] = metrics_.filtered();
-    return s;
-  }
-
- private:
-  std::string state_locked() const SLUICE_REQUIRES(mutex_) {
-    if (!start_state_.empty()) return start_state_;
-    // Pausing: a receive opened before the pause has not returned yet.
-    if (container_ && container_->paused())
-      return container_->stats().concurrent_receives > 0 ? "pausing" : "paused";
-    if (!writer_.healthy()) return "sink_unavailable";
-    return "running";
-  }
-  std::string name_;
-  PipelineMetrics& metrics_;
-  sinks::BatchWriter& writer_;
-  mutable Mutex mutex_;
-  Container* container_ SLUICE_GUARDED_BY(mutex_) = nullptr;
-  bool paused_by_hand_ SLUICE_GUARDED_BY(mutex_) = false;
-  std::string start_state_ SLUICE_GUARDED_BY(mutex_) = "starting";
-  std::string start_error_ SLUICE_GUARDED_BY(mutex_);
-};
 
 // One pipeline of the process: its writers, its container, its queue's probe and its
 // metrics. The process (run_pipelines) opens, samples and stops every one.
@@ -278,10 +172,14 @@ class PipelineRun {
         bool stopped = false;
         std::string sink_error;
         int code = open(stop_signal, stopped, &sink_error);
-        if (code == 3) {  // counted even when a stop came meanwhile: the summary says it
+        if (code == 3) {
+          // An attempt cut short by the stop is not the reason the pipeline never
+          // started: the one before it is (or, when it was the first, this one).
           MutexLock lock(opening_mutex_);
-          open_failures_ = attempt;
-          last_open_error_ = sink_error;
+          if (!opening_cancelled_ || open_failures_ == 0) {
+            open_failures_ = attempt;
+            last_open_error_ = sink_error;
+          }
         }
         if (stopped || opening_cancelled()) return;
         if (code == 0 && attempt > 1) {  // before start(): sample() owns the gauge after
@@ -503,7 +401,7 @@ class PipelineRun {
 int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& options,
                   std::vector<RunSummary>& summaries) {
   const auto started = Clock::now();
-  const double cpu_started = cpu_now();
+  const double cpu_started = process_cpu_seconds();
   // Signals count from here: a SIGTERM during a slow start (a sink or a queue that
   // does not answer) stops it too, with exit code 0.
   const StopSignal stop_signal;
@@ -651,24 +549,9 @@ int run_pipelines(const std::vector<PipelineConfig>& configs, const RunOptions& 
         runs[i]->summarize(writers_stopped[i] != 0, supervisor.interrupt_deadline(), started));
     all_stopped = all_stopped && writers_stopped[i];
   }
-  const double cpu = cpu_now() - cpu_started;
-  std::uint64_t received = 0;
-  for (auto& s : summaries) {
-    received += s.received;
-    if (runs.size() == 1) {
-      s.name.clear();
-      s.cpu_seconds = cpu;
-    }  // several: the process's CPU is not one pipeline's (said once, below)
-  }
+  const double cpu = process_cpu_seconds() - cpu_started;
   supervisor.disarm();
-  if (!options.quiet) {
-    for (const auto& s : summaries) print_summary(s);
-    if (runs.size() > 1)
-      std::cout << "\n  process CPU         " << cpu << " s for " << received << " messages in "
-                << runs.size() << " pipelines ("
-                << (received ? cpu / static_cast<double>(received) * 1e6 : 0)
-                << " us CPU/message)\n";
-  }
+  print_summaries(summaries, cpu, options.quiet);
   if (tracer) {
     tracer->shutdown(std::chrono::seconds(1));  // the last spans, before the figures
     const auto t = tracer->stats();

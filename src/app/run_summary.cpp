@@ -1,6 +1,7 @@
 #include "app/run_summary.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <future>
 #include <iostream>
@@ -103,6 +104,31 @@ void print_summary(const RunSummary& s) {
     std::cout << ", " << (s.received ? s.cpu_seconds / static_cast<double>(s.received) * 1e6 : 0)
               << " us CPU/message";
   std::cout << "\n";
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+void print_summaries(std::vector<RunSummary>& summaries, double cpu_seconds, bool quiet) {
+  std::uint64_t received = 0;
+  for (auto& s : summaries) {
+    received += s.received;
+    if (summaries.size() == 1) {
+      s.name.clear();
+      s.cpu_seconds = cpu_seconds;
+    }  // several: the process's CPU is not one pipeline's (said once, below)
+  }
+  if (quiet) return;
+  for (const auto& s : summaries) print_summary(s);
+  if (summaries.size() > 1)
+    std::cout << "\n  process CPU         " << cpu_seconds << " s for " << received
+              << " messages in " << summaries.size() << " pipelines ("
+              << (received ? cpu_seconds / static_cast<double>(received) * 1e6 : 0)
+              << " us CPU/message)\n";
 }
 
 }  // namespace sluice::app

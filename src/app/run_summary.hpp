@@ -59,4 +59,10 @@ std::optional<std::uint64_t> count_records_within(sinks::BatchWriter::SinkFactor
 
 void print_summary(const RunSummary& summary);
 
+// The process's CPU time so far (user and system), in seconds.
+double process_cpu_seconds();
+// Every pipeline's summary, and the process's CPU: one pipeline's own (its summary
+// unnamed), or said once for several. Nothing printed when `quiet`.
+void print_summaries(std::vector<RunSummary>& summaries, double cpu_seconds, bool quiet);
+
 }  // namespace sluice::app

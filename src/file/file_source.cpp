@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "file/input.hpp"
 #include "runtime/prefix_tracker.hpp"
 #include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
@@ -67,47 +68,6 @@ std::string checkpoint_path(const FileSourceOptions& options) {
 }
 
 namespace {
-
-constexpr std::size_t kReadChunk = 64 * 1024;
-constexpr std::size_t kOverlongKept = 1024;
-
-// One file (or standard input) being read: the I/O thread's alone.
-struct Input {
-  std::string path;
-  Position start;                // where reading begins (from the checkpoint) once it is opened
-  std::uint64_t size_found = 0;  // its size when it was found (the backlog until opened)
-  bool opened = false;
-  bool finished = false;    // read to its end and closed (a later input exists)
-  std::uint64_t inode = 0;  // of the file opened (0: not yet)
-  int fd = -1;
-  bool owns_fd = true;
-  bool pipe = false;  // standard input that is not a regular file: read when ready
-  std::optional<asio::posix::stream_descriptor> descriptor;  // for a pipe
-  std::uint64_t taken = 0;  // file offset of the first byte not yet in a line
-  std::uint64_t line = 0;   // lines taken
-  std::string carry;        // bytes read, not yet lines
-  std::size_t carry_at = 0;
-  bool at_end = false;                // the latest read found nothing more
-  bool closed = false;                // a pipe's writer is gone
-  std::size_t partial_size = 0;       // carry's size when the partial line last grew
-  Clock::time_point partial_since{};  // ... and when
-  bool overlong = false;              // discarding a line beyond max_line_bytes
-  std::string overlong_head;
-
-  ~Input() {
-    if (descriptor) descriptor->release();
-    if (fd >= 0 && owns_fd) ::close(fd);
-  }
-  std::string_view pending() const { return std::string_view(carry).substr(carry_at); }
-};
-
-struct Line {
-  std::size_t input = 0;
-  std::uint64_t number = 0;
-  std::uint64_t end = 0;
-  std::string body;
-  bool overlong = false;
-};
 
 std::string receipt_of(std::size_t input, std::uint64_t line) {
   return std::to_string(input) + ":" + std::to_string(line);
@@ -326,7 +286,9 @@ class FileSource final : public spi::Source {
     while (static_cast<int>(out.size() + lines.size()) < max && reading_ < inputs_.size()) {
       auto& input = *inputs_[reading_];
       if (!ensure_open(input)) break;  // tried again at the next look
-      auto line = next_line(input);
+      std::string error;
+      auto line = input.next_line(options_.max_line_bytes, error);
+      if (!error.empty()) warn(error);
       if (line) {
         line->input = reading_;
         lines.push_back(std::move(*line));
@@ -338,7 +300,7 @@ class FileSource final : public spi::Source {
         add_file_again(input);
       // This input has nothing more now. A later input means this one is complete.
       if (reading_ + 1 < inputs_.size() || input.closed) {
-        if (auto last = take_partial(input)) {
+        if (auto last = input.take_partial()) {
           last->input = reading_;
           lines.push_back(std::move(*last));
           continue;
@@ -350,7 +312,7 @@ class FileSource final : public spi::Source {
         }
         break;
       }
-      if (auto last = partial_if_settled(input)) {
+      if (auto last = input.partial_if_settled(options_.partial_line_wait)) {
         last->input = reading_;
         lines.push_back(std::move(*last));
         continue;
@@ -384,109 +346,6 @@ class FileSource final : public spi::Source {
                               std::to_string(kOverlongKept) + " bytes are kept");
       out.push_back(delivery_.build());
     }
-  }
-
-  // The next whole line of `input`, reading more as needed; nullopt at its end for now.
-  std::optional<Line> next_line(Input& input) {
-    for (;;) {
-      const auto pending = input.pending();
-      const auto newline = pending.find('\n');
-      if (newline != std::string_view::npos) {
-        Line line;
-        line.number = ++input.line;
-        line.end = input.taken + newline + 1;
-        if (input.overlong) {
-          line.body = std::move(input.overlong_head);
-          line.overlong = true;
-          input.overlong = false;
-          input.overlong_head.clear();
-        } else if (newline > options_.max_line_bytes) {  // whole in the buffer, but too long
-          line.body.assign(pending.substr(0, kOverlongKept));
-          line.overlong = true;
-        } else {
-          line.body.assign(pending.substr(0, newline));
-          if (!line.body.empty() && line.body.back() == '\r') line.body.pop_back();
-        }
-        input.taken = line.end;
-        input.carry_at += newline + 1;
-        if (input.carry_at > kReadChunk) {  // keep the carry small
-          input.carry.erase(0, input.carry_at);
-          input.carry_at = 0;
-        }
-        input.partial_size = 0;
-        return line;
-      }
-      if (pending.size() > options_.max_line_bytes) {  // drop all but its head
-        if (!input.overlong) {
-          input.overlong = true;
-          input.overlong_head.assign(pending.substr(0, kOverlongKept));
-        }
-        input.taken += pending.size();
-        input.carry.clear();
-        input.carry_at = 0;
-      }
-      if (!read_more(input)) return std::nullopt;
-    }
-  }
-
-  // Appends what the input has now; false when it has nothing more for now.
-  bool read_more(Input& input) {
-    if (input.closed) return false;
-    char chunk[kReadChunk];
-    for (;;) {
-      const auto n = ::read(input.fd, chunk, sizeof chunk);
-      if (n > 0) {
-        input.carry.append(chunk, static_cast<std::size_t>(n));
-        input.at_end = false;
-        return true;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        input.at_end = true;
-        return false;
-      }
-      if (n < 0) warn("cannot read " + input.path + " (" + std::strerror(errno) + ")");
-      if (input.pipe) input.closed = true;  // a pipe's end is final
-      input.at_end = true;
-      return false;
-    }
-  }
-
-  // The bytes after the last newline of a complete input: its last line.
-  std::optional<Line> take_partial(Input& input) {
-    const auto pending = input.pending();
-    if (pending.empty() && !input.overlong) return std::nullopt;
-    Line line;
-    line.number = ++input.line;
-    line.end = input.taken + pending.size();
-    if (input.overlong) {
-      line.body = std::move(input.overlong_head);
-      line.overlong = true;
-      input.overlong = false;
-    } else {
-      line.body.assign(pending);
-      if (!line.body.empty() && line.body.back() == '\r') line.body.pop_back();
-    }
-    input.taken = line.end;
-    input.carry.clear();
-    input.carry_at = 0;
-    input.partial_size = 0;
-    return line;
-  }
-
-  // A last line without its newline: taken once it has not grown for partial_line_wait
-  // (a writer still appending finishes it first).
-  std::optional<Line> partial_if_settled(Input& input) {
-    const auto size = input.pending().size();
-    if (size == 0 && !input.overlong) return std::nullopt;
-    const auto now = Clock::now();
-    if (size != input.partial_size) {
-      input.partial_size = size;
-      input.partial_since = now;
-      return std::nullopt;
-    }
-    if (now - input.partial_since < options_.partial_line_wait) return std::nullopt;
-    return take_partial(input);
   }
 
   // At the end of a regular file: shorter than what was read (truncated), or its path

@@ -17,34 +17,12 @@
 
 #include "common/crypto.hpp"
 #include "common/redact.hpp"
+#include "sinks/postgres/wire.hpp"
 #include "sinks/sql.hpp"
 
 namespace sluice::sinks {
 namespace {
-
-const char* sql_type(pipeline::FieldType type) {
-  switch (type) {
-    case pipeline::FieldType::string:
-      return "text";
-    case pipeline::FieldType::integer:
-      return "bigint";
-    case pipeline::FieldType::number:
-      return "double precision";
-    case pipeline::FieldType::boolean:
-      return "boolean";
-    case pipeline::FieldType::json:
-      return "jsonb";
-    case pipeline::FieldType::timestamp:
-      return "timestamptz";
-    case pipeline::FieldType::decimal:
-      return "numeric";
-    case pipeline::FieldType::uuid:
-      return "uuid";
-    case pipeline::FieldType::enumeration:
-      return "text";
-  }
-  return "text";
-}
+using namespace postgres;
 
 std::string column_name(const Column& column) {
   std::string name = column.field;
@@ -53,21 +31,6 @@ std::string column_name(const Column& column) {
 }
 
 using Clock = std::chrono::steady_clock;
-
-// The one place where PostgreSQL's errors are sorted (SQLSTATE classes, Appendix A).
-SinkFailure classify_sqlstate(std::string_view state) {
-  if (state.size() != 5) return SinkFailure::transient;
-  const auto cls = state.substr(0, 2);
-  // Data exceptions (invalid text, \u0000 in jsonb, out of range, bad casts) and
-  // integrity constraints other than our ON CONFLICT hash: this record, every time.
-  if (cls == "22" || cls == "23") return SinkFailure::refused;
-  if (state == "54000") return SinkFailure::refused;  // program_limit_exceeded (row too large)
-  if (cls == "08") return SinkFailure::unavailable;   // connection exceptions
-  // 40 (serialization failure, deadlock), 53 (resources), 57 (operator intervention,
-  // statement timeout), 55P03 (lock not available), and anything else, e.g. a table
-  // changed under us: retried a bounded number of times, never split record by record.
-  return SinkFailure::transient;
-}
 
 class PostgresSink final : public Sink {
  public:
@@ -342,68 +305,6 @@ class PostgresSink final : public Sink {
     return "INSERT INTO " + sql_identifier(table) + " (" + into + ") SELECT " + select +
            " FROM unnest(" + arrays + ") AS u(" + names +
            ") ON CONFLICT (hash) DO NOTHING RETURNING hash";
-  }
-
-  // PostgreSQL's binary array format (array_recv), one dimension: no escaping, no parsing
-  // of an array literal, and a document goes as it was serialized.
-  class BinaryArray {
-   public:
-    BinaryArray(std::uint32_t element_type, std::size_t bytes) {
-      data_.reserve(20 + bytes);
-      put32(1);  // dimensions
-      put32(0);  // no NULLs
-      put32(element_type);
-      put32(0);  // the number of elements: set by take()
-      put32(1);  // lower bound
-    }
-    void add(std::string_view value) {
-      put32(static_cast<std::uint32_t>(value.size()));
-      data_.append(value);
-      ++size_;
-    }
-    // An element written in place by `fill`, after `prefix`.
-    template <typename Fill>
-    void add_with(std::string_view prefix, Fill&& fill) {
-      const auto at = data_.size();
-      put32(0);
-      data_.append(prefix);
-      fill(data_);
-      set32(at, static_cast<std::uint32_t>(data_.size() - at - 4));
-      ++size_;
-    }
-    std::size_t bytes() const { return data_.size(); }
-    std::string take() {
-      set32(12, size_);
-      return std::move(data_);
-    }
-
-   private:
-    void put32(std::uint32_t v) {
-      for (int shift = 24; shift >= 0; shift -= 8) data_ += static_cast<char>(v >> shift);
-    }
-    void set32(std::size_t at, std::uint32_t v) {
-      for (int i = 0; i < 4; ++i) data_[at + i] = static_cast<char>(v >> (24 - 8 * i));
-    }
-    std::string data_;
-    std::uint32_t size_ = 0;
-  };
-
-  // A text array literal ({"a","b",NULL}) for a typed column: its values are converted
-  // by the column type's own input function, as in a VALUES list.
-  static void append_array_element(std::string& literal, const nlohmann::ordered_json* value) {
-    literal += literal.size() > 1 ? "," : "";
-    if (!value || value->is_null()) {
-      literal += "NULL";
-      return;
-    }
-    const std::string text =
-        value->is_string() ? value->get_ref<const std::string&>() : value->dump();
-    literal += '"';
-    for (const char c : text) {
-      if (c == '"' || c == '\\') literal += '\\';
-      literal += c;
-    }
-    literal += '"';
   }
 
   // Rows of one table from the front of `rows`, as many as fit kStatementBytes (at least
