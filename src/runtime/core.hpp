@@ -18,11 +18,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/mutex.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/dispatch.hpp"
 #include "runtime/message_trace.hpp"
 #include "runtime/source.hpp"
-#include "common/mutex.hpp"
 #include "sluice/container.hpp"
 
 namespace sluice::runtime {

@@ -104,33 +104,22 @@ class PostgresSink final : public Sink {
       // A rejects table of an earlier release gets the columns; asked first, as ALTER
       // TABLE locks the table even when it has nothing to do.
       const std::string rejects = sql_identifier(options_.rejects_table);
-      Statement has;
-      has.sql =
-          "SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
-          "attname IN ('replayed_at', 'properties', 'pipeline', 'body_sha256') AND NOT "
-          "attisdropped";
-      has.values = {rejects.c_str()};
-      send(has);
-      std::vector<std::string> count;
-      collect_results(count, "rejects table's columns");
-      if (count.empty() || count.front() != "4")
+      if (first_value("SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) "
+                      "AND attname IN ('replayed_at', 'properties', 'pipeline', 'body_sha256') "
+                      "AND NOT attisdropped",
+                      rejects, "rejects table's columns") != "4")
         exec("ALTER TABLE " + rejects +
              " ADD COLUMN IF NOT EXISTS replayed_at timestamptz,"
              " ADD COLUMN IF NOT EXISTS properties text, ADD COLUMN IF NOT EXISTS pipeline text,"
              " ADD COLUMN IF NOT EXISTS body_sha256 text");
-      // One row per message, reason and pipeline (rows of earlier releases have no
+      // One row per message, reason, pipeline and body (rows of earlier releases have no
       // pipeline, NULL: distinct from any other, so they never stop the index being
       // made; nor do messages without an id).
       // Asked first: CREATE INDEX IF NOT EXISTS waits for the table's writers even when
       // the index is there.
       const std::string index = sql_identifier("uniq_" + options_.rejects_table + "_message");
-      Statement has_index;
-      has_index.sql = "SELECT (to_regclass($1) IS NOT NULL)::text";
-      has_index.values = {index.c_str()};
-      send(has_index);
-      std::vector<std::string> indexed;
-      collect_results(indexed, "rejects table's index");
-      if (indexed.empty() || indexed.front() != "true")
+      if (first_value("SELECT (to_regclass($1) IS NOT NULL)::text", index,
+                      "rejects table's index") != "true")
         exec("CREATE UNIQUE INDEX IF NOT EXISTS " + index + " ON " + rejects +
              " (pipeline, message_id, reason, body_sha256)");
     } catch (...) {
@@ -487,14 +476,8 @@ class PostgresSink final : public Sink {
 
   std::optional<std::string> load_position(const std::string& key) override {
     ensure_positions();
-    Statement st;
-    st.sql = "SELECT position FROM sluice_positions WHERE key = $1";
-    st.values = {key.c_str()};
-    send(st);
-    std::vector<std::string> rows;
-    collect_results(rows, "read a position");
-    if (rows.empty()) return std::nullopt;
-    return rows.front();
+    return first_value("SELECT position FROM sluice_positions WHERE key = $1", key,
+                       "read a position");
   }
 
   void save_position(const std::string& key, const std::string& value) override {
@@ -618,6 +601,19 @@ class PostgresSink final : public Sink {
                                  0);
     return PQsendQueryParams(conn_, st.sql.c_str(), n, nullptr, st.values.data(), lengths, formats,
                              0);
+  }
+  // The first column of the first row of a query with one text parameter; none when
+  // it returns no row.
+  std::optional<std::string> first_value(const char* sql, const std::string& parameter,
+                                         const std::string& what) {
+    Statement st;
+    st.sql = sql;
+    st.values = {parameter.c_str()};
+    send(st);
+    std::vector<std::string> rows;
+    collect_results(rows, what);
+    if (rows.empty()) return std::nullopt;
+    return rows.front();
   }
   void send(const Statement& st) {
     if (!dispatch(st)) fail("send");

@@ -83,7 +83,7 @@ class SqliteSink final : public Sink {
         if (!has_column(column)) throw;
       }
     }
-    // One row per message, reason and pipeline (rows of earlier releases have no
+    // One row per message, reason, pipeline and body (rows of earlier releases have no
     // pipeline, NULL: distinct from any other, so they never stop the index being made;
     // nor do messages without an id).
     exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
