@@ -1,22 +1,20 @@
 // PostgreSQL: one INSERT ... SELECT FROM unnest(arrays) ON CONFLICT (hash) DO NOTHING
 // RETURNING hash per table and batch, prepared once per connection, all of a batch in one
 // round trip; the document as JSONB plus configured typed columns.
-// Every call is bounded: libpq runs non-blocking and we wait on its socket with a
-// deadline (query_timeout), so a frozen server or network never holds a writer, and
-// interrupt() makes a waiting call return within a poll slice.
+// Every call is bounded (sinks/postgres/session.hpp: libpq non-blocking, each wait with
+// a deadline, interruptible).
 #include "sinks/postgres/postgres_sink.hpp"
 
 #include <libpq-fe.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <tuple>
 
 #include "common/crypto.hpp"
 #include "common/redact.hpp"
+#include "sinks/postgres/session.hpp"
 #include "sinks/postgres/wire.hpp"
 #include "sinks/sql.hpp"
 
@@ -30,112 +28,86 @@ std::string column_name(const Column& column) {
   return sql_identifier(name);
 }
 
-using Clock = std::chrono::steady_clock;
-
 class PostgresSink final : public Sink {
  public:
-  explicit PostgresSink(PostgresOptions options) : options_(std::move(options)) {
+  explicit PostgresSink(PostgresOptions options)
+      : options_(std::move(options)),
+        session_(options_.dsn, options_.connect_timeout, options_.query_timeout,
+                 "postgres:" + options_.table) {
     tables_.push_back(options_.table);
     tables_.insert(tables_.end(), options_.routes.begin(), options_.routes.end());
   }
-  ~PostgresSink() override { close(); }
 
   void open() override {
     try {
       connect_and_prepare();
     } catch (...) {
-      close();  // half open (tables made, statements not prepared) is not open
+      session_.close();  // half open (tables made, statements not prepared) is not open
       throw;
     }
   }
 
   void connect_and_prepare() {
-    close();
-    // Our defaults first, the user's connection string (expanded from "dbname") after:
-    // what the user sets wins. Keepalives and tcp_user_timeout notice a dead peer.
-    const std::string timeout_ms = std::to_string(options_.query_timeout.count());
-    const char* keys[] = {"keepalives",
-                          "keepalives_idle",
-                          "keepalives_interval",
-                          "keepalives_count",
-                          "tcp_user_timeout",
-                          "fallback_application_name",
-                          "dbname",
-                          nullptr};
-    const char* values[] = {
-        "1", "10", "5", "3", timeout_ms.c_str(), "sluice", options_.dsn.c_str(), nullptr};
-    conn_ = PQconnectStartParams(keys, values, /*expand_dbname=*/1);
-    if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) fail("connect");
-    const auto deadline = Clock::now() + options_.connect_timeout;
-    for (auto status = PGRES_POLLING_WRITING; status != PGRES_POLLING_OK;) {
-      if (status == PGRES_POLLING_FAILED) fail("connect");
-      wait_socket(status == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, "connect",
-                  "sink.postgres.connect_timeout",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.connect_timeout));
-      status = PQconnectPoll(conn_);
-    }
-    PQsetnonblocking(conn_, 1);
-    // "relation already exists, skipping" and friends: not worth a line on stderr.
-    PQsetNoticeProcessor(
-        conn_, [](void*, const char*) {}, nullptr);
-    // The server stops a statement when we stop waiting for it. A SET, not the
-    // "options" startup parameter, which connection poolers such as PgBouncer refuse.
-    exec("SET statement_timeout = " + timeout_ms);
+    session_.connect();
     std::string columns;
     for (const auto& c : options_.columns)
       columns += ", " + column_name(c) + " " + sql_type(c.type);
     // Several processes starting at once race on CREATE ... IF NOT EXISTS (PostgreSQL
     // reports "already exists" to the loser): the DDL runs under an advisory lock.
-    exec("SELECT pg_advisory_lock(5391) /* sluice DDL */");
+    session_.exec("SELECT pg_advisory_lock(5391) /* sluice DDL */");
     try {
       for (const auto& table : tables()) {
-        exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(table) +
-             " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
-             " written_at timestamptz NOT NULL DEFAULT now()" +
-             columns + ")");
-        exec("CREATE UNIQUE INDEX IF NOT EXISTS " + sql_identifier("uniq_" + table + "_hash") +
-             " ON " + sql_identifier(table) + " (hash)");
+        session_.exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(table) +
+                      " (hash text NOT NULL, message_id text, document jsonb NOT NULL,"
+                      " written_at timestamptz NOT NULL DEFAULT now()" +
+                      columns + ")");
+        session_.exec("CREATE UNIQUE INDEX IF NOT EXISTS " +
+                      sql_identifier("uniq_" + table + "_hash") + " ON " + sql_identifier(table) +
+                      " (hash)");
       }
-      exec("CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
-           " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
-           "text,"
-           " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz,"
-           " properties text, pipeline text, body_sha256 text)");
+      session_.exec(
+          "CREATE TABLE IF NOT EXISTS " + sql_identifier(options_.rejects_table) +
+          " (id bigserial PRIMARY KEY, message_id text, reason text NOT NULL, detail text, body "
+          "text,"
+          " source text, rejected_at timestamptz NOT NULL DEFAULT now(), replayed_at timestamptz,"
+          " properties text, pipeline text, body_sha256 text)");
       // A rejects table of an earlier release gets the columns; asked first, as ALTER
       // TABLE locks the table even when it has nothing to do.
       const std::string rejects = sql_identifier(options_.rejects_table);
-      if (first_value("SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) "
-                      "AND attname IN ('replayed_at', 'properties', 'pipeline', 'body_sha256') "
-                      "AND NOT attisdropped",
-                      rejects, "rejects table's columns") != "4")
-        exec("ALTER TABLE " + rejects +
-             " ADD COLUMN IF NOT EXISTS replayed_at timestamptz,"
-             " ADD COLUMN IF NOT EXISTS properties text, ADD COLUMN IF NOT EXISTS pipeline text,"
-             " ADD COLUMN IF NOT EXISTS body_sha256 text");
+      if (session_.first_value(
+              "SELECT count(*)::text FROM pg_attribute WHERE attrelid = to_regclass($1) "
+              "AND attname IN ('replayed_at', 'properties', 'pipeline', 'body_sha256') "
+              "AND NOT attisdropped",
+              rejects, "rejects table's columns") != "4")
+        session_.exec(
+            "ALTER TABLE " + rejects +
+            " ADD COLUMN IF NOT EXISTS replayed_at timestamptz,"
+            " ADD COLUMN IF NOT EXISTS properties text, ADD COLUMN IF NOT EXISTS pipeline text,"
+            " ADD COLUMN IF NOT EXISTS body_sha256 text");
       // One row per message, reason, pipeline and body (rows of earlier releases have no
       // pipeline, NULL: distinct from any other, so they never stop the index being
       // made; nor do messages without an id).
       // Asked first: CREATE INDEX IF NOT EXISTS waits for the table's writers even when
       // the index is there.
       const std::string index = sql_identifier("uniq_" + options_.rejects_table + "_message");
-      if (first_value("SELECT (to_regclass($1) IS NOT NULL)::text", index,
-                      "rejects table's index") != "true")
-        exec("CREATE UNIQUE INDEX IF NOT EXISTS " + index + " ON " + rejects +
-             " (pipeline, message_id, reason, body_sha256)");
+      if (session_.first_value("SELECT (to_regclass($1) IS NOT NULL)::text", index,
+                               "rejects table's index") != "true")
+        session_.exec("CREATE UNIQUE INDEX IF NOT EXISTS " + index + " ON " + rejects +
+                      " (pipeline, message_id, reason, body_sha256)");
     } catch (...) {
-      if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
+      if (session_.connected()) {
         try {
-          exec("SELECT pg_advisory_unlock(5391)");
+          session_.exec("SELECT pg_advisory_unlock(5391)");
         } catch (const SinkError&) {
         }
       }
       throw;
     }
-    exec("SELECT pg_advisory_unlock(5391)");
+    session_.exec("SELECT pg_advisory_unlock(5391)");
     read_column_types();
     statements_.clear();
     for (const auto& table : tables()) statements_.push_back(insert_sql(table));
-    if (use_prepared_)
+    if (session_.use_prepared())
       for (std::size_t route = 0; route < tables().size(); ++route) prepare(route);
   }
 
@@ -151,9 +123,9 @@ class PostgresSink final : public Sink {
           "WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped";
       const std::string table = sql_identifier(tables()[route]);
       st.values = {table.c_str()};
-      send(st);
+      session_.send(st);
       std::vector<std::string> rows;
-      collect_results(rows, "column types of " + tables()[route]);
+      session_.collect_results(rows, "column types of " + tables()[route]);
       for (const auto& row : rows) {
         const auto tab = row.find('\t');
         if (tab != std::string::npos)
@@ -168,11 +140,12 @@ class PostgresSink final : public Sink {
   void prepare(std::size_t route) {
     const auto& sql = statements_[route];
     const std::string name = prepared_name(sql);
-    if (!PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr)) fail("prepare");
-    flush(Clock::now() + options_.query_timeout);
+    if (!PQsendPrepare(session_.raw(), name.c_str(), sql.c_str(), 0, nullptr))
+      session_.fail("prepare");
+    session_.flush(Clock::now() + options_.query_timeout);
     const auto deadline = Clock::now() + options_.query_timeout;
     std::string error, state;
-    while (PGresult* res = next_result(deadline)) {
+    while (PGresult* res = session_.next_result(deadline)) {
       if (PQresultStatus(res) != PGRES_COMMAND_OK && error.empty()) {
         error = PQresultErrorMessage(res);
         const char* code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -180,9 +153,10 @@ class PostgresSink final : public Sink {
       }
       PQclear(res);
     }
-    if (PQstatus(conn_) != CONNECTION_OK) fail("prepare");
+    if (PQstatus(session_.raw()) != CONNECTION_OK) session_.fail("prepare");
     if (error.empty() || state == "42P05") return;  // 42P05: duplicate_prepared_statement
-    throw_error("prepare of the insert into " + tables()[route], error, classify_sqlstate(state));
+    session_.throw_error("prepare of the insert into " + tables()[route], error,
+                         classify_sqlstate(state));
   }
 
   WriteResult write(std::span<const pipeline::Record> input) override {
@@ -249,15 +223,6 @@ class PostgresSink final : public Sink {
     return result;
   }
 
-  struct Statement {
-    std::string sql;
-    std::string prepared;              // the name of the same statement prepared, if it is
-    std::vector<std::string> storage;  // owns what `values` points to
-    std::vector<const char*> values;
-    std::vector<int> lengths;  // of binary values (formats 1); text values end at their NUL
-    std::vector<int> formats;
-  };
-
   static constexpr std::size_t kStatementBytes = 64u << 20;
   static constexpr std::size_t kMaxMessageBytes = (1u << 30) - (1u << 20);
 
@@ -303,7 +268,7 @@ class PostgresSink final : public Sink {
     constexpr std::uint32_t kText = 25, kJsonb = 3802;  // pg_type OIDs
     Statement st;
     st.sql = statements_.at(route);
-    if (use_prepared_) st.prepared = prepared_name(st.sql);
+    if (session_.use_prepared()) st.prepared = prepared_name(st.sql);
     BinaryArray hashes(kText, rows.size() * 68);
     BinaryArray ids(kText, rows.size() * 44);
     BinaryArray documents(kJsonb, rows.size() * 320);
@@ -350,33 +315,29 @@ class PostgresSink final : public Sink {
     return "sluice_insert_" + crypto::sha256_hex(sql).substr(0, 24);
   }
 
-  static void collect(PGresult* res, std::vector<std::string>& inserted) {
-    for (int row = 0; row < PQntuples(res); ++row) inserted.emplace_back(PQgetvalue(res, row, 0));
-  }
-
   std::vector<std::string> run_single(const Statement& st, std::size_t rows) {
-    send(st);
+    session_.send(st);
     std::vector<std::string> inserted;
-    collect_results(inserted, "insert of " + std::to_string(rows) + " records");
+    session_.collect_results(inserted, "insert of " + std::to_string(rows) + " records");
     return inserted;
   }
 
   std::vector<std::string> run_pipelined(const std::vector<Statement>& statements,
                                          std::size_t rows) {
-    if (!PQenterPipelineMode(conn_)) fail("enter pipeline mode");
+    if (!PQenterPipelineMode(session_.raw())) session_.fail("enter pipeline mode");
     // Statements up to a sync share an implicit transaction: all are written or none (a
     // failed one rolls back the ones before it and skips the rest).
     for (const auto& st : statements)
-      if (!dispatch(st)) fail("pipelined insert");
-    if (!PQpipelineSync(conn_)) fail("pipeline sync");
+      if (!session_.dispatch(st)) session_.fail("pipelined insert");
+    if (!PQpipelineSync(session_.raw())) session_.fail("pipeline sync");
     const auto deadline = Clock::now() + options_.query_timeout;
-    flush(deadline);
+    session_.flush(deadline);
     std::vector<std::string> inserted;
     std::string error;
     SinkFailure kind = SinkFailure::transient;
     // Results: one per query (each followed by a null), then the sync.
     for (;;) {
-      PGresult* res = next_result(deadline);
+      PGresult* res = session_.next_result(deadline);
       if (!res) continue;  // end of one query's results
       const auto status = PQresultStatus(res);
       if (status == PGRES_PIPELINE_SYNC) {
@@ -384,17 +345,17 @@ class PostgresSink final : public Sink {
         break;
       }
       if (status == PGRES_TUPLES_OK) {
-        collect(res, inserted);
+        Session::collect(res, inserted);
       } else if (status != PGRES_COMMAND_OK && error.empty() && status != PGRES_PIPELINE_ABORTED) {
         error = PQresultErrorMessage(res);
-        kind = classify(res);
+        kind = session_.classify(res);
       }
       PQclear(res);
-      if (PQstatus(conn_) != CONNECTION_OK) fail("pipelined insert");
+      if (PQstatus(session_.raw()) != CONNECTION_OK) session_.fail("pipelined insert");
     }
-    PQexitPipelineMode(conn_);
+    PQexitPipelineMode(session_.raw());
     if (!error.empty())
-      throw_error("pipelined insert of " + std::to_string(rows) + " records", error, kind);
+      session_.throw_error("pipelined insert of " + std::to_string(rows) + " records", error, kind);
     return inserted;
   }
 
@@ -411,15 +372,15 @@ class PostgresSink final : public Sink {
                " VALUES (NULLIF($1,''),$2,$3,$4,$5,NULLIF($6,''),$7,$8)"
                " ON CONFLICT DO NOTHING";
       st.values.assign(std::begin(values), std::end(values));
-      send(st);
+      session_.send(st);
       std::vector<std::string> none;
-      collect_results(none, "insert reject");
+      session_.collect_results(none, "insert reject");
     }
   }
 
   std::vector<StoredReject> read_rejects(const RejectQuery& query) override {
     ensure_open();
-    // Each row as one JSON array: the first column is all collect_results() reads.
+    // Each row as one JSON array: the first column is all session_.collect_results() reads.
     const std::string limit = std::to_string(query.limit);
     const std::string after = query.after_id.empty() ? "0" : query.after_id;
     const char* replayed = query.replayed ? "true" : "false";
@@ -434,9 +395,9 @@ class PostgresSink final : public Sink {
              "replayed_at IS NULL) AND ($5 = '' OR pipeline = $5) ORDER BY id LIMIT $4::bigint";
     st.values = {after.c_str(), query.reason.c_str(), replayed, limit.c_str(),
                  query.pipeline.c_str()};
-    send(st);
+    session_.send(st);
     std::vector<std::string> lines;
-    collect_results(lines, "read rejects");
+    session_.collect_results(lines, "read rejects");
     std::vector<StoredReject> rows;
     for (const auto& line : lines) {
       const auto a = nlohmann::json::parse(line);
@@ -456,9 +417,9 @@ class PostgresSink final : public Sink {
     st.sql = "UPDATE " + sql_identifier(options_.rejects_table) +
              " SET replayed_at = now() WHERE id = ANY($1::bigint[])";
     st.values = {list.c_str()};
-    send(st);
+    session_.send(st);
     std::vector<std::string> none;
-    collect_results(none, "mark replayed");
+    session_.collect_results(none, "mark replayed");
   }
 
   std::uint64_t count_records() override {
@@ -468,23 +429,23 @@ class PostgresSink final : public Sink {
       st.sql += (st.sql.empty() ? "SELECT (" : " + ") + std::string("(SELECT count(*) FROM ") +
                 sql_identifier(table) + ")";
     st.sql += ")::text";
-    send(st);
+    session_.send(st);
     std::vector<std::string> counts;
-    collect_results(counts, "count");
+    session_.collect_results(counts, "count");
     return counts.empty() ? 0 : std::stoull(*counts.begin());
   }
 
   std::optional<std::string> load_position(const std::string& key) override {
     ensure_positions();
-    return first_value("SELECT position FROM sluice_positions WHERE key = $1", key,
-                       "read a position");
+    return session_.first_value("SELECT position FROM sluice_positions WHERE key = $1", key,
+                                "read a position");
   }
 
   void save_position(const std::string& key, const std::string& value) override {
     ensure_positions();
-    send(position_statement(key, value));
+    session_.send(position_statement(key, value));
     std::vector<std::string> none;
-    collect_results(none, "save a position");
+    session_.collect_results(none, "save a position");
   }
 
   std::string describe() const override { return "postgres:" + options_.table; }
@@ -499,158 +460,25 @@ class PostgresSink final : public Sink {
     return st;
   }
 
-  void interrupt() override { interrupted_ = true; }
+  void interrupt() override { session_.interrupt(); }
 
  private:
   void ensure_open() {
-    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) open();
+    if (!session_.connected()) open();
   }
   void ensure_positions() {
     ensure_open();
-    if (positions_ready_) return;
-    exec(
+    if (positions_made_on_ == session_.generation()) return;
+    session_.exec(
         "CREATE TABLE IF NOT EXISTS sluice_positions (key text PRIMARY KEY, position text NOT "
         "NULL, saved_at timestamptz NOT NULL DEFAULT now())");
-    positions_ready_ = true;
+    positions_made_on_ = session_.generation();
   }
   const std::vector<std::string>& tables() const { return tables_; }
-  void close() {
-    if (conn_) PQfinish(conn_);
-    conn_ = nullptr;
-    positions_ready_ = false;
-  }
-  SinkFailure classify(const PGresult* res) {
-    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return SinkFailure::unavailable;
-    const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
-    // invalid_sql_statement_name: a pooler in transaction mode (PgBouncer before 1.21)
-    // moved us to a server connection that never saw our prepared statements. The batch
-    // is retried with unnamed statements, which work behind any pooler.
-    if (state && std::string_view(state) == "26000" && use_prepared_) {
-      use_prepared_ = false;
-      spdlog::warn(
-          "event=postgres_prepared_statements_lost sink={} (a connection pooler in "
-          "transaction mode?): writing with unnamed statements from now on",
-          describe());
-    }
-    return classify_sqlstate(state ? state : "");
-  }
-  [[noreturn]] void throw_error(const std::string& what, std::string error, SinkFailure kind) {
-    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
-    std::replace(error.begin(), error.end(), '\n', ' ');  // one log line
-    if (kind == SinkFailure::unavailable) close();        // the next call connects again
-    // libpq may quote the connection string it could not read, password included.
-    throw SinkError("PostgreSQL " + what + ": " + common::redact_secret(error, options_.dsn), kind);
-  }
-  // A failure of the connection itself (no result to classify).
-  [[noreturn]] void fail(const std::string& what) {
-    const std::string error = conn_ ? PQerrorMessage(conn_) : "no connection";
-    throw_error(what, error, SinkFailure::unavailable);
-  }
-
-  // Waits until the socket is ready for `events`, in short slices so that interrupt()
-  // is noticed; past the deadline the connection is dropped (its state is unknown).
-  void wait_socket(short events, Clock::time_point deadline, const std::string& what) {
-    wait_socket(events, deadline, what, "sink.postgres.query_timeout", options_.query_timeout);
-  }
-  // `limit` and `value`: the option that set the deadline, named in the error.
-  void wait_socket(short events, Clock::time_point deadline, const std::string& what,
-                   const char* limit, std::chrono::milliseconds value) {
-    for (;;) {
-      if (interrupted_) {
-        close();
-        throw SinkError("PostgreSQL " + what + ": interrupted at the shutdown deadline",
-                        SinkFailure::transient);
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        close();
-        throw SinkError("PostgreSQL " + what + ": no answer within " + limit + " (" +
-                            std::to_string(value.count()) + " ms); connection dropped",
-                        SinkFailure::unavailable);
-      }
-      pollfd fd{PQsocket(conn_), events, 0};
-      const int n = ::poll(&fd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
-      if (n > 0) return;
-      if (n < 0 && errno != EINTR) fail(what);
-    }
-  }
-  void flush(Clock::time_point deadline) {
-    for (;;) {
-      const int pending = PQflush(conn_);
-      if (pending == 0) return;
-      if (pending < 0) fail("send");
-      wait_socket(POLLOUT | POLLIN, deadline, "send");
-      if (!PQconsumeInput(conn_)) fail("receive");
-    }
-  }
-  PGresult* next_result(Clock::time_point deadline) {
-    while (PQisBusy(conn_)) {
-      wait_socket(POLLIN, deadline, "query");
-      if (!PQconsumeInput(conn_)) fail("receive");
-    }
-    return PQgetResult(conn_);
-  }
-  // Hands a statement to libpq (not yet flushed): the prepared one where there is one.
-  bool dispatch(const Statement& st) {
-    const int n = static_cast<int>(st.values.size());
-    const int* lengths = st.lengths.empty() ? nullptr : st.lengths.data();
-    const int* formats = st.formats.empty() ? nullptr : st.formats.data();
-    if (!st.prepared.empty())
-      return PQsendQueryPrepared(conn_, st.prepared.c_str(), n, st.values.data(), lengths, formats,
-                                 0);
-    return PQsendQueryParams(conn_, st.sql.c_str(), n, nullptr, st.values.data(), lengths, formats,
-                             0);
-  }
-  // The first column of the first row of a query with one text parameter; none when
-  // it returns no row.
-  std::optional<std::string> first_value(const char* sql, const std::string& parameter,
-                                         const std::string& what) {
-    Statement st;
-    st.sql = sql;
-    st.values = {parameter.c_str()};
-    send(st);
-    std::vector<std::string> rows;
-    collect_results(rows, what);
-    if (rows.empty()) return std::nullopt;
-    return rows.front();
-  }
-  void send(const Statement& st) {
-    if (!dispatch(st)) fail("send");
-    flush(Clock::now() + options_.query_timeout);
-  }
-  // Reads every result of the statement sent last; rows' first column into `rows`.
-  void collect_results(std::vector<std::string>& rows, const std::string& what) {
-    const auto deadline = Clock::now() + options_.query_timeout;
-    std::string error;
-    SinkFailure kind = SinkFailure::transient;
-    while (PGresult* res = next_result(deadline)) {
-      const auto status = PQresultStatus(res);
-      if (status == PGRES_TUPLES_OK) {
-        collect(res, rows);
-      } else if (status != PGRES_COMMAND_OK && error.empty()) {
-        error = PQresultErrorMessage(res);
-        kind = classify(res);
-      }
-      PQclear(res);
-    }
-    if (PQstatus(conn_) != CONNECTION_OK) fail(what);
-    if (!error.empty()) throw_error(what, error, kind);
-  }
-  void exec(const std::string& sql) {
-    Statement st;
-    st.sql = sql;
-    send(st);
-    std::vector<std::string> rows;
-    collect_results(rows, "'" + sql.substr(0, 50) + "'");
-  }
-
   PostgresOptions options_;
   std::vector<std::string> tables_;  // sink.table, then the routed tables: by Record::route
-  PGconn* conn_ = nullptr;
-  std::atomic<bool> interrupted_{false};
-  bool positions_ready_ = false;         // sluice_positions made on this connection
-  bool use_prepared_ = true;             // until a pooler loses them (classify)
+  Session session_;
+  std::uint64_t positions_made_on_ = 0;  // the connection sluice_positions was made on
   std::vector<std::string> statements_;  // the insert of each table, by Record::route
   std::vector<std::map<std::string, std::string>> column_types_;  // by route: name -> type
 };
