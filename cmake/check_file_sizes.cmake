@@ -1,0 +1,22 @@
+# No source file under src/ over 600 lines: a file that grows past it does several jobs,
+# and is split into files named by them. Run as a test (tests/CMakeLists.txt):
+#   cmake -DROOT=<source dir> [-DLIMIT=600] -P cmake/check_file_sizes.cmake
+cmake_policy(VERSION 3.20)
+if(NOT LIMIT)
+  set(LIMIT 600)
+endif()
+file(GLOB_RECURSE files "${ROOT}/src/*.cpp" "${ROOT}/src/*.hpp")
+set(found "")
+foreach(file IN LISTS files)
+  file(READ "${file}" text)
+  string(REGEX MATCHALL "\n" newlines "${text}")
+  list(LENGTH newlines count)
+  if(count GREATER LIMIT)
+    file(RELATIVE_PATH name "${ROOT}" "${file}")
+    string(APPEND found "  ${name}: ${count} lines\n")
+  endif()
+endforeach()
+if(found)
+  message(FATAL_ERROR "source files over ${LIMIT} lines (split each along its jobs, in files named by them):\n${found}")
+endif()
+message(STATUS "no source file under src/ is over ${LIMIT} lines")
