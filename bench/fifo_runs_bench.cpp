@@ -20,7 +20,7 @@
 
 #include "observe.hpp"
 #include "sinks/postgres/postgres_sink.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/ordered_drain.hpp"

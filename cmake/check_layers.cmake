@@ -11,11 +11,13 @@
 # the source SPI, what a source (in the tree or out of it) is written against.
 #
 #   app/     -> everything below it but the sources and the databases: those only
-#               through driver/ and the sinks' own interfaces (sink.hpp, sink_driver.hpp,
-#               writer.hpp), never a sink driver's folder (it names no source and no
+#               through the driver SPI (sluice/driver/: source and sink drivers, the
+#               Sink) and the writers (sinks/writer.hpp), never a sink driver's folder (it names no source and no
 #               database: tests check that too); of AWS, what `sluice autoscale` needs
 #               beside the queue (CloudWatch, ECS)
-#   driver/  -> the core's public headers: what a source driver gives the binary
+#   driver/  -> the core's public headers and the driver SPI (sluice/driver/: what a
+#               source or sink driver gives the binary, in the tree or out of it; it
+#               names no parser's type); driver/ keeps the built-in drivers' verbs
 #   sqs/, amqp/, file/ -> sluice/spi/ (the Source seam), runtime/'s helpers, driver/
 #               (their drivers), common/; sqs/ also aws/, s3/ and sns/ (its verbs publish
 #               to a topic); amqp/ also aws/ (its verbs read the management API over
@@ -29,7 +31,8 @@
 #   sinks/   -> the sinks' core (the Sink interface, the writers) and one folder per
 #               database, each a sink driver: pipeline/ (records), runtime/, driver/ (the
 #               option rows and value readers), common/
-#   pipeline/, common/ -> pure: common/ only
+#   pipeline/, common/ -> pure: common/ only (pipeline/ also the record it hands a
+#               sink, sluice/driver/record.hpp)
 cmake_policy(VERSION 3.20)
 set(rules
   "src/common|"
@@ -41,16 +44,17 @@ set(rules
   "src/scale|sluice/scale/"
   "src/tracing|common/,sluice"
   "src/runtime|common/,sluice,sluice/spi/"
-  "src/driver|sluice,sluice/spi/"
-  "src/sqs|sluice/spi/,runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/,sluice/sns/"
-  "src/amqp|sluice/spi/,runtime/,driver/,aws/,common/,sluice,sluice/aws/,sluice/amqp/"
-  "src/file|sluice/spi/,runtime/,driver/,common/,sluice,sluice/file/"
-  "src/pipeline|common/"
-  "src/sinks|pipeline/,runtime/,common/,driver/,sluice,sluice/spi/"
-  "src/ingest|driver/,pipeline/,sinks/sink.hpp,sinks/writer.hpp,common/,sluice,sluice/spi/"
-  "src/app|ingest/,driver/,sluice/spi/,pipeline/,sinks/sink.hpp,sinks/sink_driver.hpp,sinks/writer.hpp,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
+  "src/driver|sluice,sluice/spi/,sluice/driver/"
+  "src/sqs|sluice/spi/,sluice/driver/,runtime/,driver/,aws/,s3/,common/,sluice,sluice/aws/,sluice/s3/,sluice/sqs/,sluice/sns/"
+  "src/amqp|sluice/spi/,sluice/driver/,runtime/,driver/,aws/,common/,sluice,sluice/aws/,sluice/amqp/"
+  "src/file|sluice/spi/,sluice/driver/,runtime/,driver/,common/,sluice,sluice/file/"
+  "src/pipeline|common/,sluice/driver/record.hpp"
+  "src/sinks|pipeline/,runtime/,common/,driver/,sluice,sluice/spi/,sluice/driver/"
+  "src/ingest|driver/,sluice/driver/,pipeline/,sinks/writer.hpp,common/,sluice,sluice/spi/"
+  "src/app|ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
   "include/sluice|sluice"
   "include/sluice/spi|sluice"
+  "include/sluice/driver|sluice,sluice/spi/"
   "include/sluice/aws|sluice/aws/"
   "include/sluice/s3|sluice/aws/,sluice/s3/"
   "include/sluice/sns|sluice/aws/,sluice/sns/"

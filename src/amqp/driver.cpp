@@ -469,8 +469,8 @@ class AmqpDriver final : public driver::DriverOf<AmqpSettings> {
   std::string queue_name(const driver::SourceSettings& s) const override {
     return of(s).source.queue;
   }
-  driver::SourceVerbs add_verbs(const driver::VerbCommands& commands) const override {
-    return add_amqp_verbs(commands);
+  void add_verbs(const driver::VerbCommands& commands, driver::SourceVerbs& verbs) const override {
+    verbs = add_amqp_verbs(commands);
   }
 };
 

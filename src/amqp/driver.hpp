@@ -2,7 +2,7 @@
 // RabbitMQ as a source of `sluice run`: the section source.rabbitmq.* and what the
 // binary needs of a RabbitMQ queue (driver/source_driver.hpp).
 
-#include "driver/source_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "sluice/amqp/source.hpp"
 
 namespace sluice::amqp {

@@ -22,6 +22,17 @@
 namespace sluice::app {
 using namespace config;
 
+config::Value value_of(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return {};
+  if (node.IsScalar()) return Value::of_scalar(node.Scalar());
+  YAML::Emitter flow;
+  flow << YAML::Flow << node;
+  if (!node.IsSequence()) return Value::of_other(flow.c_str());
+  std::vector<Value> items;
+  for (const auto& item : node) items.push_back(value_of(item));
+  return Value::of_list(std::move(items), flow.c_str());
+}
+
 std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& value,
                                         std::chrono::milliseconds min,
                                         std::chrono::milliseconds max) {
@@ -68,11 +79,14 @@ namespace {
 // Every value goes through here: errors name the key and the environment variable
 // that can set it, and a secret's value is never repeated. `full_key` is the row's
 // key as the file writes it (source.sqs.queue_url for a driver's queue_url).
-template <class Target>
-void apply_option(const config::Option<Target>& o, const std::string& full_key, Target& target,
-                  const YAML::Node& node, const std::string& key) {
+template <class Target, class Node>
+void apply_option(const config::Option<Target, Node>& o, const std::string& full_key,
+                  Target& target, const YAML::Node& node, const std::string& key) {
   try {
-    o.apply(target, node, key);
+    if constexpr (std::is_same_v<Node, YAML::Node>)
+      o.apply(target, node, key);
+    else
+      o.apply(target, value_of(node), key);
   } catch (const ConfigError& e) {
     std::string what = o.secret && !dynamic_cast<const RedactedConfigError*>(&e)
                            ? key + ": expected " + o.type + " (the value is secret: not shown)"
@@ -171,7 +185,7 @@ struct Sections {
       auto made = d->make_settings();
       for (const auto& o : d->options())
         if (!o.default_value.empty())
-          o.apply(*made, YAML::Load(o.default_value), o.key + " (default)");
+          o.apply(*made, value_of(YAML::Load(o.default_value)), o.key + " (default)");
       settings.emplace(std::string(d->name()), std::move(made));
     }
   }
@@ -384,8 +398,14 @@ void finalize(Loading& loading) {
   // The sink: its driver takes the pipeline's part over and checks its own keys.
   c.sink_driver = sinks::find_sink_driver(c.sink_type);
   auto sink = loading.sinks.take(c.sink_type, "sink.type", "SLUICE_SINK_TYPE");
-  sinks::SinkPipeline sink_pipeline{c.transform, c.sink_table, c.sink_rejects_table, routes,
-                                    c.writer.writers};
+  sinks::SinkPipeline sink_pipeline{c.transform.hash_field,
+                                    c.sink_table,
+                                    c.sink_rejects_table,
+                                    routes,
+                                    c.writer.writers,
+                                    [&c](const std::string& key, const std::string& name) {
+                                      return field_info(c.transform, key, name);
+                                    }};
   c.sink_driver->finalize(*sink, sink_pipeline);
   c.sink = std::move(sink);
   if (c.admin_enabled) {
@@ -420,8 +440,8 @@ void warn_unchosen_environment(const std::string& chosen, std::vector<std::strin
 }
 
 // The environment's value of a row, applied as if the file had it.
-template <class Target>
-void apply_environment(const config::Option<Target>& o, const std::string& full_key,
+template <class Target, class Node>
+void apply_environment(const config::Option<Target, Node>& o, const std::string& full_key,
                        Target& target) {
   if (o.env.empty()) return;
   if (const char* value = std::getenv(o.env.c_str()); value && *value) {
@@ -432,6 +452,20 @@ void apply_environment(const config::Option<Target>& o, const std::string& full_
       throw ConfigError(std::string("environment: ") + e.what());
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A value given was checked by its row; none is left only in a binary of no driver of
+// that kind (no default).
+template <class Driver>
+void require_chosen(const std::string& type, const std::string& key) {
+  if (!type.empty()) return;
+  const auto list = driver_list<Driver>();
+  throw ConfigError(key + ": missing, expected " +
+                    (list.empty() ? std::string("none: none is registered") : "one of " + list));
 }
 
 }  // namespace
@@ -462,6 +496,8 @@ PipelineConfig parse_node(const YAML::Node& root, const std::string& origin, boo
   // this one's).
   for (const auto& o : options())
     if (environment || is_process_key(o.key)) apply_environment(o, o.key, config);
+  require_chosen<SourceDriver>(config.source_type, "source.type");
+  require_chosen<SinkDriver>(config.sink_type, "sink.type");
   if (environment) {
     warn_unchosen_environment<SourceDriver>(config.source_type, config.warnings);
     warn_unchosen_environment<SinkDriver>(config.sink_type, config.warnings);

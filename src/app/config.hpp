@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "driver/source_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
-#include "sinks/sink_driver.hpp"
+#include "sluice/driver/sink_driver.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"

@@ -15,9 +15,42 @@
 
 namespace sluice::app {
 
-using Option = config::Option<PipelineConfig>;
+// The pipeline's own rows read the YAML itself (mappings, lists of fields).
+using Option = config::Option<PipelineConfig, YAML::Node>;
 
-// Value readers beside driver/config_values.hpp's: errors name the key.
+// The file's YAML as option rows read it (sluice/driver/value.hpp).
+config::Value value_of(const YAML::Node& node);
+// The readers of sluice/driver/value.hpp, on YAML.
+inline std::string as_string(const YAML::Node& n, const std::string& key) {
+  return config::as_string(value_of(n), key);
+}
+inline long long as_int(const YAML::Node& n, const std::string& key, long long min, long long max) {
+  return config::as_int(value_of(n), key, min, max);
+}
+inline bool as_bool(const YAML::Node& n, const std::string& key) {
+  return config::as_bool(value_of(n), key);
+}
+inline std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& key,
+                                             std::chrono::milliseconds min,
+                                             std::chrono::milliseconds max) {
+  return config::as_duration(value_of(n), key, min, max);
+}
+inline std::string as_enum(const YAML::Node& n, const std::string& key,
+                           const std::vector<std::string>& values) {
+  return config::as_enum(value_of(n), key, values);
+}
+inline std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& key) {
+  return config::as_string_list(value_of(n), key);
+}
+[[noreturn]] inline void bad(const std::string& key, const YAML::Node& node,
+                             const std::string& expected) {
+  config::bad(key, value_of(node), expected);
+}
+inline std::string shown(const YAML::Node& node) {
+  return value_of(node).shown();
+}
+
+// Value readers of the pipeline's own: errors name the key.
 // ASCII letters in lower case (SQLite compares names so; PostgreSQL's quoted names do not).
 std::string lowered(std::string text);
 std::string as_decimal_text(const YAML::Node& n, const std::string& key);
@@ -46,6 +79,14 @@ std::vector<std::string> driver_names() {
   return names;
 }
 
+// The first registered (the default of source.type, sink.type); none in a binary of no
+// driver of that kind.
+template <class Driver>
+std::string default_driver() {
+  const auto& drivers = drivers_of<Driver>();
+  return drivers.empty() ? std::string() : std::string(drivers.front()->name());
+}
+
 template <class Driver>
 std::string driver_list() {
   std::string list;
@@ -69,6 +110,10 @@ struct FieldOption {
 
 const std::vector<FieldOption>& field_options();
 std::vector<pipeline::FieldSpec> parse_fields(const YAML::Node& list, const std::string& key);
+// A field a sink writes as a column of its own (sinks::SinkPipeline::field): its type, and
+// its timestamp output, one in every version; throws ConfigError naming `key`.
+sinks::FieldInfo field_info(const pipeline::TransformSpec& transform, const std::string& key,
+                            const std::string& name);
 // normalize.when: {from: /schemaVersion, cases: {"1": [fields], "2": [fields]}, absent: "1"}
 pipeline::PayloadVersions parse_versions(const YAML::Node& node, const std::string& key);
 

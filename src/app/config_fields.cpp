@@ -250,4 +250,29 @@ pipeline::PayloadVersions parse_versions(const YAML::Node& node, const std::stri
   return versions;
 }
 
+// A field a sink writes as a column of its own: its type, and its timestamp output,
+// one in every version.
+sinks::FieldInfo field_info(const pipeline::TransformSpec& transform, const std::string& key,
+                            const std::string& name) {
+  sinks::FieldInfo info;
+  try {
+    info.type = pipeline::field_in_every_version(transform, key, name).type;
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  std::optional<bool> epoch_ms;
+  for (const auto& [where, fields] : pipeline::field_lists(transform))
+    for (const auto& f : fields)
+      if (f.name == name && f.type == pipeline::FieldType::timestamp) {
+        const bool here = f.timestamp.output == pipeline::TimeOutput::epoch_ms;
+        if (epoch_ms && *epoch_ms != here)
+          throw ConfigError(key + ": '" + name +
+                            "' has output epoch_ms in one version and rfc3339 in another: give "
+                            "it one output");
+        epoch_ms = here;
+      }
+  info.epoch_ms = epoch_ms.value_or(false);
+  return info;
+}
+
 }  // namespace sluice::app

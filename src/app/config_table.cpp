@@ -130,7 +130,7 @@ const std::vector<Option>& options() {
        "is still rejected. Empty: every message is stored.",
        [](auto& c, auto& n, auto& k) { c.transform.filter = as_filter(n, k); }},
       // --- source
-      {"source.type", "enum: " + driver_list<SourceDriver>(), driver_names<SourceDriver>().front(),
+      {"source.type", "enum: " + driver_list<SourceDriver>(), default_driver<SourceDriver>(),
        "Where messages come from; each source has its own keys under source.<type> (the "
        "sections below). The other source.* keys are the container's, for every source.",
        [](auto& c, auto& n, auto& k) {
@@ -358,7 +358,7 @@ const std::vector<Option>& options() {
          c.transform.route_unknown_rejected = as_enum(n, k, {"default", "reject"}) == "reject";
        }},
       // --- sink
-      {"sink.type", "enum: " + driver_list<SinkDriver>(), driver_names<SinkDriver>().front(),
+      {"sink.type", "enum: " + driver_list<SinkDriver>(), default_driver<SinkDriver>(),
        "Where records are written; each sink has its own keys under sink.<type> (the sections "
        "below). The other sink.* keys are the writers', for every sink.",
        [](auto& c, auto& n, auto& k) { c.sink_type = as_enum(n, k, driver_names<SinkDriver>()); },

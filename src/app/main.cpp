@@ -20,7 +20,8 @@
 #include "app/rejects.hpp"
 #include "app/run.hpp"
 #include "app/top.hpp"
-#include "driver/source_driver.hpp"
+#include "driver/verbs.hpp"
+#include "sluice/driver/source_driver.hpp"
 
 namespace {
 
@@ -236,7 +237,7 @@ int main(int argc, char** argv) {
   commands.dead_letters = &dead_letters;
   std::vector<sluice::driver::SourceVerbs> sources;
   for (const auto* driver : sluice::driver::registered_drivers())
-    sources.push_back(driver->add_verbs(commands));
+    driver->add_verbs(commands, sources.emplace_back());
 
   // top
   sluice::app::TopOptions top_options;

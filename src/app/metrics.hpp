@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "driver/source_driver.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/source_driver.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sluice/container.hpp"
 #include "sluice/scale/in_flight.hpp"
 #include "sluice/tracing.hpp"

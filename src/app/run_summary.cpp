@@ -9,7 +9,7 @@
 
 #include "app/metrics.hpp"
 #include "common/thread_name.hpp"
-#include "driver/source_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 
 namespace sluice::app {
 

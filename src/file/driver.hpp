@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "driver/source_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "file/file_source.hpp"
 
 namespace sluice::file {

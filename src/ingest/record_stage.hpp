@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/source_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/message.hpp"

@@ -15,25 +15,13 @@
 
 #include "pipeline/canonical_text.hpp"
 #include "pipeline/typed_values.hpp"
+#include "sluice/driver/record.hpp"
 
 namespace simdjson::dom {
 class element;
 }
 
 namespace sluice::pipeline {
-
-enum class FieldType {
-  string,
-  integer,
-  number,
-  boolean,
-  json,
-  timestamp,    // TimestampOptions: UTC, RFC 3339 text or epoch milliseconds
-  decimal,      // exact, canonical text ("12.5", or "12.50" with scale 2)
-  uuid,         // canonical lowercase 8-4-4-4-12
-  enumeration,  // a string among `values`
-};
-const char* to_string(FieldType type);
 
 enum class MetaField {
   message_id,

@@ -62,17 +62,6 @@ const FieldSpec& field_in_every_version(const TransformSpec& spec, const std::st
 // patterns and hash fields; throws std::invalid_argument naming the key and problem.
 void validate(const TransformSpec& spec);
 
-struct Record {
-  std::string hash;                 // "V1:" + 64 hex digits
-  nlohmann::ordered_json document;  // fields in configured order, then the hash field
-  std::string message_id;
-  std::string log_context;  // "skuId=SKU-1 locationId=L-7": carried to the writer's log lines
-  std::uint16_t route = 0;  // 0: the sink's table; k: routed_tables()[k - 1]
-  // Its message is in an ordered group (SQS FIFO): a batch holding one is inserted in
-  // the order given, so that a group's rows in one batch keep their sequence.
-  bool ordered = false;
-};
-
 // A message no filter pattern matches: acked, not written.
 struct Filtered {};
 

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "common/mutex.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 
 namespace sluice::sinks {
 namespace {

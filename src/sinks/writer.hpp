@@ -29,7 +29,7 @@
 #include <variant>
 #include <vector>
 
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sluice/message.hpp"
 #include "sluice/tracing.hpp"
 

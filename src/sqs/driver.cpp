@@ -36,7 +36,7 @@ namespace {
 const char* const kSqsSeconds = "the SQS API takes seconds";
 
 // An http(s) URL whose path names a queue: /ACCOUNT/NAME.
-std::string as_queue_url(const YAML::Node& n, const std::string& key) {
+std::string as_queue_url(const Value& n, const std::string& key) {
   const std::string text = as_string(n, key);
   if (text.empty()) return text;
   if (text.find('@') != std::string::npos)
@@ -59,7 +59,7 @@ std::string as_queue_url(const YAML::Node& n, const std::string& key) {
   return text;
 }
 
-std::string as_endpoint_url(const YAML::Node& n, const std::string& key) {
+std::string as_endpoint_url(const Value& n, const std::string& key) {
   const std::string text = as_string(n, key);
   if (text.empty()) return text;
   if (text.find('@') != std::string::npos)
@@ -430,8 +430,8 @@ class SqsDriver final : public driver::DriverOf<SqsSettings> {
     return {{"visibility_timeout_seconds",
              static_cast<double>(of(s).source.visibility_timeout.count())}};
   }
-  driver::SourceVerbs add_verbs(const driver::VerbCommands& commands) const override {
-    return add_sqs_verbs(commands);
+  void add_verbs(const driver::VerbCommands& commands, driver::SourceVerbs& verbs) const override {
+    verbs = add_sqs_verbs(commands);
   }
 };
 

@@ -2,7 +2,7 @@
 // Amazon SQS as a source of `sluice run`: the section source.sqs.* and what the
 // binary needs of an SQS queue (driver/source_driver.hpp).
 
-#include "driver/source_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "sluice/sqs/source.hpp"
 
 namespace sluice::sqs {

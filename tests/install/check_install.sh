@@ -6,7 +6,10 @@
 #   examples/installed      SQS services (Sluice::sqs) run against the emulator,
 #                           linking no rabbitmq-c: publish and receive, and a handler
 #                           that publishes (relay);
-#   the whole library       (Sluice::sluice) with the RabbitMQ consumer example.
+#   the whole library       (Sluice::sluice) with the RabbitMQ consumer example;
+#   examples/distribution   a `sluice` of its own (sluice_add_distribution): every
+#                           built-in driver plus a source and a sink of the example's,
+#                           run end to end.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$1
@@ -119,4 +122,53 @@ if [[ $code != 2 ]] || ! grep -q "usage:" "$work/stderr"; then
   fail "the RabbitMQ consumer built against Sluice::sluice did not run (exit $code)"
 fi
 "$work/prefix/bin/sluice" --help >/dev/null
-echo "check_install: Sluice::core (a source of its own), Sluice::sqs (no rabbitmq-c) and Sluice::sluice build and run"
+
+# 4. Your own sluice: the example's drivers (source.counter, sink.ndjson) beside the
+# built-in ones, from the installed package alone.
+build dist "$source_dir/examples/distribution"
+my_sluice="$work/dist/my-sluice"
+cd "$work"
+config="$source_dir/examples/distribution/pipeline.yaml"
+summary() {  # LABEL: the count on that line of the run's summary (LABEL an extended regex)
+  sed -nE "s/^  $1 +([0-9]+).*/\\1/p" "$work/run.log"
+}
+run_pipeline() {
+  "$my_sluice" run --config "$config" --until-drained >"$work/run.log" 2>&1 ||
+    { tail -20 "$work/run.log" >&2; fail "my-sluice run failed"; }
+}
+run_pipeline
+[[ "$(summary received)" == 2000 && "$(summary 'written \(new\)')" == 1980 &&
+   "$(summary rejected)" == 20 ]] || { tail -12 "$work/run.log" >&2; fail "my-sluice: wrong first run"; }
+records="$work/my-sluice-out/records.ndjson"
+[[ "$(wc -l <"$records")" == 1980 ]] || fail "my-sluice: $(wc -l <"$records") records written, expected 1980"
+[[ "$(grep -o '"documentHash":"[^"]*"' "$records" | sort -u | wc -l)" == 1980 ]] ||
+  fail "my-sluice: the records' hashes are not distinct"
+[[ "$(wc -l <"$work/my-sluice-out/rejects.ndjson")" == 20 ]] || fail "my-sluice: not 20 rejects"
+# Again: every record is a duplicate, and no reject row is added.
+run_pipeline
+[[ "$(summary 'written \(new\)')" == 0 && "$(summary duplicates)" == 1980 ]] ||
+  { tail -12 "$work/run.log" >&2; fail "my-sluice: the second run wrote records again"; }
+[[ "$(wc -l <"$records")" == 1980 && "$(wc -l <"$work/my-sluice-out/rejects.ndjson")" == 20 ]] ||
+  fail "my-sluice: the second run added lines"
+# The rejects verbs read the example sink's table.
+[[ "$("$my_sluice" rejects list --config "$config" | grep -c $'\tmalformed\t')" == 20 ]] ||
+  fail "my-sluice rejects list does not show the 20 rejects"
+# Its keys are documented with the built-in ones'; its bad keys are refused, named.
+docs=$("$my_sluice" config docs)
+for key in source.counter.count sink.ndjson.directory source.sqs.queue_url sink.postgres.dsn; do
+  grep -q "\`$key\`" <<<"$docs" || fail "my-sluice config docs lacks $key"
+done
+refused() {  # EDIT EXPECTED: the edited file is refused (exit 2) with EXPECTED in the error
+  sed "$1" "$config" >"$work/bad.yaml"
+  set +e
+  "$my_sluice" config check --config "$work/bad.yaml" >"$work/bad.log" 2>&1
+  local code=$?
+  set -e
+  [[ $code == 2 ]] && grep -qF "$2" "$work/bad.log" ||
+    { cat "$work/bad.log" >&2; fail "my-sluice: '$1' was not refused with '$2' (exit $code)"; }
+}
+refused 's/count: 2000/count: -3/' "source.counter.count: got '-3', expected an integer"
+refused 's/directory: my-sluice-out/directry: x/' "unknown key sink.ndjson.directry; did you mean sink.ndjson.directory?"
+refused 's/directory: my-sluice-out/directory: ""/' "sink.ndjson.directory: got '', expected a folder"
+refused 's/type: ndjson/type: sqlite/' "sink.ndjson"
+echo "check_install: Sluice::core (a source of its own), Sluice::sqs (no rabbitmq-c), Sluice::sluice and a distribution of its own drivers build and run"

@@ -22,7 +22,7 @@
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/amqp/source.hpp"

@@ -20,7 +20,7 @@
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sluice/aws/http.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/publisher.hpp"

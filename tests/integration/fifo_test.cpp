@@ -12,7 +12,7 @@
 #include "app/config.hpp"
 #include "app/run.hpp"
 #include "sinks/postgres/postgres_sink.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"

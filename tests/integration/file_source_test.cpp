@@ -20,7 +20,7 @@
 #include "app/config.hpp"
 #include "app/publish.hpp"
 #include "app/run.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/pipeline.hpp"

@@ -14,7 +14,7 @@
 
 #include "app/config.hpp"
 #include "app/publish.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
 

@@ -13,7 +13,7 @@
 #include "runtime/message_state.hpp"
 #include "sinks/mongodb/mongo_sink.hpp"
 #include "sinks/postgres/postgres_sink.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
 #include "sinks/writer.hpp"
 #include "support/emulator.hpp"

@@ -61,7 +61,7 @@ class MongoDriver final : public SinkDriverOf<MongoSettings> {
     o.collection = pipeline.table;
     o.rejects_collection = pipeline.rejects_table;
     o.routes = pipeline.routes;
-    o.hash_field = pipeline.transform.hash_field;
+    o.hash_field = pipeline.hash_field;
   }
   Factory factory(const SinkSettings& settings) const override {
     return [o = of(settings).options] { return make_mongo_sink(o); };

@@ -45,28 +45,14 @@ std::vector<SinkOption> postgres_options() {
 
 // Each column takes the type of its field (a timestamp's output too) and a name of its
 // own in the table.
-void type_columns(std::vector<Column>& columns, const pipeline::TransformSpec& transform) {
+void type_columns(std::vector<Column>& columns, const SinkPipeline& pipeline) {
   const std::string key = "sink.postgres.columns";
   std::map<std::string, std::string> column_of = {
       {"hash", ""}, {"message_id", ""}, {"document", ""}, {"written_at", ""}};
   for (auto& column : columns) {
-    try {
-      column.type = pipeline::field_in_every_version(transform, key, column.field).type;
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(e.what());
-    }
-    std::optional<bool> epoch_ms;
-    for (const auto& [where, fields] : pipeline::field_lists(transform))
-      for (const auto& f : fields)
-        if (f.name == column.field && f.type == pipeline::FieldType::timestamp) {
-          const bool here = f.timestamp.output == pipeline::TimeOutput::epoch_ms;
-          if (epoch_ms && *epoch_ms != here)
-            throw ConfigError(key + ": '" + column.field +
-                              "' has output epoch_ms in one version and rfc3339 in another: give "
-                              "it one output");
-          epoch_ms = here;
-        }
-    column.epoch_ms = epoch_ms.value_or(false);
+    const auto field = pipeline.field(key, column.field);
+    column.type = field.type;
+    column.epoch_ms = field.epoch_ms;
     // Its column's name: the dots as underscores (customer.id -> customer_id).
     std::string name = column.field;
     std::replace(name.begin(), name.end(), '.', '_');
@@ -100,7 +86,7 @@ class PostgresDriver final : public SinkDriverOf<PostgresSettings> {
     o.table = pipeline.table;
     o.rejects_table = pipeline.rejects_table;
     o.routes = pipeline.routes;
-    type_columns(o.columns, pipeline.transform);
+    type_columns(o.columns, pipeline);
   }
   Factory factory(const SinkSettings& settings) const override {
     return [o = of(settings).options] { return make_postgres_sink(o); };

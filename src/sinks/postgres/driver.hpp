@@ -3,7 +3,7 @@
 // holds them (PipelineConfig::sink_as), and the driver.
 
 #include "sinks/postgres/postgres_sink.hpp"
-#include "sinks/sink_driver.hpp"
+#include "sluice/driver/sink_driver.hpp"
 
 namespace sluice::sinks {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 
 namespace sluice::sinks {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "pipeline/transform.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/sink.hpp"
 
 namespace sluice::sinks::postgres {
 

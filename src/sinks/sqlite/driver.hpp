@@ -2,7 +2,7 @@
 // The SQLite sink driver (sink.type: sqlite): its settings, as a pipeline's configuration
 // holds them (PipelineConfig::sink_as), and the driver.
 
-#include "sinks/sink_driver.hpp"
+#include "sluice/driver/sink_driver.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
 
 namespace sluice::sinks {

@@ -23,10 +23,10 @@
 #include <utility>
 #include <vector>
 
-#include "driver/config_values.hpp"
-#include "driver/option.hpp"
-#include "pipeline/transform.hpp"
-#include "sinks/sink.hpp"
+#include "sluice/driver/option.hpp"
+#include "sluice/driver/record.hpp"
+#include "sluice/driver/sink.hpp"
+#include "sluice/driver/value.hpp"
 
 namespace sluice::sinks {
 
@@ -38,21 +38,30 @@ using SinkOption = config::Option<SinkSettings>;
 
 template <class Settings>
 SinkOption option(std::string key, std::string type, std::string default_value, std::string doc,
-                  std::function<void(Settings&, const YAML::Node&, const std::string&)> apply,
+                  std::function<void(Settings&, const config::Value&, const std::string&)> apply,
                   std::string env = {}, bool secret = false) {
   return config::option_of<SinkSettings, Settings>(std::move(key), std::move(type),
                                                    std::move(default_value), std::move(doc),
                                                    std::move(apply), std::move(env), secret);
 }
 
+// A normalized field as every version of the payload has it (sink.postgres.columns).
+struct FieldInfo {
+  pipeline::FieldType type = pipeline::FieldType::string;
+  bool epoch_ms = false;  // a timestamp written as epoch milliseconds
+};
+
 // What the pipeline decides for every sink, which a driver's finalize takes over into
 // its settings and may check its own keys against.
 struct SinkPipeline {
-  const pipeline::TransformSpec& transform;  // the fields' types, identity.field
-  std::string table;                         // sink.table
-  std::string rejects_table;                 // sink.rejects_table
-  std::vector<std::string> routes;           // route.tables' tables, for Record::route 1, 2, ...
-  int& writers;                              // sink.writers: a driver may lower it
+  std::string hash_field;           // identity.field: the document's hash field
+  std::string table;                // sink.table
+  std::string rejects_table;        // sink.rejects_table
+  std::vector<std::string> routes;  // route.tables' tables, for Record::route 1, 2, ...
+  int& writers;                     // sink.writers: a driver may lower it
+  // The normalized field `name`, of one type (and one timestamp output) in every
+  // version; throws config::ConfigError naming `key` when it is not.
+  std::function<FieldInfo(const std::string& key, const std::string& name)> field;
 };
 
 class SinkDriver {

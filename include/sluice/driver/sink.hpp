@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipeline/transform.hpp"
+#include "sluice/driver/record.hpp"
 #include "sluice/position_store.hpp"
 
 namespace sluice::sinks {

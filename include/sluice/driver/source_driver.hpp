@@ -27,14 +27,18 @@
 #include <utility>
 #include <vector>
 
-#include "driver/config_values.hpp"
-#include "driver/option.hpp"
-#include "driver/verbs.hpp"
 #include "sluice/container.hpp"
+#include "sluice/driver/option.hpp"
+#include "sluice/driver/value.hpp"
 #include "sluice/message.hpp"
 #include "sluice/source.hpp"
 
 namespace sluice::driver {
+
+// A source's command-line verbs (publish, queue stats, dlq ...): the built-in drivers'
+// (their definitions are the binary's own, on its command-line parser).
+struct VerbCommands;
+struct SourceVerbs;
 
 // A driver's own settings (its section of the file), made and read by the driver.
 struct SourceSettings {
@@ -45,7 +49,7 @@ using SourceOption = config::Option<SourceSettings>;
 // A row of a driver's table, written against the driver's own settings type.
 template <class Settings>
 SourceOption option(std::string key, std::string type, std::string default_value, std::string doc,
-                    std::function<void(Settings&, const YAML::Node&, const std::string&)> apply,
+                    std::function<void(Settings&, const config::Value&, const std::string&)> apply,
                     std::string env = {}, bool secret = false) {
   return config::option_of<SourceSettings, Settings>(std::move(key), std::move(type),
                                                      std::move(default_value), std::move(doc),
@@ -158,7 +162,7 @@ class SourceDriver {
   virtual std::string queue_name(const SourceSettings& settings) const = 0;
   // Its command-line verbs (driver/verbs.hpp): adds its flags to the shared verbs and
   // says how it answers each; called once, before the command line is parsed.
-  virtual SourceVerbs add_verbs(const VerbCommands& /*commands*/) const { return {}; }
+  virtual void add_verbs(const VerbCommands& /*commands*/, SourceVerbs& /*verbs*/) const {}
 
   // Settings `sluice plan` compares its advice with (sluice_setting{name=...}).
   virtual std::vector<std::pair<std::string, double>> plan_settings(

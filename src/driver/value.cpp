@@ -1,4 +1,4 @@
-#include "driver/config_values.hpp"
+#include "sluice/driver/value.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -45,55 +45,47 @@ std::string duration_expected(std::chrono::milliseconds min, std::chrono::millis
          readable(max);
 }
 
-std::string shown(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "(empty)";
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  YAML::Emitter out;
-  out << YAML::Flow << node;
-  return out.c_str();
-}
-
-void bad(const std::string& key, const YAML::Node& node, const std::string& expected) {
+void bad(const std::string& key, const Value& node, const std::string& expected) {
   throw ConfigError(key + ": got " + shown(node) + ", expected " + expected);
 }
 
-std::string as_string(const YAML::Node& n, const std::string& key) {
-  if (!n.IsScalar()) bad(key, n, "a string");
-  return n.Scalar();
+std::string as_string(const Value& n, const std::string& key) {
+  if (!n.is_scalar()) bad(key, n, "a string");
+  return n.text();
 }
 
-long long as_int(const YAML::Node& n, const std::string& key, long long min, long long max) {
+long long as_int(const Value& n, const std::string& key, long long min, long long max) {
   const std::string range = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
-  if (!n.IsScalar()) bad(key, n, range);
+  if (!n.is_scalar()) bad(key, n, range);
   std::size_t used = 0;
   long long v = 0;
   try {
-    v = std::stoll(n.Scalar(), &used);
+    v = std::stoll(n.text(), &used);
   } catch (...) {
     bad(key, n, range);
   }
-  if (used != n.Scalar().size() || v < min || v > max) bad(key, n, range);
+  if (used != n.text().size() || v < min || v > max) bad(key, n, range);
   return v;
 }
 
-bool as_bool(const YAML::Node& n, const std::string& key) {
-  if (n.IsScalar()) {
-    const std::string& s = n.Scalar();
+bool as_bool(const Value& n, const std::string& key) {
+  if (n.is_scalar()) {
+    const std::string& s = n.text();
     if (s == "true" || s == "yes" || s == "on") return true;
     if (s == "false" || s == "no" || s == "off") return false;
   }
   bad(key, n, "true or false");
 }
 
-std::chrono::milliseconds as_duration(const YAML::Node& n, const std::string& key,
+std::chrono::milliseconds as_duration(const Value& n, const std::string& key,
                                       std::chrono::milliseconds min,
                                       std::chrono::milliseconds max) {
-  const auto d = n.IsScalar() ? parse_duration(n.Scalar()) : std::nullopt;
+  const auto d = n.is_scalar() ? parse_duration(n.text()) : std::nullopt;
   if (!d || *d < min || *d > max) bad(key, n, duration_expected(min, max));
   return *d;
 }
 
-std::chrono::seconds as_whole_seconds(const YAML::Node& n, const std::string& key,
+std::chrono::seconds as_whole_seconds(const Value& n, const std::string& key,
                                       std::chrono::seconds min, std::chrono::seconds max,
                                       const std::string& why) {
   const auto d = as_duration(n, key, min, max);
@@ -104,7 +96,7 @@ std::chrono::seconds as_whole_seconds(const YAML::Node& n, const std::string& ke
   return std::chrono::duration_cast<std::chrono::seconds>(d);
 }
 
-std::string as_file_path_or_empty(const YAML::Node& n, const std::string& key) {
+std::string as_file_path_or_empty(const Value& n, const std::string& key) {
   const std::string path = as_string(n, key);
   if (path.empty()) return path;
   std::error_code ec;
@@ -113,19 +105,19 @@ std::string as_file_path_or_empty(const YAML::Node& n, const std::string& key) {
   return path;
 }
 
-std::string as_enum(const YAML::Node& n, const std::string& key,
+std::string as_enum(const Value& n, const std::string& key,
                     const std::vector<std::string>& values) {
   std::string list;
   for (const auto& v : values) list += (list.empty() ? "" : ", ") + v;
-  if (!n.IsScalar() || std::find(values.begin(), values.end(), n.Scalar()) == values.end())
-    bad(key, n, "one of " + list);
-  return n.Scalar();
+  if (!n.is_scalar() || std::find(values.begin(), values.end(), n.text()) == values.end())
+    bad(key, n, values.empty() ? std::string("none: none is registered") : "one of " + list);
+  return n.text();
 }
 
-std::vector<std::string> as_string_list(const YAML::Node& n, const std::string& key) {
-  if (!n.IsSequence()) bad(key, n, "a list of strings");
+std::vector<std::string> as_string_list(const Value& n, const std::string& key) {
+  if (n.kind() != Value::Kind::list) bad(key, n, "a list of strings");
   std::vector<std::string> out;
-  for (const auto& item : n) out.push_back(as_string(item, key + "[]"));
+  for (const auto& item : n.items()) out.push_back(as_string(item, key + "[]"));
   return out;
 }
 

@@ -4,17 +4,18 @@
 // a secret (never repeated in an error). The loader, `sluice config docs` and
 // docs/configuration.md all read the rows, so the docs cannot drift from the code.
 
-#include <yaml-cpp/yaml.h>
-
 #include <functional>
 #include <string>
 #include <utility>
 
+#include "sluice/driver/value.hpp"
+
 namespace sluice::config {
 
-template <class Target>
+// `Node`: the value as the row reads it (a driver's rows: Value).
+template <class Target, class Node = Value>
 struct Option {
-  using Apply = std::function<void(Target&, const YAML::Node&, const std::string& key)>;
+  using Apply = std::function<void(Target&, const Node&, const std::string& key)>;
   std::string key;
   std::string type;
   std::string default_value;  // read through `apply` before the file is
@@ -29,14 +30,14 @@ struct Option {
 template <class Base, class Settings>
 Option<Base> option_of(std::string key, std::string type, std::string default_value,
                        std::string doc,
-                       std::function<void(Settings&, const YAML::Node&, const std::string&)> apply,
+                       std::function<void(Settings&, const Value&, const std::string&)> apply,
                        std::string env = {}, bool secret = false) {
   return {std::move(key),
           std::move(type),
           std::move(default_value),
           std::move(doc),
-          [apply = std::move(apply)](Base& base, const YAML::Node& n, const std::string& k) {
-            apply(static_cast<Settings&>(base), n, k);
+          [apply = std::move(apply)](Base& base, const Value& v, const std::string& k) {
+            apply(static_cast<Settings&>(base), v, k);
           },
           std::move(env),
           secret};
