@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "amqp/connection.hpp"
-#include "app/publish.hpp"
+#include "cli/publish.hpp"
 #include "observe.hpp"
 #include "rows_file.hpp"
 #include "sluice/amqp/publisher.hpp"

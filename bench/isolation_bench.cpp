@@ -27,7 +27,7 @@
 #include <map>
 #include <thread>
 
-#include "app/publish.hpp"
+#include "cli/publish.hpp"
 #include "bench_support.hpp"
 #include "observe.hpp"
 #include "support/emulator.hpp"

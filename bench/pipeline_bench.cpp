@@ -55,8 +55,8 @@
 #include <set>
 #include <sstream>
 
-#include "app/config.hpp"
-#include "app/publish.hpp"
+#include "config/config.hpp"
+#include "cli/publish.hpp"
 #include "bench_support.hpp"
 #include "common/crypto.hpp"
 #include "observe.hpp"

@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "app/config.hpp"
+#include "config/config.hpp"
 #include "common/crypto.hpp"
 #include "pipeline/transform.hpp"
 

@@ -10,11 +10,17 @@
 # container, messages, the source factory), which name no source; "sluice/spi/" is
 # the source SPI, what a source (in the tree or out of it) is written against.
 #
-#   app/     -> everything below it but the sources and the databases: those only
-#               through the driver SPI (sluice/driver/: source and sink drivers, the
-#               Sink) and the writers (sinks/writer.hpp), never a sink driver's folder (it names no source and no
-#               database: tests check that too); of AWS, what `sluice autoscale` needs
-#               beside the queue (CloudWatch, ECS)
+#   cli/     -> the command-line verbs: app/ and everything app/ may include; of AWS,
+#               what `sluice autoscale` needs beside the queue (CloudWatch, ECS)
+#   app/     -> running pipelines: config/, observe/, ingest/ and everything below them
+#               but the sources and the databases: those only through the driver SPI
+#               (sluice/driver/: source and sink drivers, the Sink) and the writers
+#               (sinks/writer.hpp), never a sink driver's folder (it names no source and no
+#               database: tests check that too)
+#   config/  -> the option engine: observe/ (the listen address, the admin token's
+#               rules), pipeline/, the writers' options, the driver SPI
+#   observe/ -> metrics, the HTTP endpoint, admin, one HTTP request: the driver SPI (the
+#               sources' figures), the reject reasons (ingest/reject_reasons.hpp)
 #   driver/  -> the core's public headers and the driver SPI (sluice/driver/: what a
 #               source or sink driver gives the binary, in the tree or out of it; it
 #               names no parser's type); driver/ keeps the built-in drivers' verbs
@@ -51,7 +57,10 @@ set(rules
   "src/pipeline|common/,sluice/driver/record.hpp"
   "src/sinks|pipeline/,runtime/,common/,driver/,sluice,sluice/spi/,sluice/driver/"
   "src/ingest|driver/,sluice/driver/,pipeline/,sinks/writer.hpp,common/,sluice,sluice/spi/"
-  "src/app|ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
+  "src/observe|common/,ingest/reject_reasons.hpp,sluice,sluice/driver/,sluice/scale/"
+  "src/config|observe/,pipeline/,sinks/writer.hpp,common/,sluice,sluice/driver/,sluice/scale/"
+  "src/app|config/,observe/,ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,runtime/,common/,sluice,sluice/scale/"
+  "src/cli|app/,config/,observe/,ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
   "include/sluice|sluice"
   "include/sluice/spi|sluice"
   "include/sluice/driver|sluice,sluice/spi/"

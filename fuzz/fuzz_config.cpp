@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "app/config.hpp"
+#include "config/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -1,9 +1,10 @@
-// libFuzzer target: endpoint URLs, credential timestamps and SigV4 canonicalization
-// of arbitrary request targets and headers.
+// libFuzzer target: endpoint URLs (AWS's and a Sluice endpoint's), credential
+// timestamps and SigV4 canonicalization of arbitrary request targets and headers.
 #include <cstdint>
 #include <string>
 
 #include "aws/credentials_util.hpp"
+#include "observe/http_get.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/aws/sigv4.hpp"
 
@@ -12,6 +13,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     sluice::aws::Url::parse(input);
   } catch (const sluice::aws::AwsError&) {
+  }
+  try {
+    const auto local = sluice::observe::parse_local_url(input);
+    if (local.host.empty() || local.target.empty() || local.target[0] != '/') __builtin_trap();
+  } catch (const std::invalid_argument&) {
   }
   sluice::aws::parse_iso8601(input);
   sluice::aws::HttpRequest request;

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "app/plan.hpp"
+#include "cli/plan.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

@@ -5,15 +5,31 @@
 // averages as `sluice autoscale` computes it.
 #include <chrono>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
-#include "app/config.hpp"
 #include "common/mutex.hpp"
+#include "config/config.hpp"
 #include "sluice/scale/in_flight.hpp"
 
 namespace sluice::app {
 
 class AutoscaleGauges;
+
+// A reading of the queue the signal is computed from.
+struct AutoscaleSample {
+  double at_s = 0;  // since the first sample
+  double in_flight = 0;
+  double visible = -1;
+};
+
+// The JSON document (--output json, GET /autoscale): desired_tasks,
+// utilization_percent, in_flight_max_average, running, spare, capacity, gated, gate,
+// period_averages, samples.
+nlohmann::json signal_document(const scale::Signal& signal,
+                               const std::vector<AutoscaleSample>& samples);
+std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples);
 
 class AutoscaleSampler {
  public:

@@ -8,19 +8,18 @@
 #include <mutex>
 #include <thread>
 
-#include "app/admin.hpp"
 #include "app/allocator.hpp"
 #include "app/autoscale_sampler.hpp"
 #include "app/drain_detector.hpp"
-#include "app/http_endpoint.hpp"
-#include "app/metrics.hpp"
-#include "app/rejects.hpp"
 #include "app/run_control.hpp"
 #include "app/shutdown.hpp"
 #include "common/mutex.hpp"
 #include "common/redact.hpp"
 #include "common/thread_name.hpp"
 #include "ingest/record_stage.hpp"
+#include "observe/admin.hpp"
+#include "observe/http_endpoint.hpp"
+#include "observe/metrics.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 

@@ -2,8 +2,8 @@
 #include <chrono>
 #include <vector>
 
-#include "app/config.hpp"
 #include "app/run_summary.hpp"
+#include "config/config.hpp"
 
 namespace sluice::app {
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "app/admin.hpp"
-#include "app/metrics.hpp"
 #include "common/mutex.hpp"
+#include "observe/admin.hpp"
+#include "observe/metrics.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <thread>
 
-#include "app/metrics.hpp"
 #include "common/thread_name.hpp"
+#include "observe/metrics.hpp"
 #include "sluice/driver/source_driver.hpp"
 
 namespace sluice::app {

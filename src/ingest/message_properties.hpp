@@ -9,9 +9,9 @@
 #include <map>
 #include <string>
 
-#include "sluice/driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
 #include "sluice/driver/sink.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice::ingest {

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "sluice/driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
 #include "sinks/writer.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "sluice/message.hpp"
 
 namespace sluice::ingest {

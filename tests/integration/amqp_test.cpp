@@ -19,8 +19,8 @@
 
 #include "amqp/connection.hpp"
 #include "amqp/consumer_pool.hpp"
-#include "app/config.hpp"
-#include "app/publish.hpp"
+#include "config/config.hpp"
+#include "cli/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/driver/sink.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"

@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "../support/process.hpp"
-#include "app/autoscale.hpp"
-#include "app/config.hpp"
+#include "cli/autoscale.hpp"
+#include "config/config.hpp"
 #include "app/run.hpp"
 
 using namespace sluice;

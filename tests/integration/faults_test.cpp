@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "app/config.hpp"
-#include "app/publish.hpp"
+#include "config/config.hpp"
+#include "cli/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/driver/sink.hpp"
 #include "sluice/aws/http.hpp"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "app/config.hpp"
+#include "config/config.hpp"
 #include "app/run.hpp"
 #include "sinks/postgres/postgres_sink.hpp"
 #include "sluice/driver/sink.hpp"

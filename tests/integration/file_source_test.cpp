@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "app/config.hpp"
-#include "app/publish.hpp"
+#include "config/config.hpp"
+#include "cli/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/driver/sink.hpp"
 #include "support/emulator.hpp"

@@ -17,9 +17,9 @@
 #include <set>
 #include <thread>
 
-#include "app/config.hpp"
-#include "app/health.hpp"
 #include "app/run.hpp"
+#include "config/config.hpp"
+#include "observe/http_get.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
@@ -240,12 +240,11 @@ TEST_F(OperationsIsolation, ADatabaseFrozenBeforeTheStartHoldsBackOnlyItsOwnPipe
     }
   } join_at_exit{run, proxy, stop_run};
   auto get = [&](const std::string& path) {
-    aws::HttpRequest request;
-    request.url = aws::Url::parse("http://" + endpoint + path);
+    const auto local_url = observe::parse_local_url("http://" + endpoint + path);
     try {
-      return app::send_once(request);
+      return observe::http_request(local_url);
     } catch (const std::exception&) {
-      return aws::HttpResponse{};  // not listening yet
+      return observe::LocalResponse{};  // not listening yet
     }
   };
   const std::string failures = R"(sluice_sink_open_failures_total{pipeline="frozen"})";

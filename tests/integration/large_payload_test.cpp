@@ -15,8 +15,8 @@
 #include <regex>
 #include <set>
 
-#include "app/config.hpp"
-#include "app/publish.hpp"
+#include "config/config.hpp"
+#include "cli/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/container.hpp"

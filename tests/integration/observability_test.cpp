@@ -18,9 +18,9 @@
 #include <set>
 #include <thread>
 
-#include "app/health.hpp"
-#include "app/publish.hpp"
 #include "aws/text.hpp"
+#include "cli/publish.hpp"
+#include "observe/http_get.hpp"
 #include "sluice/aws/http.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"
@@ -39,11 +39,11 @@ class DeployPrometheus : public test::PipelineFixture {};
 // GET url?query=... on Prometheus' API: the parsed answer (an empty object when it
 // did not answer, or not in JSON).
 json query(const std::string& api, const std::string& promql) {
-  aws::HttpRequest request;
-  request.url = aws::Url::parse(api + "/api/v1/query?query=" + text::uri_encode(promql, false));
+  const auto local_url =
+      observe::parse_local_url(api + "/api/v1/query?query=" + text::uri_encode(promql, false));
   try {
     // A Prometheus still starting answers 503 with a text body.
-    auto answer = json::parse(app::send_once(request).body, nullptr, false);
+    auto answer = json::parse(observe::http_request(local_url).body, nullptr, false);
     return answer.is_object() ? answer : json::object();
   } catch (const std::exception&) {
     return json::object();

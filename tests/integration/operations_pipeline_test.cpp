@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "amqp/connection.hpp"
-#include "app/config.hpp"
-#include "app/publish.hpp"
+#include "config/config.hpp"
+#include "cli/publish.hpp"
 #include "app/run.hpp"
 #include "sinks/sqlite/driver.hpp"
 #include "support/pipeline.hpp"

@@ -15,12 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "app/config.hpp"
-#include "app/health.hpp"
-#include "app/http_endpoint.hpp"
-#include "app/metrics.hpp"
-#include "app/publish.hpp"
 #include "app/run.hpp"
+#include "cli/health.hpp"
+#include "cli/publish.hpp"
+#include "config/config.hpp"
+#include "observe/http_endpoint.hpp"
+#include "observe/http_get.hpp"
+#include "observe/metrics.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/aws/http.hpp"
 #include "sluice/sqs/client.hpp"
@@ -173,12 +174,11 @@ TEST_F(PipelineTest, DatabaseDownMidRunLeavesUnwrittenMessagesUnackedAndRecovers
   config.metrics_listen = endpoint.substr(7);
   // The outage is an automatic pause (README): said by /readyz and sluice_paused.
   auto get = [&](const std::string& path) {
-    aws::HttpRequest request;
-    request.url = aws::Url::parse(endpoint + path);
+    const auto local_url = observe::parse_local_url(endpoint + path);
     try {
-      return app::send_once(request);
+      return observe::http_request(local_url);
     } catch (const std::exception&) {
-      return aws::HttpResponse{};  // not listening (yet, or any more)
+      return observe::LocalResponse{};  // not listening (yet, or any more)
     }
   };
   const std::string paused_series =

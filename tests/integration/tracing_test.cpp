@@ -28,7 +28,7 @@
 #include <sstream>
 #include <thread>
 
-#include "app/health.hpp"
+#include "observe/http_get.hpp"
 #include "sluice/aws/http.hpp"
 #include "sluice/container.hpp"
 #include "sluice/sqs/publisher.hpp"
@@ -561,10 +561,9 @@ TEST_F(TracingPipeline, TopShowsTheLivePipelinesFiguresInATerminalAndQuitsOnQ) {
   } stop{sluice, tmux};
   // Until the pipeline has done its work (its own /metrics says so).
   auto scrape = [&]() -> std::string {
-    aws::HttpRequest request;
-    request.url = aws::Url::parse(url + "/metrics");
+    const auto local_url = observe::parse_local_url(url + "/metrics");
     try {
-      return app::send_once(request).body;
+      return observe::http_request(local_url).body;
     } catch (const std::exception&) {
       return {};
     }

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "app/publish.hpp"
+#include "cli/publish.hpp"
 #include "app/run.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "app/drain_detector.hpp"
-#include "app/metrics.hpp"
+#include "observe/metrics.hpp"
 #include "runtime/async_wait.hpp"
 
 namespace sluice {

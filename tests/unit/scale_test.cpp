@@ -5,8 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "app/autoscale.hpp"
-#include "app/metrics.hpp"
+#include "cli/autoscale.hpp"
+#include "observe/metrics.hpp"
 #include "sluice/scale/in_flight.hpp"
 
 using namespace sluice;
@@ -302,7 +302,7 @@ TEST(AutoConcurrency, ASlowConsumerGetsFewerReceivesAndIdleFallsBackToOne) {
 }
 
 // ------------------------------------------------------------ sluice plan's parser
-#include "app/plan.hpp"
+#include "cli/plan.hpp"
 
 TEST(PlanMetrics, ParsesTheExpositionAndRefusesWhatIsNot) {
   const auto scrape = app::parse_exposition(

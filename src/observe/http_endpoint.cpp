@@ -1,6 +1,6 @@
 // The pipeline's HTTP endpoint: GET /metrics, /healthz, /readyz and extra routes, on a
 // thread of its own.
-#include "app/http_endpoint.hpp"
+#include "observe/http_endpoint.hpp"
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>

@@ -1,14 +1,12 @@
-#include "app/ctl.hpp"
+#include "cli/ctl.hpp"
 
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "app/admin.hpp"
-#include "app/health.hpp"
 #include "common/redact.hpp"
-#include "sluice/aws/error.hpp"
-#include "sluice/aws/http.hpp"
+#include "observe/admin.hpp"
+#include "observe/http_get.hpp"
 
 namespace sluice::app {
 
@@ -40,15 +38,16 @@ int run_ctl(const CtlOptions& o) {
   std::string base = o.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   const std::string shown = common::redact_password(base);  // what messages print
-  aws::HttpRequest request;
+  observe::LocalRequest request;
   request.method = o.action == "status" ? "GET" : "POST";
   const std::string path = "/pipelines" + (o.pipeline.empty() ? "" : "/" + o.pipeline) +
                            (o.action == "status" ? "" : "/" + o.action);
+  observe::LocalUrl url;
   try {
-    request.url = aws::Url::parse(base + path);
-  } catch (const aws::AwsError&) {
-    std::cerr << "sluice ctl: --url: got '" << common::redact_password(o.url)
-              << "', expected http://host:port (a sluice metrics.listen with admin.enabled)\n";
+    url = observe::parse_local_url(base + path);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "sluice ctl: --url: " << e.what()
+              << ", expected http://host:port (a sluice metrics.listen with admin.enabled)\n";
     return 2;
   }
   if (const char* token = std::getenv("SLUICE_ADMIN_TOKEN"); token && *token) {
@@ -56,14 +55,14 @@ int run_ctl(const CtlOptions& o) {
       std::cerr << "sluice ctl: SLUICE_ADMIN_TOKEN: " << problem << "\n";
       return 2;
     }
-    request.set_header("Authorization", std::string("Bearer ") + token);
+    request.headers.emplace_back("Authorization", std::string("Bearer ") + token);
   }
   request.timeout = std::chrono::seconds(10);
-  aws::HttpResponse response;
+  observe::LocalResponse response;
   try {
-    response = send_once(request);
+    response = observe::http_request(url, request);
   } catch (const std::exception& e) {
-    std::cerr << "sluice ctl: " << shown << ": " << common::redact_secret(e.what(), base) << "\n";
+    std::cerr << "sluice ctl: " << shown << ": " << e.what() << "\n";
     return 1;
   }
   const auto body = nlohmann::json::parse(response.body, nullptr, false);

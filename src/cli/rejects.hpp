@@ -26,11 +26,6 @@ struct RejectsOptions {
 };
 
 // The reasons a rejects row can have (--reason).
-inline const std::vector<std::string> kRejectReasons = {
-    "malformed",       "validation",          "schema_drift",      "sink_refused",
-    "payload_missing", "payload_unavailable", "payload_too_large", "line_too_long"};
-
-// Exit code: 0 done, 1 the database failed, 2 bad usage or configuration.
 int run_rejects(const RejectsOptions& options);
 
 }  // namespace sluice::app

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "app/config.hpp"
+#include "config/config.hpp"
 
 namespace sluice::app {
 

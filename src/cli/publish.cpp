@@ -1,4 +1,4 @@
-#include "app/publish.hpp"
+#include "cli/publish.hpp"
 
 #include <cstdlib>
 #include <fstream>

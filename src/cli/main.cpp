@@ -11,16 +11,17 @@
 #include <iostream>
 
 #include "app/allocator.hpp"
-#include "app/autoscale.hpp"
-#include "app/config.hpp"
-#include "app/ctl.hpp"
-#include "app/health.hpp"
-#include "app/plan.hpp"
-#include "app/publish.hpp"
-#include "app/rejects.hpp"
 #include "app/run.hpp"
-#include "app/top.hpp"
+#include "cli/autoscale.hpp"
+#include "cli/ctl.hpp"
+#include "cli/health.hpp"
+#include "cli/plan.hpp"
+#include "cli/publish.hpp"
+#include "cli/rejects.hpp"
+#include "cli/top.hpp"
+#include "config/config.hpp"
 #include "driver/verbs.hpp"
+#include "ingest/reject_reasons.hpp"
 #include "sluice/driver/source_driver.hpp"
 
 namespace {
@@ -322,7 +323,7 @@ int main(int argc, char** argv) {
     sub->add_option("--pipeline", rejects_options.pipeline,
                     "the pipeline, when the file has several (its name)");
     sub->add_option("--reason", rejects_options.reason, "only rows of this reason")
-        ->check(CLI::IsMember(sluice::app::kRejectReasons));
+        ->check(CLI::IsMember(sluice::ingest::kRejectReasons));
     sub->add_option("--limit", rejects_limit,
                     action == "list" ? "at most this many rows (default 100; 0: every one)"
                                      : "at most this many rows (default: every one)")

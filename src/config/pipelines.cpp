@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "app/config_engine.hpp"
+#include "config/engine.hpp"
 
 namespace sluice::app {
 using namespace config;

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "sluice/driver/source_driver.hpp"
 #include "pipeline/transform.hpp"
-#include "sluice/driver/sink_driver.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
+#include "sluice/driver/sink_driver.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "sluice/scale/in_flight.hpp"
 #include "sluice/tracing.hpp"
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "app/publish.hpp"
+#include "cli/publish.hpp"
 
 namespace sluice::app {
 namespace {

@@ -1,4 +1,4 @@
-#include "app/admin.hpp"
+#include "observe/admin.hpp"
 
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,4 @@
-#include "app/autoscale.hpp"
+#include "cli/autoscale.hpp"
 
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -17,9 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "app/config.hpp"
-#include "app/http_endpoint.hpp"
-#include "app/metrics.hpp"
+#include "app/autoscale_sampler.hpp"
+#include "config/config.hpp"
+#include "observe/http_endpoint.hpp"
+#include "observe/metrics.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/cloudwatch/client.hpp"
 #include "sluice/ecs/client.hpp"
@@ -28,34 +29,6 @@ namespace sluice::app {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-namespace {
-nlohmann::json signal_document(const scale::Signal& signal,
-                               const std::vector<AutoscaleSample>& samples) {
-  nlohmann::json doc;
-  doc["desired_tasks"] = signal.desired_tasks;
-  doc["utilization_percent"] = signal.utilization_percent;
-  doc["in_flight_max_average"] = signal.in_flight_max_average;
-  doc["tasks_needed"] = signal.tasks_needed;
-  doc["running"] = signal.running;
-  doc["spare"] = signal.spare;
-  doc["capacity"] = signal.capacity;
-  doc["gated"] = signal.gated;
-  doc["gate"] = signal.gate;
-  doc["period_averages"] = signal.period_averages;
-  auto& list = doc["samples"] = nlohmann::json::array();
-  for (const auto& s : samples) {
-    nlohmann::json sample{{"at_s", s.at_s}, {"in_flight", s.in_flight}};
-    if (s.visible >= 0) sample["visible"] = s.visible;
-    list.push_back(std::move(sample));
-  }
-  return doc;
-}
-}  // namespace
-
-std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples) {
-  return signal_document(signal, samples).dump();
-}
 
 namespace {
 

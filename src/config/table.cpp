@@ -4,9 +4,9 @@
 
 #include <charconv>
 
-#include "app/config_engine.hpp"
-#include "app/http_endpoint.hpp"
 #include "common/redact.hpp"
+#include "config/engine.hpp"
+#include "observe/http_endpoint.hpp"
 
 namespace sluice::app {
 using namespace config;

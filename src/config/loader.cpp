@@ -1,7 +1,5 @@
 // The option engine's loader: a YAML file (and the environment) read into a
 // PipelineConfig, every key checked against its row and the drivers' rows.
-#include "app/config.hpp"
-
 #include <simdjson.h>
 #include <yaml-cpp/yaml.h>
 
@@ -15,9 +13,10 @@
 #include <set>
 #include <sstream>
 
-#include "app/admin.hpp"
-#include "app/config_engine.hpp"
-#include "app/http_endpoint.hpp"
+#include "config/config.hpp"
+#include "config/engine.hpp"
+#include "observe/admin.hpp"
+#include "observe/http_endpoint.hpp"
 
 namespace sluice::app {
 using namespace config;

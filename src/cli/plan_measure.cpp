@@ -5,8 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "app/metrics.hpp"
-#include "app/plan.hpp"
+#include "cli/plan.hpp"
+#include "observe/metrics.hpp"
 
 // sluice plan's arithmetic: the exposition parser, the measurements over the scrapes
 // and the recommendations. Pure (no I/O): fuzzed and unit tested.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "app/plan.hpp"
+#include "cli/plan.hpp"
 
 namespace sluice::app {
 

@@ -1,5 +1,5 @@
 #pragma once
-// `sluice ctl pause|resume|status`: the admin endpoints (app/admin.hpp) of a running
+// `sluice ctl pause|resume|status`: the admin endpoints (observe/admin.hpp) of a running
 // sluice, from a shell. The token, when the endpoint needs one, is read from
 // SLUICE_ADMIN_TOKEN, never from the command line (where `ps` would show it).
 

@@ -1,4 +1,4 @@
-#include "app/rejects.hpp"
+#include "cli/rejects.hpp"
 
 #include <simdjson.h>
 
@@ -10,8 +10,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "app/config.hpp"
 #include "app/run.hpp"
+#include "config/config.hpp"
 #include "ingest/message_properties.hpp"
 
 namespace sluice::app {

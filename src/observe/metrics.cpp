@@ -1,4 +1,4 @@
-#include "app/metrics.hpp"
+#include "observe/metrics.hpp"
 
 #include <prometheus/text_serializer.h>
 
@@ -7,7 +7,7 @@
 #include <limits>
 #include <map>
 
-#include "app/rejects.hpp"
+#include "ingest/reject_reasons.hpp"
 
 namespace sluice::app {
 using prometheus::BuildCounter;
@@ -88,7 +88,7 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
                    .Help("Messages rejected, by reason")
                    .Register(r);
   // Each known reason at 0 from the start: the first reject is a rate like the others.
-  for (const auto& reason : kRejectReasons) rejected_->Add({{"reason", reason}});
+  for (const auto& reason : ingest::kRejectReasons) rejected_->Add({{"reason", reason}});
   settled_ = &BuildCounter()
                   .Name("sluice_messages_settled_total")
                   .Help("Messages settled, by outcome")

@@ -1,8 +1,5 @@
-#include "app/plan.hpp"
+#include "cli/plan.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -12,11 +9,10 @@
 #include <sstream>
 #include <thread>
 
-#include "app/config.hpp"
-#include "app/metrics.hpp"
 #include "common/redact.hpp"
-#include "sluice/aws/error.hpp"
-#include "sluice/aws/http.hpp"
+#include "config/config.hpp"
+#include "observe/http_get.hpp"
+#include "observe/metrics.hpp"
 
 namespace sluice::app {
 
@@ -85,7 +81,7 @@ std::string yaml_fragment(const std::vector<Recommendation>& recs, const std::st
 int run_plan(const PlanOptions& options) {
   using std::chrono::milliseconds;
   milliseconds duration, interval, window, headroom;
-  aws::Url url;
+  observe::LocalUrl url;
   try {
     duration =
         duration_flag("--duration", options.duration, milliseconds(1000), std::chrono::hours(1));
@@ -97,18 +93,15 @@ int run_plan(const PlanOptions& options) {
     headroom =
         duration_flag("--headroom", options.headroom, milliseconds(0), std::chrono::hours(1));
     try {
-      url = aws::Url::parse(options.metrics_url);
-    } catch (const aws::AwsError&) {
-      throw std::invalid_argument("--metrics-url: got '" +
-                                  common::redact_password(options.metrics_url) +
-                                  "', expected http://host:port/metrics");
+      url = observe::parse_local_url(options.metrics_url);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--metrics-url: ") + e.what() +
+                                  ", expected http://host:port/metrics");
     }
   } catch (const std::invalid_argument& e) {
     std::cerr << "sluice plan: " << e.what() << "\n";
     return 2;
   }
-  boost::asio::io_context io;
-  aws::HttpClient client(io.get_executor());
   std::vector<Scrape> scrapes;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -116,12 +109,14 @@ int run_plan(const PlanOptions& options) {
       const auto at = start + interval * k;
       if (at - start > duration) break;
       std::this_thread::sleep_until(at);
-      aws::HttpRequest request;
-      request.url = url;
-      auto answer = boost::asio::co_spawn(io, client.send(request), boost::asio::use_future);
-      io.restart();
-      io.run();
-      const auto response = answer.get();
+      observe::LocalResponse response;
+      try {
+        response = observe::http_request(url);
+      } catch (const std::exception& e) {
+        std::cerr << "\nsluice plan: --metrics-url " << common::redact_password(options.metrics_url)
+                  << ": " << e.what() << "\n";
+        return 1;
+      }
       if (response.status != 200)
         throw std::runtime_error("--metrics-url answered " + std::to_string(response.status));
       auto scrape = parse_exposition(
@@ -174,10 +169,6 @@ int run_plan(const PlanOptions& options) {
       }
     }
     return 0;
-  } catch (const aws::AwsError& e) {
-    std::cerr << "\nsluice plan: --metrics-url " << common::redact_password(options.metrics_url)
-              << ": " << common::redact_secret(e.what(), options.metrics_url) << "\n";
-    return 1;
   } catch (const std::exception& e) {
     std::cerr << "\nsluice plan: " << e.what() << "\n";
     return 1;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "app/http_endpoint.hpp"
+#include "observe/http_endpoint.hpp"
 
 namespace sluice::app {
 

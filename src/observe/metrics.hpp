@@ -1,6 +1,6 @@
 #pragma once
 // Prometheus metrics of a running pipeline: the container's observer, the sink's and
-// the source's figures (app/http_endpoint.hpp serves them).
+// the source's figures (observe/http_endpoint.hpp serves them).
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/driver/source_driver.hpp"
-#include "sluice/driver/sink.hpp"
 #include "sluice/container.hpp"
+#include "sluice/driver/sink.hpp"
+#include "sluice/driver/source_driver.hpp"
 #include "sluice/scale/in_flight.hpp"
 #include "sluice/tracing.hpp"
 

@@ -3,7 +3,6 @@
 
 #include <string>
 
-#include "sluice/aws/http.hpp"
 
 namespace sluice::app {
 
@@ -13,6 +12,4 @@ int probe(const std::string& url);
 
 // One HTTP request to a local endpoint (no proxy), on an I/O context of its own: the
 // answer, or the transport's error thrown. For sluice health and sluice ctl.
-aws::HttpResponse send_once(const aws::HttpRequest& request);
-
 }  // namespace sluice::app

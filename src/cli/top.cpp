@@ -1,11 +1,8 @@
-#include "app/top.hpp"
+#include "cli/top.hpp"
 
 #include <curses.h>
 #include <unistd.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <clocale>
 #include <csignal>
@@ -16,11 +13,10 @@
 #include <sstream>
 #include <thread>
 
-#include "app/config.hpp"
-#include "app/metrics.hpp"
 #include "common/redact.hpp"
-#include "sluice/aws/error.hpp"
-#include "sluice/aws/http.hpp"
+#include "config/config.hpp"
+#include "observe/http_get.hpp"
+#include "observe/metrics.hpp"
 
 namespace sluice::app {
 
@@ -288,35 +284,29 @@ std::string metrics_url(const TopOptions& options) {
 
 int run_top(const TopOptions& options) {
   std::string url;
-  aws::Url parsed;
+  observe::LocalUrl parsed;
   std::chrono::milliseconds interval{};
   try {
     interval = duration_flag("--interval", options.interval, std::chrono::milliseconds(100),
                              std::chrono::hours(1));
     url = metrics_url(options);
     try {
-      parsed = aws::Url::parse(url);
-    } catch (const aws::AwsError&) {
-      throw std::invalid_argument("--url: got '" + common::redact_password(url) +
-                                  "', expected http://HOST:PORT");
+      parsed = observe::parse_local_url(url);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--url: ") + e.what() +
+                                  ", expected http://HOST:PORT");
     }
   } catch (const std::exception& e) {
     std::cerr << "sluice top: " << e.what() << "\n";
     return 2;
   }
-  boost::asio::io_context io;
-  aws::HttpClient client(io.get_executor());
   const auto start = std::chrono::steady_clock::now();
   auto scrape = [&]() -> Scrape {
-    aws::HttpRequest request;
-    request.url = parsed;
+    observe::LocalRequest request;
     // Short: keys are not read while a scrape waits (q must not wait for a hung one).
     request.timeout =
         std::clamp(interval, std::chrono::milliseconds(500), std::chrono::milliseconds(2000));
-    auto answer = boost::asio::co_spawn(io, client.send(request), boost::asio::use_future);
-    io.restart();
-    io.run();
-    const auto response = answer.get();
+    const auto response = observe::http_request(parsed, request);
     if (response.status != 200)
       throw std::runtime_error("answered " + std::to_string(response.status));
     auto scraped = parse_exposition(

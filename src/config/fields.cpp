@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "app/config_engine.hpp"
+#include "config/engine.hpp"
 
 namespace sluice::app {
 using namespace config;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "app/autoscale_sampler.hpp"
 #include "driver/verbs.hpp"
 #include "sluice/scale/in_flight.hpp"
 
@@ -39,16 +40,5 @@ struct AutoscaleOptions {
 
 // The queue is read by the one source whose flag was given.
 int run_autoscale(const AutoscaleOptions& options, const std::vector<driver::SourceVerbs>& sources);
-
-struct AutoscaleSample {
-  double at_s = 0;  // since the first sample
-  double in_flight = 0;
-  double visible = -1;
-};
-
-// The JSON document (--output json, GET /autoscale): desired_tasks,
-// utilization_percent, in_flight_max_average, running, spare, capacity, gated, gate,
-// period_averages, samples.
-std::string signal_json(const scale::Signal& signal, const std::vector<AutoscaleSample>& samples);
 
 }  // namespace sluice::app
