@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 command -v clang++ >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null
-flags=(-std=c++20 -fsyntax-only -Wthread-safety -Wthread-safety-beta -Werror=thread-safety
+flags=(-std=c++20 -fsyntax-only -DSLUICE_VERSION=\"thread-safety-check\" -Wthread-safety -Wthread-safety-beta -Werror=thread-safety
        -Werror=thread-safety-beta -DBOOST_ASIO_HAS_CO_AWAIT -DBOOST_ASIO_NO_DEPRECATED
        -DSPDLOG_FMT_EXTERNAL -Iinclude -Isrc -I/usr/include/postgresql
        -I/usr/include/libmongoc-1.0 -I/usr/include/libbson-1.0)

@@ -14,9 +14,12 @@
 // latest start was at least start_interval ago; the counter starts again either way.
 // On the consecutive_idle_trigger-th consecutive idle cycle this consumer is stopped
 // if there are more than the minimum and the latest stop was at least stop_interval
-// ago. A consumer over a lowered maximum stops at its next cycle's end. Pure logic.
+// ago. A consumer over a lowered maximum stops at its next cycle's end. The decision is
+// the container's trigger scaler's (runtime/trigger_scaler.hpp). Pure logic.
 
 #include <chrono>
+
+#include "runtime/trigger_scaler.hpp"
 
 namespace sluice::amqp {
 
@@ -33,20 +36,25 @@ class ConsumerScaler {
     int batch_size = 1;
     std::chrono::milliseconds receive_timeout{1000};
   };
+  using Scaler = runtime::TriggerScaler<Clock>;
   struct Cycle {
     Clock::time_point started{};
     Clock::time_point last_delivery{};
     int deliveries = 0;
-    int consecutive_active = 0;
-    int consecutive_idle = 0;
+    Scaler::Counts counts;  // consecutive active and idle cycles
   };
-  enum class Decision { keep, start_another, stop_this };
+  using Decision = Scaler::Decision;
 
-  explicit ConsumerScaler(Config config) : config_(config) {}
+  explicit ConsumerScaler(Config config)
+      : config_(config),
+        scaler_({config.min_consumers, config.max_consumers, config.active_trigger,
+                 config.idle_trigger, config.start_interval, config.stop_interval,
+                 /*restart_count_when_refused=*/true}) {}
   const Config& config() const { return config_; }
   void reconfigure(int min_consumers, int max_consumers) {
     config_.min_consumers = min_consumers;
     config_.max_consumers = max_consumers;
+    scaler_.reconfigure(min_consumers, max_consumers);
   }
 
   void begin(Cycle& cycle, Clock::time_point now) const {
@@ -70,36 +78,16 @@ class ConsumerScaler {
 
  private:
   Decision end_cycle(Cycle& cycle, int consumers, bool holding, Clock::time_point now) {
-    const bool active = cycle.deliveries > 0;
+    using Observation = Scaler::Observation;
+    const auto what = cycle.deliveries > 0 ? Observation::busy
+                      : holding            ? Observation::holding
+                                           : Observation::idle;
     begin(cycle, now);
-    if (consumers > config_.max_consumers) {
-      last_stop_ = now;
-      return Decision::stop_this;
-    }
-    if (active) {
-      cycle.consecutive_idle = 0;
-      if (++cycle.consecutive_active < config_.active_trigger) return Decision::keep;
-      cycle.consecutive_active = 0;
-      if (consumers < config_.max_consumers && now - last_start_ >= config_.start_interval) {
-        last_start_ = now;
-        return Decision::start_another;
-      }
-      return Decision::keep;
-    }
-    if (holding) return Decision::keep;  // neither active nor idle
-    cycle.consecutive_active = 0;
-    if (++cycle.consecutive_idle < config_.idle_trigger) return Decision::keep;
-    cycle.consecutive_idle = 0;
-    if (consumers > config_.min_consumers && now - last_stop_ >= config_.stop_interval) {
-      last_stop_ = now;
-      return Decision::stop_this;
-    }
-    return Decision::keep;
+    return scaler_.observe(cycle.counts, what, consumers, /*may_start=*/true, now);
   }
 
   Config config_;
-  Clock::time_point last_start_{};
-  Clock::time_point last_stop_{};
+  Scaler scaler_;
 };
 
 }  // namespace sluice::amqp

@@ -1,5 +1,6 @@
 // The in-flight scaling signal (pure logic), the histogram quantiles behind
-// sluice_latency_quantile_seconds, and the autoscale JSON document.
+// sluice_latency_quantile_seconds, the autoscale JSON document, and the one trigger
+// scaler both sources' workers use.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 
 #include "cli/autoscale.hpp"
 #include "observe/metrics.hpp"
+#include "runtime/trigger_scaler.hpp"
 #include "sluice/scale/in_flight.hpp"
 
 using namespace sluice;
@@ -382,4 +384,69 @@ TEST(PlanRecommend, ConcurrencyAutoIsKeptWithTheArithmeticBeside) {
   const auto kept = concurrency();
   EXPECT_EQ(kept.value, "auto");
   EXPECT_NE(kept.formula.find("a fixed 5-10"), std::string::npos) << kept.formula;
+}
+
+// The receive loops and RabbitMQ's consumers scale by one rule; the two details in which
+// they differ are options, decided here.
+using Scaler = runtime::TriggerScaler<std::chrono::steady_clock>;
+using Observation = Scaler::Observation;
+using Decision = Scaler::Decision;
+
+Scaler::Config trigger_config(bool restart) {
+  Scaler::Config c;
+  c.min = 1;
+  c.max = 3;
+  c.busy_trigger = c.idle_trigger = 3;
+  c.start_interval = 10s;
+  c.stop_interval = 10s;
+  c.restart_count_when_refused = restart;
+  return c;
+}
+
+TEST(TriggerScaler, StartsOnTheTriggerthBusyInARowAndStopsOnTheIdleOnes) {
+  Scaler s(trigger_config(false));
+  Scaler::Counts counts;
+  auto now = std::chrono::steady_clock::now() + 1h;
+  EXPECT_EQ(s.observe(counts, Observation::busy, 1, true, now), Decision::keep);
+  EXPECT_EQ(s.observe(counts, Observation::busy, 1, true, now), Decision::keep);
+  EXPECT_EQ(s.observe(counts, Observation::busy, 1, true, now), Decision::start_another);
+  EXPECT_EQ(counts.busy, 0);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(s.observe(counts, Observation::idle, 2, true, now), Decision::keep);
+  EXPECT_EQ(s.observe(counts, Observation::idle, 2, true, now), Decision::stop_this);
+  // Never below the minimum, nor above a lowered maximum.
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(s.observe(counts, Observation::idle, 1, true, now + 1h), Decision::keep);
+  s.reconfigure(1, 1);
+  EXPECT_EQ(s.observe(counts, Observation::partial, 2, true, now), Decision::stop_this);
+}
+
+TEST(TriggerScaler, WhatBreaksARunPartialResetsHoldingKeeps) {
+  Scaler s(trigger_config(false));
+  Scaler::Counts counts;
+  const auto now = std::chrono::steady_clock::now() + 1h;
+  s.observe(counts, Observation::busy, 1, true, now);
+  s.observe(counts, Observation::busy, 1, true, now);
+  // A consumer whose work is stuck downstream: the run goes on.
+  EXPECT_EQ(s.observe(counts, Observation::holding, 1, true, now), Decision::keep);
+  EXPECT_EQ(s.observe(counts, Observation::busy, 1, true, now), Decision::start_another);
+  s.observe(counts, Observation::busy, 1, true, now + 20s);
+  s.observe(counts, Observation::busy, 1, true, now + 20s);
+  // A receive neither full nor empty: the run starts again.
+  EXPECT_EQ(s.observe(counts, Observation::partial, 1, true, now + 20s), Decision::keep);
+  EXPECT_EQ(s.observe(counts, Observation::busy, 1, true, now + 20s), Decision::keep);
+}
+
+TEST(TriggerScaler, ARefusedStartComesAsSoonAsAllowedUnlessTheCountRestarts) {
+  for (const bool restart : {false, true}) {
+    Scaler s(trigger_config(restart));
+    Scaler::Counts counts;
+    const auto now = std::chrono::steady_clock::now() + 1h;
+    for (int i = 0; i < 3; ++i) s.observe(counts, Observation::busy, 1, false, now);  // no permits
+    // Permits again: the receive loop (keeps counting) starts at once; the consumer
+    // (Spring's count restarts on the trigger) needs another full run.
+    EXPECT_EQ(s.observe(counts, Observation::busy, 1, true, now),
+              restart ? Decision::keep : Decision::start_another)
+        << "restart_count_when_refused " << restart;
+  }
 }
