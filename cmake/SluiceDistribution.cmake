@@ -8,7 +8,8 @@
 #
 # A driver is a function returning the driver object (sluice/driver/source_driver.hpp,
 # sluice/driver/sink_driver.hpp), named with its namespace. The built-in drivers come
-# first; a driver whose name() is taken is refused when the binary starts.
+# first; a function listed twice is refused here, and two drivers of one kind whose
+# name() is the same stop the binary at its start (exit 2, naming it).
 include_guard(GLOBAL)
 
 # Writes FILE: registered_drivers() and registered_sink_drivers(), the lists the binary
@@ -18,6 +19,7 @@ function(sluice_write_driver_registry file)
   set(SLUICE_DECLARATIONS "")
   set(SLUICE_SOURCE_ENTRIES "")
   set(SLUICE_SINK_ENTRIES "")
+  set(seen "")
   foreach(kind SOURCE SINK)
     if(kind STREQUAL "SOURCE")
       set(type "sluice::driver::SourceDriver")
@@ -29,6 +31,10 @@ function(sluice_write_driver_registry file)
         message(FATAL_ERROR "sluice: ${kind}_DRIVERS: got '${qualified}', expected a function "
                             "named with its namespace, such as my::ndjson_sink_driver")
       endif()
+      if(qualified IN_LIST seen)
+        message(FATAL_ERROR "sluice: ${kind}_DRIVERS: ${qualified} is listed twice")
+      endif()
+      list(APPEND seen "${qualified}")
       string(APPEND SLUICE_DECLARATIONS
              "namespace ${CMAKE_MATCH_1} {\nconst ${type}& ${CMAKE_MATCH_3}();\n}\n")
       string(APPEND SLUICE_${kind}_ENTRIES "      &${qualified}(),\n")

@@ -59,7 +59,7 @@ set(rules
   "src/ingest|driver/,sluice/driver/,pipeline/,sinks/writer.hpp,common/,sluice,sluice/spi/"
   "src/observe|common/,ingest/reject_reasons.hpp,sluice,sluice/driver/,sluice/scale/"
   "src/config|observe/,pipeline/,sinks/writer.hpp,common/,sluice,sluice/driver/,sluice/scale/"
-  "src/app|config/,observe/,ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,runtime/,common/,sluice,sluice/scale/"
+  "src/app|config/,observe/,ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,sinks/positions.hpp,runtime/,common/,sluice,sluice/scale/"
   "src/cli|app/,config/,observe/,ingest/,driver/,sluice/driver/,sluice/spi/,pipeline/,sinks/writer.hpp,runtime/,common/,sluice,sluice/aws/,sluice/scale/,sluice/cloudwatch/,sluice/ecs/"
   "include/sluice|sluice"
   "include/sluice/spi|sluice"

@@ -38,27 +38,29 @@ std::string now_rfc3339() {
   return text;
 }
 
-// Appends `text` to `path` in one write and makes it durable; a write cut short by a
-// crash leaves a last line without its newline, which open() drops.
+// Appends `text` to `path` and makes it durable, or leaves the file as it was: a write
+// or sync that fails cuts the file back, so that the batch, tried again, is not there
+// twice. (A crash mid-write leaves a last line without its newline, which open() drops.)
 void append(const fs::path& path, const std::string& text, bool sync) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     throw SinkError("ndjson: cannot open " + path.string() + ": " + std::strerror(errno),
                     SinkFailure::unavailable);
-  std::size_t done = 0;
-  while (done < text.size()) {
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  std::string failed;
+  for (std::size_t done = 0; done < text.size() && failed.empty();) {
     const auto n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      throw SinkError("ndjson: cannot write " + path.string() + ": " + why);
-    }
-    done += static_cast<std::size_t>(n);
+    if (n >= 0)
+      done += static_cast<std::size_t>(n);
+    else if (errno != EINTR)
+      failed = "cannot write " + path.string() + ": " + std::strerror(errno);
   }
-  const bool synced = !sync || ::fdatasync(fd) == 0;
+  if (failed.empty() && sync && ::fdatasync(fd) != 0)
+    failed = "cannot sync " + path.string() + ": " + std::strerror(errno);
+  if (!failed.empty() && (before < 0 || ::ftruncate(fd, before) != 0))
+    failed += " (and the file could not be cut back: a line may be there twice)";
   ::close(fd);
-  if (!synced) throw SinkError("ndjson: cannot sync " + path.string());
+  if (!failed.empty()) throw SinkError("ndjson: " + failed);
 }
 
 // The complete lines of a file (a torn last line is cut off, so that the next append
@@ -110,8 +112,12 @@ class NdjsonSink final : public Sink {
       result.outcomes.push_back(seen ? WriteOutcome::duplicate : WriteOutcome::inserted);
       if (!seen) lines[record.route] += record.document.dump() + "\n";
     }
-    for (const auto& [route, text] : lines) append(table_file(route), text, s_.fsync);
-    for (std::size_t route = 0; route < fresh.size(); ++route) hashes_[route].merge(fresh[route]);
+    // A route's hashes are known written once its own append is: a batch failing at a
+    // later file, tried again, does not append this one twice.
+    for (const auto& [route, text] : lines) {
+      append(table_file(route), text, s_.fsync);
+      hashes_[route].merge(fresh[route]);
+    }
     return result;
   }
 
@@ -133,8 +139,11 @@ class NdjsonSink final : public Sink {
   }
 
   std::vector<StoredReject> read_rejects(const RejectQuery& query) override {
-    std::set<std::string> replayed;
-    for (const auto& line : read_lines(replayed_file())) replayed.insert(line);
+    std::map<std::string, std::string> replayed;  // id -> when
+    for (const auto& line : read_lines(replayed_file())) {
+      const auto tab = line.find('\t');
+      replayed[line.substr(0, tab)] = tab == std::string::npos ? "" : line.substr(tab + 1);
+    }
     std::vector<StoredReject> out;
     for (const auto& line : read_lines(rejects_file())) {
       const auto row = nlohmann::json::parse(line, nullptr, false);
@@ -147,7 +156,8 @@ class NdjsonSink final : public Sink {
                     row.value("source", ""),     row.value("properties", ""),
                     row.value("pipeline", "")};
       stored.rejected_at = row.value("rejected_at", "");
-      if (replayed.count(stored.id)) stored.replayed_at = "replayed";
+      if (const auto it = replayed.find(stored.id); it != replayed.end())
+        stored.replayed_at = it->second;
       if (!query.reason.empty() && stored.row.reason != query.reason) continue;
       if (!query.pipeline.empty() && stored.row.pipeline != query.pipeline) continue;
       if (!query.replayed && !stored.replayed_at.empty()) continue;
@@ -159,7 +169,8 @@ class NdjsonSink final : public Sink {
 
   void mark_replayed(std::span<const std::string> ids) override {
     std::string text;
-    for (const auto& id : ids) text += id + "\n";
+    const auto now = now_rfc3339();
+    for (const auto& id : ids) text += id + "\t" + now + "\n";
     append(replayed_file(), text, s_.fsync);
   }
 
@@ -246,6 +257,18 @@ class NdjsonDriver final : public SinkDriverOf<NdjsonSettings> {
   }
   void finalize(SinkSettings& settings, SinkPipeline& pipeline) const override {
     auto& s = of(settings);
+    // Each table is a file in the folder: a name that would leave it, or make no file
+    // name, is refused here rather than failing every write.
+    auto file_name = [](const std::string& key, const std::string& table) {
+      if (table.empty() || table.front() == '.' ||
+          table.find_first_of("/\\") != std::string::npos || table.find('\0') != std::string::npos)
+        throw ConfigError(key + ": got '" + table +
+                          "', expected a table name the ndjson sink can make a file of in "
+                          "sink.ndjson.directory (no /, no leading .)");
+    };
+    file_name("sink.table", pipeline.table);
+    file_name("sink.rejects_table", pipeline.rejects_table);
+    for (const auto& route : pipeline.routes) file_name("route.tables", route);
     s.hash_field = pipeline.hash_field;
     s.table = pipeline.table;
     s.rejects_table = pipeline.rejects_table;

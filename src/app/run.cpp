@@ -20,6 +20,7 @@
 #include "observe/admin.hpp"
 #include "observe/http_endpoint.hpp"
 #include "observe/metrics.hpp"
+#include "sinks/positions.hpp"
 #include "sinks/writer.hpp"
 #include "sluice/container.hpp"
 

@@ -35,6 +35,11 @@ int run_ctl(const CtlOptions& o) {
               << "lists them)\n";
     return 2;
   }
+  if (!o.pipeline.empty() && !is_pipeline_name(o.pipeline)) {
+    std::cerr << "sluice ctl " << o.action << ": got pipeline '" << o.pipeline << "', expected "
+              << kPipelineNameExpected << " (sluice ctl status lists them)\n";
+    return 2;
+  }
   std::string base = o.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   const std::string shown = common::redact_password(base);  // what messages print

@@ -23,7 +23,8 @@ int probe(const std::string& url) {
     std::cerr << "sluice health: " << common::redact_password(url) << " answered "
               << response.status << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "sluice health: " << common::redact_password(url) << ": " << e.what() << "\n";
+    std::cerr << "sluice health: " << common::redact_password(url) << ": " << e.what()
+              << " (expected a running pipeline's metrics.listen)\n";
   }
   return 1;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <stdexcept>
 
 #include "app/allocator.hpp"
 #include "app/run.hpp"
@@ -22,6 +23,7 @@
 #include "config/config.hpp"
 #include "driver/verbs.hpp"
 #include "ingest/reject_reasons.hpp"
+#include "sluice/driver/sink_driver.hpp"
 #include "sluice/driver/source_driver.hpp"
 
 namespace {
@@ -56,6 +58,16 @@ int run_verb(const char* name, const std::vector<sluice::driver::SourceVerbs>& s
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The drivers this binary was built with: two of one kind with one name (a
+  // distribution registering a built-in's name) could not be told apart by source.type
+  // or sink.type.
+  try {
+    sluice::driver::registered_drivers();
+    sluice::sinks::registered_sink_drivers();
+  } catch (const std::logic_error& e) {
+    std::cerr << "sluice: this binary's drivers: " << e.what() << "\n";
+    return 2;
+  }
   CLI::App app{
       "sluice: drain message queues into databases, fast, bounded, once per business record"};
   app.require_subcommand(1);

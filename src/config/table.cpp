@@ -6,6 +6,7 @@
 
 #include "common/redact.hpp"
 #include "config/engine.hpp"
+#include "observe/admin.hpp"
 #include "observe/http_endpoint.hpp"
 
 namespace sluice::app {
@@ -117,10 +118,7 @@ const std::vector<Option>& options() {
        "The pipeline's name: in /pipelines/NAME and sluice ctl (letters, digits, . _ -).",
        [](auto& c, auto& n, auto& k) {
          c.name = as_string(n, k);
-         if (c.name.empty() || c.name.size() > 64 ||
-             c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                      "0123456789._-") != std::string::npos)
-           bad(k, n, "1 to 64 letters, digits, '.', '_' or '-'");
+         if (!is_pipeline_name(c.name)) bad(k, n, kPipelineNameExpected);
        }},
       {"filter", "list of patterns", "",
        "Lambda's event-filtering patterns (docs/filtering.md), ORed: body fields under body, "

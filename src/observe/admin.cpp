@@ -29,6 +29,13 @@ bool token_matches(std::string_view authorization, const std::string& token) {
 
 }  // namespace
 
+bool is_pipeline_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 &&
+         name.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             "0123456789._-") == std::string_view::npos;
+}
+
 std::string admin_token_problem(std::string_view token) {
   for (const char c : token)
     if (c <= ' ' || c == 0x7f)

@@ -31,6 +31,11 @@ class PipelineControl {
 // read from a file often ends in a newline), or empty when it can. Never quotes it.
 std::string admin_token_problem(std::string_view token);
 
+// A pipeline's name as the admin paths carry it (/pipelines/NAME): 1 to 64 letters,
+// digits, '.', '_' or '-', so that it needs no escaping.
+bool is_pipeline_name(std::string_view name);
+inline constexpr const char* kPipelineNameExpected = "1 to 64 letters, digits, '.', '_' or '-'";
+
 // Answers `exchange` when its target is an admin path (true), else leaves it (false).
 bool answer_admin(MetricsServer::Exchange& exchange, const std::vector<PipelineControl*>& pipelines,
                   const std::string& token);

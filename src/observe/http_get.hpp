@@ -1,9 +1,9 @@
 #pragma once
 // One request to a Sluice process's own HTTP endpoint (/metrics, /healthz, /readyz,
 // /pipelines), for the verbs that read one: `sluice health`, `ctl`, `top` and `plan`.
-// Plain HTTP to the address given: no proxy, no signing, one deadline for the whole
-// exchange. (The AWS client is for AWS: its proxies, retries and signatures have no
-// place here.)
+// Plain HTTP to the address given: no proxy, no signing, one deadline for the
+// connection and the exchange (a host name is looked up before it). (The AWS client is for AWS: its
+// proxies, retries and signatures have no place here.)
 #include <chrono>
 #include <string>
 #include <utility>

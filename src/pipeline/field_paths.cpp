@@ -15,30 +15,6 @@ using simdjson::dom::element_type;
 using Json = nlohmann::ordered_json;
 }  // namespace
 
-const char* to_string(FieldType type) {
-  switch (type) {
-    case FieldType::string:
-      return "string";
-    case FieldType::integer:
-      return "integer";
-    case FieldType::number:
-      return "number";
-    case FieldType::boolean:
-      return "boolean";
-    case FieldType::json:
-      return "json";
-    case FieldType::timestamp:
-      return "timestamp";
-    case FieldType::decimal:
-      return "decimal";
-    case FieldType::uuid:
-      return "uuid";
-    case FieldType::enumeration:
-      return "enum";
-  }
-  return "?";
-}
-
 const char* to_string(RejectReason reason) {
   switch (reason) {
     case RejectReason::malformed:

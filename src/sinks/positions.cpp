@@ -1,10 +1,11 @@
 // Positions of log-reading sources (a RabbitMQ stream's offset) in the sink's
 // database, on a connection of their own: the writers' connections stay theirs.
+#include "sinks/positions.hpp"
+
 #include <mutex>
 #include <type_traits>
 
 #include "common/mutex.hpp"
-#include "sluice/driver/sink.hpp"
 
 namespace sluice::sinks {
 namespace {

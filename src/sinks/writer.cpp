@@ -16,18 +16,6 @@
 namespace sluice::sinks {
 using Clock = std::chrono::steady_clock;
 
-const char* to_string(SinkFailure failure) {
-  switch (failure) {
-    case SinkFailure::unavailable:
-      return "unavailable";
-    case SinkFailure::transient:
-      return "transient";
-    case SinkFailure::refused:
-      return "refused";
-  }
-  return "transient";
-}
-
 struct BatchWriter::Core {
   Core(SinkFactory factory, WriterOptions options, WriterEvents events)
       : factory_(std::move(factory)), options_(options), events_(std::move(events)) {}

@@ -171,4 +171,16 @@ refused 's/count: 2000/count: -3/' "source.counter.count: got '-3', expected an 
 refused 's/directory: my-sluice-out/directry: x/' "unknown key sink.ndjson.directry; did you mean sink.ndjson.directory?"
 refused 's/directory: my-sluice-out/directory: ""/' "sink.ndjson.directory: got '', expected a folder"
 refused 's/type: ndjson/type: sqlite/' "sink.ndjson"
+refused 's|  type: ndjson|  type: ndjson\n  table: ../escaped|' "sink.table: got '../escaped', expected a table name"
+# Two drivers of one kind with one name: the binary refuses to start, naming it.
+mkdir -p "$work/dup-src"
+cp "$source_dir"/examples/distribution/{CMakeLists.txt,counter_source.cpp,ndjson_sink.cpp} "$work/dup-src/"
+sed -i 's/return "ndjson";/return "sqlite";/' "$work/dup-src/ndjson_sink.cpp"
+build dup "$work/dup-src"
+set +e
+"$work/dup/my-sluice" config check --config "$config" >"$work/dup.log" 2>&1
+code=$?
+set -e
+[[ $code == 2 ]] && grep -qF "two sink drivers are named 'sqlite'" "$work/dup.log" ||
+  { cat "$work/dup.log" >&2; fail "a distribution with two 'sqlite' sinks was not refused (exit $code)"; }
 echo "check_install: Sluice::core (a source of its own), Sluice::sqs (no rabbitmq-c), Sluice::sluice and a distribution of its own drivers build and run"

@@ -18,7 +18,7 @@ struct Option {
   using Apply = std::function<void(Target&, const Node&, const std::string& key)>;
   std::string key;
   std::string type;
-  std::string default_value;  // read through `apply` before the file is
+  std::string default_value;  // applied through `apply` before the file's value
   std::string doc;
   Apply apply;
   std::string env = {};  // the environment variable that overrides the file

@@ -19,7 +19,29 @@ enum class FieldType {
   uuid,         // canonical lowercase 8-4-4-4-12
   enumeration,  // a string among the field's values
 };
-const char* to_string(FieldType type);
+inline const char* to_string(FieldType type) {
+  switch (type) {
+    case FieldType::string:
+      return "string";
+    case FieldType::integer:
+      return "integer";
+    case FieldType::number:
+      return "number";
+    case FieldType::boolean:
+      return "boolean";
+    case FieldType::json:
+      return "json";
+    case FieldType::timestamp:
+      return "timestamp";
+    case FieldType::decimal:
+      return "decimal";
+    case FieldType::uuid:
+      return "uuid";
+    case FieldType::enumeration:
+      return "enum";
+  }
+  return "?";
+}
 
 struct Record {
   std::string hash;                 // "V1:" + 64 hex digits

@@ -38,7 +38,17 @@ struct WriteResult {
 //  - refused: something in the batch is refused deterministically: the writer splits
 //    the batch to find the refused records, writes the rest and rejects those.
 enum class SinkFailure { unavailable, transient, refused };
-const char* to_string(SinkFailure failure);
+inline const char* to_string(SinkFailure failure) {
+  switch (failure) {
+    case SinkFailure::unavailable:
+      return "unavailable";
+    case SinkFailure::transient:
+      return "transient";
+    case SinkFailure::refused:
+      return "refused";
+  }
+  return "transient";
+}
 
 class SinkError : public std::runtime_error {
  public:
@@ -137,9 +147,5 @@ class Sink {
   // the database return with an error soon. Must not block.
   virtual void interrupt() {}
 };
-
-// A PositionStore in the sink's database: a connection of its own, made by `factory`
-// at first use and made again after a failure. Calls are serialized.
-std::shared_ptr<PositionStore> make_position_store(std::function<std::unique_ptr<Sink>()> factory);
 
 }  // namespace sluice::sinks

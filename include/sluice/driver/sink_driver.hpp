@@ -1,15 +1,15 @@
 #pragma once
 // A sink driver: everything `sluice run`, `sluice config` and `sluice rejects` need of
 // one kind of database, in one object, as a source driver is for a queue
-// (driver/source_driver.hpp). The application iterates the registered sink drivers
-// (registered_sink_drivers(), one line per driver in src/CMakeLists.txt) and never names
-// a database: a new sink is a folder under sinks/, its driver and that line.
+// (sluice/driver/source_driver.hpp). The application iterates the registered sink
+// drivers (registered_sink_drivers(): the built-in ones, then those a distribution adds
+// with sluice_add_distribution) and never names a database.
 //
 // A driver gives:
 //  - its configuration section, sink.<name>.*: option rows (docs generated from them)
 //    and a finalize step for the rules that span its keys and the pipeline's (a key it
 //    requires, typed columns checked against the normalized fields);
-//  - the factory of its Sink (sinks/sink.hpp), which keeps everything of a pipeline's in
+//  - the factory of its Sink (sluice/driver/sink.hpp), which keeps everything of a pipeline's in
 //    one database: the records, the rejects table (`sluice rejects` reads and replays
 //    it through the sink) and the positions of the sources that read a log;
 //  - how it is named in logs, the run's summary, `sluice config check` and spans.
@@ -128,7 +128,7 @@ class SinkDriverOf : public SinkDriver {
   static Settings& of(SinkSettings& s) { return static_cast<Settings&>(s); }
 };
 
-// The sink drivers built in (generated from src/CMakeLists.txt), in registration order.
+// The binary's sink drivers (its generated registry), in registration order.
 const std::vector<const SinkDriver*>& registered_sink_drivers();
 // The driver whose name() is `name`; nullptr if none.
 const SinkDriver* find_sink_driver(std::string_view name);

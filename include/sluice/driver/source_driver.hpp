@@ -1,8 +1,8 @@
 #pragma once
 // A source driver: everything `sluice run` and `sluice config` need of one kind of
 // queue, in one object. The application iterates the registered drivers
-// (registered_drivers(), one line per driver in src/CMakeLists.txt) and never names a
-// source: a new source is one folder, its driver and that line.
+// (registered_drivers(): the built-in ones, then those a distribution adds with
+// sluice_add_distribution) and never names a source.
 //
 // A driver gives:
 //  - its configuration section, source.<name>.*: option rows (docs generated from
@@ -160,8 +160,9 @@ class SourceDriver {
   virtual std::string describe(const SourceSettings& settings,
                                const ContainerOptions& container) const = 0;
   virtual std::string queue_name(const SourceSettings& settings) const = 0;
-  // Its command-line verbs (driver/verbs.hpp): adds its flags to the shared verbs and
-  // says how it answers each; called once, before the command line is parsed.
+  // Its command-line verbs: adds its flags to the shared verbs and says how it answers
+  // each; called once, before the command line is parsed. The built-in drivers' only:
+  // the types are the binary's own, on its command-line parser, and not installed.
   virtual void add_verbs(const VerbCommands& /*commands*/, SourceVerbs& /*verbs*/) const {}
 
   // Settings `sluice plan` compares its advice with (sluice_setting{name=...}).
@@ -197,7 +198,7 @@ inline std::optional<std::chrono::system_clock::time_point> epoch_ms_attribute(
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
 }
 
-// The drivers built in (generated from src/CMakeLists.txt), in registration order.
+// The binary's source drivers (its generated registry), in registration order.
 const std::vector<const SourceDriver*>& registered_drivers();
 // The driver whose name() is `name`; nullptr if none.
 const SourceDriver* find_driver(std::string_view name);
