@@ -27,8 +27,8 @@
 #include <map>
 #include <thread>
 
-#include "cli/publish.hpp"
 #include "bench_support.hpp"
+#include "cli/publish.hpp"
 #include "observe.hpp"
 #include "support/emulator.hpp"
 #include "support/fault_proxy.hpp"

@@ -6,8 +6,8 @@
 // `sluice publish --generate --events ...` sends, duplicates' other spellings included.
 #include <benchmark/benchmark.h>
 
-#include "config/config.hpp"
 #include "cli/publish.hpp"
+#include "config/config.hpp"
 #include "pipeline/transform.hpp"
 
 using namespace sluice;

@@ -55,10 +55,10 @@
 #include <set>
 #include <sstream>
 
-#include "config/config.hpp"
-#include "cli/publish.hpp"
 #include "bench_support.hpp"
+#include "cli/publish.hpp"
 #include "common/crypto.hpp"
+#include "config/config.hpp"
 #include "observe.hpp"
 #include "pipeline/transform.hpp"
 #include "rows_file.hpp"

@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "config/config.hpp"
 #include "common/crypto.hpp"
+#include "config/config.hpp"
 #include "pipeline/transform.hpp"
 
 namespace sluice::bench {

@@ -2,8 +2,8 @@
 // RabbitMQ as a source of `sluice run`: the section source.rabbitmq.* and what the
 // binary needs of a RabbitMQ queue (driver/source_driver.hpp).
 
-#include "sluice/driver/source_driver.hpp"
 #include "sluice/amqp/source.hpp"
+#include "sluice/driver/source_driver.hpp"
 
 namespace sluice::amqp {
 
