@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <thread>
+
+#include "cli/ctl.hpp"
 #include "support/http_server.hpp"
 
 namespace sluice {
@@ -88,6 +94,42 @@ TEST(LocalRequest, NothingListeningIsAnError) {
     port = std::to_string(closed.port());
   }
   EXPECT_THROW(http_request(parse_local_url("http://127.0.0.1:" + port + "/")), std::runtime_error);
+}
+
+TEST(LocalRequest, AnAnswerThatIsNotHttpIsSaidSo) {
+  // Another program on the port (a wrong --url): it reads the request, answers a line.
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = std::to_string(acceptor.local_endpoint().port());
+  std::thread server([&] {
+    auto socket = acceptor.accept();
+    char request[512];
+    boost::system::error_code ignored;
+    socket.read_some(asio::buffer(request), ignored);  // the request was sent
+    asio::write(socket, asio::buffer(std::string("SSH-2.0-OpenSSH_9.2\r\n")), ignored);
+  });
+  try {
+    http_request(parse_local_url("http://127.0.0.1:" + port + "/metrics"));
+    ADD_FAILURE() << "a line that is not HTTP was taken as an answer";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("answered, but not with HTTP", 0), 0u) << e.what();
+  }
+  server.join();
+}
+
+TEST(Ctl, APipelineNameThePathsCannotCarryIsRefusedBeforeAnyRequest) {
+  test::HttpServer server([](const test::ServerRequest&) { return test::ServerResponse(); });
+  app::CtlOptions o;
+  o.action = "pause";
+  o.url = server.url();
+  o.pipeline = "a b?x#y";
+  EXPECT_EQ(app::run_ctl(o), 2);
+  EXPECT_TRUE(server.requests().empty());
+  o.pipeline = "orders.eu-1";  // a name the `name` key accepts goes out
+  app::run_ctl(o);
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(server.requests()[0].target, "/pipelines/orders.eu-1/pause");
 }
 
 }  // namespace
