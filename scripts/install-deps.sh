@@ -13,7 +13,7 @@ APT_PACKAGES=(
   libprotobuf-dev protobuf-compiler libncurses-dev tmux
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libexpat1-dev libjemalloc-dev libutf8proc-dev libre2-dev libhowardhinnant-date-dev
-  python3-botocore python3-pika gnuplot-nox
+  python3-botocore python3-pika python3-pymongo gnuplot-nox
   postgresql rabbitmq-server
   prometheus
 )
@@ -37,9 +37,11 @@ if ! command -v npm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# The SQS emulator (fauxqs) and its Node 22 runtime, pinned by tools/emulator's lockfile.
-if [[ ! -x tools/emulator/node_modules/.bin/node ]] || [[ ! -d tools/emulator/node_modules/fauxqs ]]; then
-  echo "install-deps: installing the SQS emulator (npm ci)"
+# The SQS emulators (fauxqs; local-aws-sqs, the second server) and their Node 22
+# runtime, pinned by tools/emulator's lockfile.
+if [[ ! -x tools/emulator/node_modules/.bin/node ]] || [[ ! -d tools/emulator/node_modules/fauxqs ]] ||
+  [[ ! -d tools/emulator/node_modules/local-aws-sqs ]]; then
+  echo "install-deps: installing the SQS emulators (npm ci)"
   (cd tools/emulator && npm ci --no-audit --no-fund --loglevel=error)
 fi
 # OpenTelemetry's JS SDK and protobuf definitions for the tracing tests (a traced Node

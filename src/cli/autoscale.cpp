@@ -120,7 +120,7 @@ class Autoscaler {
             o_.serve,
             [&] {
               std::lock_guard lock(mutex_);
-              return prometheus::TextSerializer().Serialize(registry.Collect());
+              return to_exposition_text(registry.Collect());
             },
             [&] {
               std::lock_guard lock(mutex_);

@@ -110,6 +110,10 @@ struct FieldOption {
 
 const std::vector<FieldOption>& field_options();
 std::vector<pipeline::FieldSpec> parse_fields(const YAML::Node& list, const std::string& key);
+// SinkPipeline::fields: each field of one type (and timestamp output) in every version
+// that has it.
+std::vector<std::pair<std::string, sinks::FieldInfo>> consistent_fields(
+    const pipeline::TransformSpec& transform);
 // A field a sink writes as a column of its own (sinks::SinkPipeline::field): its type, and
 // its timestamp output, one in every version; throws ConfigError naming `key`.
 sinks::FieldInfo field_info(const pipeline::TransformSpec& transform, const std::string& key,

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <set>
 
 #include "config/engine.hpp"
 
@@ -252,6 +253,27 @@ pipeline::PayloadVersions parse_versions(const YAML::Node& node, const std::stri
 
 // A field a sink writes as a column of its own: its type, and its timestamp output,
 // one in every version.
+std::vector<std::pair<std::string, sinks::FieldInfo>> consistent_fields(
+    const pipeline::TransformSpec& transform) {
+  std::vector<std::pair<std::string, sinks::FieldInfo>> fields;
+  std::set<std::string> conflicting;
+  for (const auto& [where, list] : pipeline::field_lists(transform))
+    for (const auto& f : list) {
+      sinks::FieldInfo info;
+      info.type = f.type;
+      info.epoch_ms = f.type == pipeline::FieldType::timestamp &&
+                      f.timestamp.output == pipeline::TimeOutput::epoch_ms;
+      const auto it = std::find_if(fields.begin(), fields.end(),
+                                   [&](const auto& known) { return known.first == f.name; });
+      if (it == fields.end())
+        fields.emplace_back(f.name, info);
+      else if (it->second.type != info.type || it->second.epoch_ms != info.epoch_ms)
+        conflicting.insert(f.name);
+    }
+  std::erase_if(fields, [&](const auto& field) { return conflicting.contains(field.first); });
+  return fields;
+}
+
 sinks::FieldInfo field_info(const pipeline::TransformSpec& transform, const std::string& key,
                             const std::string& name) {
   sinks::FieldInfo info;

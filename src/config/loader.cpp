@@ -404,7 +404,8 @@ void finalize(Loading& loading) {
                                     c.writer.writers,
                                     [&c](const std::string& key, const std::string& name) {
                                       return field_info(c.transform, key, name);
-                                    }};
+                                    },
+                                    consistent_fields(c.transform)};
   c.sink_driver->finalize(*sink, sink_pipeline);
   c.sink = std::move(sink);
   if (c.admin_enabled) {

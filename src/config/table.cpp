@@ -254,9 +254,12 @@ const std::vector<Option>& options() {
          c.container.shutdown_deadline = as_duration(n, k, seconds(1), seconds(3600));
        }},
       // --- decode
-      {"decode.max_body_bytes", "integer", "262144",
-       "Larger bodies are rejected as malformed. With source.sqs.large_payloads.enabled the "
-       "default is source.sqs.large_payloads.max_bytes_in_flight (at most 1 GiB).",
+      {"decode.max_body_bytes", "integer", "1048576",
+       "Larger bodies are rejected as malformed, with both sizes in the reason. 1 MiB is "
+       "SQS's largest inline message since 2025. Memory: each message in flight holds its "
+       "body (source.max_in_flight x this at most). With "
+       "source.sqs.large_payloads.enabled the default is "
+       "source.sqs.large_payloads.max_bytes_in_flight (at most 1 GiB).",
        [](auto& c, auto& n, auto& k) {
          c.max_body_bytes_set = true;
          c.transform.max_body_bytes = static_cast<std::size_t>(as_int(n, k, 1, 1 << 30));

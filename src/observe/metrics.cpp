@@ -192,7 +192,8 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
   auto& quantiles = BuildGauge()
                         .Name("sluice_latency_quantile_seconds")
                         .Help(
-                            "p50 and p99 since start, from the latency histograms (receive: "
+                            "p50 and p99 since start (q=0.5, q=0.99: a gauge may not carry "
+                            "Prometheus' quantile label), from the latency histograms (receive: "
                             "sluice_poll_latency_seconds, handler: sluice_stage_latency_seconds, "
                             "sink_batch: sluice_sink_write_latency_seconds)")
                         .Register(r);
@@ -201,8 +202,7 @@ PipelineMetrics::PipelineMetrics(const std::vector<driver::SourceFigure>& figure
         std::pair{"sink_batch", sink_latency_}})
     for (double q : {0.5, 0.99})
       quantiles_.push_back(
-          {histogram, q,
-           &quantiles.Add({{"stage", stage}, {"quantile", q == 0.5 ? "0.5" : "0.99"}})});
+          {histogram, q, &quantiles.Add({{"stage", stage}, {"q", q == 0.5 ? "0.5" : "0.99"}})});
   settings_ = &BuildGauge()
                    .Name("sluice_setting")
                    .Help("The running configuration's sizes (what sluice plan compares with)")
@@ -462,8 +462,22 @@ std::vector<prometheus::MetricFamily> PipelineMetrics::collect() const {
   return families;
 }
 
+std::string to_exposition_text(const std::vector<prometheus::MetricFamily>& families) {
+  std::string text = prometheus::TextSerializer().Serialize(families);
+  // A sample line ends in its value (no timestamps are written); label values and help
+  // texts escape their newlines, so " Nan\n" at the end of a sample line is a value.
+  static constexpr std::string_view kWritten = " Nan\n";
+  for (std::size_t at = text.find(kWritten); at != std::string::npos;
+       at = text.find(kWritten, at + kWritten.size())) {
+    const std::size_t line_start = text.rfind('\n', at);
+    const std::size_t first = line_start == std::string::npos ? 0 : line_start + 1;
+    if (text[first] != '#') text.replace(at + 1, 3, "NaN");
+  }
+  return text;
+}
+
 std::string PipelineMetrics::serialize() const {
-  return prometheus::TextSerializer().Serialize(collect());
+  return to_exposition_text(collect());
 }
 
 namespace {
@@ -511,7 +525,7 @@ std::string serialize_all(const std::vector<const PipelineMetrics*>& pipelines,
                                     "Export requests that failed (no answer, or not 2xx).",
                                     s.export_failures));
   }
-  return prometheus::TextSerializer().Serialize(merged);
+  return to_exposition_text(merged);
 }
 
 }  // namespace sluice::app

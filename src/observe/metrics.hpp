@@ -41,6 +41,10 @@ class AutoscaleGauges {
 // PromQL's histogram_quantile does.
 double histogram_quantile(const prometheus::ClientMetric::Histogram& histogram, double q);
 
+// The text exposition format, as Prometheus writes it: prometheus-cpp 1.0 writes a
+// NaN sample as `Nan`, which promtool flags; this writes `NaN`.
+std::string to_exposition_text(const std::vector<prometheus::MetricFamily>& families);
+
 class PipelineMetrics;
 // The exposition of several pipelines' metrics: one family per name, its series from
 // each pipeline (told apart by their pipeline label).

@@ -21,7 +21,7 @@
 namespace sluice::pipeline {
 
 struct TransformSpec {
-  std::size_t max_body_bytes = 256 * 1024;
+  std::size_t max_body_bytes = 1024 * 1024;
   std::size_t max_depth = 64;
   bool unwrap_sns = false;                  // SNS-to-SQS envelopes: parse the inner "Message"
   std::vector<FieldSpec> fields;            // every version's; with `versions`, may be empty

@@ -8,6 +8,7 @@
 
 #include "common/crypto.hpp"
 #include "sluice/aws/error.hpp"
+#include "sqs/group_ids.hpp"
 #include "sqs/md5.hpp"
 
 namespace sluice::sqs::codec {
@@ -108,6 +109,14 @@ void validate_send(const SendMessageEntry& entry, bool in_batch) {
   if (message_size(entry) > kMaxMessageBytes)
     invalid("InvalidParameterValue",
             "message of " + std::to_string(message_size(entry)) + " bytes exceeds the 1 MiB limit");
+  if (!entry.message_group_id.empty() && !valid_group_id(entry.message_group_id))
+    invalid("InvalidParameterValue",
+            "MessageGroupId must be 1 to 128 letters, digits or punctuation, got '" +
+                entry.message_group_id.substr(0, 160) + "'");
+  if (!entry.message_deduplication_id.empty() && !valid_group_id(entry.message_deduplication_id))
+    invalid("InvalidParameterValue",
+            "MessageDeduplicationId must be 1 to 128 letters, digits or punctuation, got '" +
+                entry.message_deduplication_id.substr(0, 160) + "'");
   if (entry.delay_seconds && (*entry.delay_seconds < 0 || *entry.delay_seconds > kMaxDelaySeconds))
     invalid("InvalidParameterValue",
             "DelaySeconds must be 0..900, got " + std::to_string(*entry.delay_seconds));

@@ -166,10 +166,31 @@ asio::awaitable<int> move_task(SqsClient& client, const DlqRequest& f) {
   const auto to = co_await client.get_queue_attributes(f.to, arn);
   const auto handle = co_await client.start_message_move_task(
       from.at("QueueArn"), to.at("QueueArn"), static_cast<int>(f.rate));
-  std::cerr << "sluice dlq redrive: StartMessageMoveTask " << handle
-            << " started; the service moves the messages (sluice dlq stats shows what is "
-               "left)\n";
-  co_return 0;
+  std::cerr << "sluice dlq redrive: StartMessageMoveTask started; the service moves the "
+               "messages (stopping this command does not stop it)\n";
+  // Watched until it ends, as the copy is: the latest task of the queue is this one.
+  const bool tty = isatty(STDERR_FILENO);
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    const auto tasks = co_await client.list_message_move_tasks(from.at("QueueArn"));
+    if (tasks.empty()) {
+      std::cerr << "sluice dlq redrive: the service lists no move task; task " << handle << "\n";
+      co_return 1;
+    }
+    const auto& task = tasks.front();
+    const bool running = task.status == "RUNNING" || task.status == "CANCELLING";
+    std::cerr << (tty ? "\r" : "") << "sluice dlq redrive: " << task.moved << " moved"
+              << (task.to_move ? " of " + std::to_string(*task.to_move) : std::string()) << ", "
+              << task.status << ((running && tty) ? "" : "\n") << std::flush;
+    if (!running) {
+      if (task.status == "COMPLETED") co_return 0;
+      std::cerr << "sluice dlq redrive: the move task ended " << task.status
+                << (task.failure_reason.empty() ? "" : ": " + task.failure_reason) << "\n";
+      co_return 1;
+    }
+    timer.expires_after(std::chrono::seconds(1));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
 }
 
 asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {

@@ -312,8 +312,8 @@ asio::awaitable<std::size_t> PayloadOffloader::threshold() {
     std::lock_guard lock(mutex_);
     if (threshold_ > 0) co_return threshold_;
   }
-  std::size_t found = 262144;      // SQS's default MaximumMessageSize
-  std::vector<std::string> names;  // not braced inside co_await: GCC 12 mis-compiles it
+  std::size_t found = kMaxMessageBytes;  // SQS's default MaximumMessageSize since 2025
+  std::vector<std::string> names;        // not braced inside co_await: GCC 12 mis-compiles it
   names.emplace_back("MaximumMessageSize");
   try {
     const auto attributes = co_await sqs_->get_queue_attributes(queue_url_, names);

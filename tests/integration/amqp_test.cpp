@@ -19,14 +19,14 @@
 
 #include "amqp/connection.hpp"
 #include "amqp/consumer_pool.hpp"
-#include "config/config.hpp"
-#include "cli/publish.hpp"
 #include "app/run.hpp"
-#include "sluice/driver/sink.hpp"
+#include "cli/publish.hpp"
+#include "config/config.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
 #include "sluice/amqp/publisher.hpp"
 #include "sluice/amqp/source.hpp"
 #include "sluice/container.hpp"
+#include "sluice/driver/sink.hpp"
 #include "support/emulator.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/gate.hpp"
@@ -1472,6 +1472,37 @@ TEST_F(AmqpTest, PipelineIntoSqliteStoresExactlyTheDistinctRecords) {
   const auto q = broker_->queue(queue_);
   EXPECT_EQ(q.ready, 0);
   EXPECT_EQ(q.unacked, 0);
+  test::remove_sqlite(db);
+}
+
+// decode.max_body_bytes defaults to 1 MiB (SQS's inline limit since 2025): a body of
+// exactly 1,048,576 bytes is stored; one of 1,048,577, which RabbitMQ carries, is
+// rejected as malformed with both sizes in the reason.
+TEST_F(AmqpTest, WithTheDefaultsOneMebibyteIsStoredAndOneByteMoreRejectedWithBothSizes) {
+  constexpr std::size_t kMiB = 1024 * 1024;
+  std::vector<amqp::OutgoingMessage> messages(2);
+  messages[0].body = test::inventory_event_of_size(kMiB, "FITS");
+  messages[1].body = test::inventory_event_of_size(kMiB + 1, "OVER");
+  for (auto& m : messages) m.routing_key = queue_;
+  amqp::PublisherOptions o;
+  o.uri = RabbitMq::shared().uri();
+  amqp::Publisher publisher(o);
+  ASSERT_TRUE(publisher.publish("", std::move(messages)).ok());
+  const std::string db =
+      ::testing::TempDir() + "/sluice-amqp-1mib-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  const auto summary = drain(app::parse_config(
+      rabbit_yaml(queue_, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n")));
+  EXPECT_EQ(summary.received, 2u);
+  EXPECT_EQ(summary.records_in_sink, 1u);
+  EXPECT_EQ(summary.rejected_malformed, 1u);
+  const std::string detail =
+      test::run_command("sqlite3 " + db + " \"select reason || ': ' || detail from rejects\"");
+  EXPECT_NE(detail.find("malformed: body of 1048577 bytes exceeds max_body_bytes 1048576"),
+            std::string::npos)
+      << detail;
+  const auto q = broker_->queue(queue_);
+  EXPECT_EQ(q.ready + q.unacked, 0);
   test::remove_sqlite(db);
 }
 

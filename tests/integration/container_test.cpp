@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -23,6 +25,7 @@
 #include "support/emulator.hpp"
 #include "support/gate.hpp"
 #include "support/local_sqs.hpp"
+#include "support/process.hpp"
 #include "support/run.hpp"
 #include "support/wait.hpp"
 #include "support/work.hpp"
@@ -71,9 +74,7 @@ class ContainerTest : public ::testing::Test {
   std::map<std::string, std::string> attributes(const std::string& url) {
     return test::run(io_, client_->get_queue_attributes(url));
   }
-  int visible(const std::string& url) {
-    return std::stoi(attributes(url).at("ApproximateNumberOfMessages"));
-  }
+  int visible(const std::string& url) { return Emulator::visible_messages(attributes(url)); }
   int not_visible(const std::string& url) {
     return std::stoi(attributes(url).at("ApproximateNumberOfMessagesNotVisible"));
   }
@@ -197,6 +198,65 @@ TEST_F(ContainerTest, MoreThanTenMessagesInProgressAtOnce) {
   EXPECT_GE(peak.load(), 90);
   EXPECT_LE(container.stats().in_flight_peak, 100);
   EXPECT_EQ(container.stats().acked, 200u);
+}
+
+// Fair queues (SQS, 2025): producers may set MessageGroupId on a standard queue. It
+// orders nothing there: the container takes the queue as a standard one, many messages
+// of one group in progress at once (a FIFO queue hands out one of a group at a time),
+// and the group id reaches the handler where the server keeps it (local-aws-sqs does,
+// as SQS does; fauxqs drops it: docs/sqs-servers.md).
+TEST_F(ContainerTest, AStandardQueueWithGroupIdsIsConsumedAsAStandardQueue) {
+  const std::string url = make_queue("fair");
+  const std::string file = ::testing::TempDir() + "/fair-" + std::to_string(getpid()) + ".jsonl";
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 60; ++i)
+      out << R"({"tenant":")" << (i % 4 == 0 ? "beta" : "acme") << R"(","n":)" << i << "}\n";
+  }
+  // As a user sends them: each event's tenant is its group.
+  const std::string sent = test::run_command(
+      "AWS_ACCESS_KEY_ID=AKIDLOCAL AWS_SECRET_ACCESS_KEY=x " + std::string(SLUICE_BINARY) +
+      " publish --queue-url " + url + " --endpoint-url " + Emulator::shared().endpoint() +
+      " --region us-east-1 --group-id-from /tenant --file " + file + " 2>&1");
+  std::filesystem::remove(file);
+  EXPECT_NE(sent.find("60/60 sent, 0 failed"), std::string::npos) << sent;
+  std::atomic<int> acme_now{0}, acme_peak{0}, done{0};
+  std::mutex mutex;
+  std::map<std::string, std::set<std::string>> groups_by_tenant;
+  Gate gate;
+  auto options = fast_options("fair");
+  options.max_in_flight = 60;
+  options.worker_threads = 40;
+  Container container(
+      options, source(url), MessageHandler([&](Message& m) {
+        const auto body = nlohmann::json::parse(m.body());
+        const std::string tenant = body.at("tenant");
+        {
+          std::lock_guard lock(mutex);
+          groups_by_tenant[tenant].insert(std::string(m.attribute("MessageGroupId").value_or("")));
+        }
+        if (tenant == "acme") {
+          const int n = ++acme_now;
+          int seen = acme_peak.load();
+          while (n > seen && !acme_peak.compare_exchange_weak(seen, n)) {
+          }
+          if (n >= 10) gate.open();
+          gate.wait();
+          --acme_now;
+        }
+        ++done;
+      }));
+  container.start();
+  EXPECT_TRUE(wait_until([&] { return acme_peak.load() >= 10; }, 30s))
+      << "one group's messages were handled " << acme_peak.load() << " at a time";
+  gate.open();
+  EXPECT_TRUE(wait_until([&] { return done.load() == 60; }));
+  container.stop();
+  EXPECT_EQ(container.stats().acked, 60u);
+  EXPECT_GE(acme_peak.load(), 10);
+  const bool kept = Emulator::server_name() == "local-aws-sqs";
+  EXPECT_EQ(groups_by_tenant["acme"], std::set<std::string>{kept ? "acme" : ""});
+  EXPECT_EQ(groups_by_tenant["beta"], std::set<std::string>{kept ? "beta" : ""});
 }
 
 // Spring Cloud AWS 2.x's head-of-line blocking: one slow message idled the rest of its

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "app/run.hpp"
@@ -126,6 +127,135 @@ TEST_F(PipelineTest, MongoWireSinkHoldsExactlyTheDistinctRecords) {
   EXPECT_EQ(summary.records_in_sink, events.distinct_records);
   EXPECT_EQ(summary.duplicates, 1500u - events.distinct_records);
   EXPECT_EQ(queue_total(url), 0);
+}
+
+// SQS takes inline messages up to 1 MiB (since 2025; both servers here allow it and
+// refuse one byte more, as SQS does): with the defaults, a body of exactly 1 MiB is
+// stored, not dead-lettered. One byte more never reaches a queue: the publisher refuses
+// it before sending (the RabbitMQ test sends one through and sees it rejected).
+TEST_F(PipelineTest, AOneMebibyteBodyIsStoredWithTheDefaults) {
+  const std::string url = make_queue("pipe-1mib");
+  constexpr std::size_t kMiB = 1024 * 1024;
+  std::vector<sqs::SendMessageEntry> entries;
+  entries.push_back({"", test::inventory_event_of_size(kMiB, "BIG"), {}, {}, {}, {}, {}});
+  entries.push_back({"", test::inventory_event_of_size(1000, "SMALL"), {}, {}, {}, {}, {}});
+  sqs::Publisher publisher(client_, url);
+  for (const auto& o : test::run(io_, publisher.send_batch(std::move(entries))))
+    ASSERT_TRUE(o.ok) << o.error_message;
+  std::vector<sqs::SendMessageEntry> over;
+  over.push_back({"", test::inventory_event_of_size(kMiB + 1, "OVER"), {}, {}, {}, {}, {}});
+  const auto refused = test::run(io_, publisher.send_batch(std::move(over)));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_FALSE(refused[0].ok);
+  EXPECT_NE(refused[0].error_message.find("1048577"), std::string::npos)
+      << refused[0].error_message;
+  const std::string db = ::testing::TempDir() + "/sluice-1mib-" + std::to_string(getpid()) + ".db";
+  test::remove_sqlite(db);
+  const auto config = app::parse_config(
+      pipeline_yaml(url, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
+  ASSERT_EQ(config.transform.max_body_bytes, kMiB) << "the default";
+  const auto summary = run_until_drained(config);
+  EXPECT_EQ(summary.received, 2u);
+  EXPECT_EQ(summary.records_in_sink, 2u);
+  EXPECT_EQ(summary.rejected_malformed, 0u);
+  EXPECT_EQ(queue_total(url), 0);
+  EXPECT_EQ(test::run_command("sqlite3 " + db +
+                              " \"select count(*) from records where json_extract(document, "
+                              "'$.skuId') = 'BIG'\""),
+            "1\n");
+  test::remove_sqlite(db);
+}
+
+// MongoDB's own types, read back by pymongo (Debian's python3-pymongo, an independent
+// client): exact decimals as Decimal128 (their scale kept), timestamps as dates, nested
+// ones too; the same events with sink.mongodb.typed_values: false keep the text, and
+// the hashes are the same (computed from the canonical text). A decimal beyond
+// Decimal128's 34 digits is refused, never rounded.
+TEST_F(PipelineTest, MongoDbHoldsDecimal128AndDatesAndTheSameHashes) {
+  const std::string url = make_queue("pipe-mongo-types"), text_url = make_queue("pipe-mongo-text");
+  std::vector<sqs::SendMessageEntry> entries;
+  for (int i = 0; i < 20; ++i)
+    entries.push_back({"",
+                       R"({"id":"o-)" + std::to_string(i) + R"(","amount":")" + std::to_string(i) +
+                           R"(.5","placedAt":"2026-12-07T10:00:0)" + std::to_string(i % 10) +
+                           R"(.123456+01:00","net":")" + std::to_string(i) + R"(e-3","quantity":)" +
+                           std::to_string(i) + "}",
+                       {},
+                       {},
+                       {},
+                       {},
+                       {}});
+  entries.push_back({"",
+                     R"({"id":"too-precise","amount":"1","placedAt":"2026-12-07T10:00:00Z",)"
+                     R"("net":"1234567890123456789012345678901234567","quantity":1})",
+                     {},
+                     {},
+                     {},
+                     {},
+                     {}});
+  for (const auto& queue : {url, text_url}) {
+    sqs::Publisher publisher(client_, queue);
+    for (const auto& o : test::run(io_, publisher.send_batch(entries)))
+      ASSERT_TRUE(o.ok) << o.error_message;
+  }
+  const std::string id = std::to_string(getpid());
+  auto config_for = [&](const std::string& queue, const std::string& collection, bool typed) {
+    return app::parse_config(
+        "source:\n  sqs:\n    queue_url: " + queue +
+        "\n    endpoint_url: " + test::Emulator::shared().endpoint() +
+        "\n    region: us-east-1\n    poll_wait: 1s\n"
+        "normalize:\n  fields:\n"
+        "    - {name: id, from: /id, required: true}\n"
+        "    - {name: amount, from: /amount, type: decimal, scale: 2}\n"
+        "    - {name: placedAt, from: /placedAt, type: timestamp}\n"
+        "    - {name: placedAtMs, from: /placedAt, type: timestamp, output: epoch_ms}\n"
+        "    - {name: price.net, from: /net, type: decimal}\n"
+        "    - {name: quantity, from: /quantity, type: integer}\n"
+        "identity:\n  versions:\n    V1: [id]\n"
+        "metrics:\n  listen: 127.0.0.1:0\nlogging:\n  level: warn\n"
+        "sink:\n  type: mongodb\n  table: " +
+        collection + "\n  rejects_table: " + collection +
+        "_rejects\n  mongodb:\n    uri: " + test::MongoWire::shared().uri() +
+        "\n    database: sluice_types\n    typed_values: " + (typed ? "true" : "false") + "\n");
+  };
+  const auto typed = run_until_drained(config_for(url, "typed_" + id, true));
+  EXPECT_EQ(typed.records_in_sink, 20u);
+  EXPECT_EQ(typed.rejected_sink_refused, 1u) << "the decimal beyond Decimal128";
+  const auto text = run_until_drained(config_for(text_url, "text_" + id, false));
+  EXPECT_EQ(text.records_in_sink, 21u);
+
+  auto read_back = [&](const std::string& collection) {
+    const auto out = test::run_command(
+        std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR + "/tests/tools/mongo_types.py '" +
+        test::MongoWire::shared().uri() + "' sluice_types " + collection + " 2>&1");
+    std::map<std::string, nlohmann::json> by_id;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      auto doc = nlohmann::json::parse(line, nullptr, false);
+      if (doc.is_object() && doc.contains("id")) by_id[doc["id"]["value"]] = doc;
+    }
+    EXPECT_FALSE(by_id.empty()) << out;
+    return by_id;
+  };
+  const auto typed_docs = read_back("typed_" + id), text_docs = read_back("text_" + id);
+  ASSERT_EQ(typed_docs.size(), 20u);
+  ASSERT_EQ(text_docs.size(), 21u);
+  const auto& seven = typed_docs.at("o-7");
+  EXPECT_EQ(seven["amount"]["type"], "Decimal128") << seven;
+  EXPECT_EQ(seven["amount"]["value"], "7.50") << "the scale kept";
+  EXPECT_EQ(seven["price.net"]["type"], "Decimal128") << seven;
+  EXPECT_EQ(seven["price.net"]["value"], "0.007");
+  EXPECT_EQ(seven["placedAt"]["type"], "datetime") << seven;
+  EXPECT_EQ(seven["placedAt"]["value"], "2026-12-07T09:00:07.123000") << "UTC, milliseconds";
+  EXPECT_EQ(seven["placedAtMs"]["type"], "datetime") << seven;
+  EXPECT_EQ(seven["placedAtMs"]["value"], "2026-12-07T09:00:07.123000");
+  EXPECT_EQ(seven["quantity"]["type"], "int") << seven;
+  const auto& seven_text = text_docs.at("o-7");
+  EXPECT_EQ(seven_text["amount"]["type"], "str") << seven_text;
+  EXPECT_EQ(seven_text["amount"]["value"], "7.50");
+  EXPECT_EQ(seven_text["placedAt"]["value"], "2026-12-07T09:00:07.123Z");
+  for (const auto& [record, doc] : typed_docs)
+    EXPECT_EQ(doc["documentHash"], text_docs.at(record)["documentHash"]) << record;
 }
 
 TEST_F(PipelineTest, ThreeProcessesOnOneQueueWriteNoDuplicatesToPostgres) {
@@ -433,7 +563,7 @@ TEST_F(PipelineTest, PlanSizesALivePipelineFromItsMetrics) {
   std::filesystem::remove(fragment);
 
   // The latency quantiles and the autoscale signal of the pipeline's own queue.
-  EXPECT_NE(metrics.find("sluice_latency_quantile_seconds{pipeline=\"default\",quantile=\"0.99\","
+  EXPECT_NE(metrics.find("sluice_latency_quantile_seconds{pipeline=\"default\",q=\"0.99\","
                          "stage=\"sink_batch\"}"),
             std::string::npos)
       << metrics;

@@ -369,6 +369,48 @@ TEST_F(TracingPipeline, PublishPassesTheCallersTraceOnAndLinksWhenNotAParent) {
             (std::map<std::string, int>{{"inserted", 2}, {"duplicate", 1}, {"rejected", 1}}));
 }
 
+// The AWSTraceHeader system attribute end to end through an SQS server that keeps it,
+// as SQS does (local-aws-sqs; fauxqs drops it, so there the test is skipped): `sluice
+// publish` writes the caller's TRACEPARENT into it (its default carrier, no message
+// attribute spent), and each process span is the producer's child.
+TEST_F(TracingPipeline, AnAwsTraceHeaderCrossesTheServerIntoEveryProcessSpan) {
+  if (test::Emulator::server_name() == "fauxqs")
+    GTEST_SKIP() << "fauxqs keeps no AWSTraceHeader; integration.SecondSqsServer runs this on "
+                    "local-aws-sqs";
+  Receiver receiver(dir_);
+  const std::string queue = make_queue("xray-publish");
+  std::ofstream(dir_ + "/events.jsonl") << R"({"id":"a","amount":1})"
+                                        << "\n"
+                                        << R"({"id":"b","amount":2})"
+                                        << "\n";
+  test::run_command("TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 " +
+                    std::string(SLUICE_BINARY) + " publish --queue-url " + queue +
+                    " --endpoint-url " + test::Emulator::shared().endpoint() +
+                    " --region us-east-1 --file " + dir_ + "/events.jsonl 2>&1");
+  {  // On the queue as the system attribute, not as a message attribute.
+    sqs::ReceiveMessageRequest r;
+    r.queue_url = queue;
+    r.max_messages = 10;
+    r.visibility_timeout = 0;
+    const auto peeked = test::run(io_, client_->receive_message(r));
+    ASSERT_FALSE(peeked.empty());
+    EXPECT_EQ(peeked[0].attributes.at("AWSTraceHeader"),
+              "Root=1-0af76519-16cd43dd8448eb211c80319c;Parent=b7ad6b7169203331;Sampled=1");
+    EXPECT_TRUE(peeked[0].message_attributes.empty());
+  }
+  run_sluice(config(sqs_source(queue), "tracing:\n  otlp_endpoint: " + receiver.url() + "\n"));
+  const auto process = receiver.wait_for("sluice", 2, "consumer");
+  ASSERT_EQ(process.size(), 2u);
+  for (const auto& span : process) {
+    EXPECT_EQ(span["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+    EXPECT_EQ(span["parent_span_id"], "b7ad6b7169203331");
+  }
+  const auto rows = stored_traces();
+  EXPECT_EQ(rows.size(), 2u);
+  for (const auto& [message_id, trace] : rows)
+    EXPECT_EQ(trace, "0af7651916cd43dd8448eb211c80319c") << message_id;
+}
+
 // The core, for any source: AWSTraceHeader (X-Ray's format) and traceparent both read,
 // an unsampled producer followed, the context current while a handler runs (what the
 // publishers inject), a reject's reason on its span.

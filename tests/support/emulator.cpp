@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -121,7 +122,36 @@ NodeServer::~NodeServer() {
   }
 }
 
-Emulator::Emulator() : server_("tools/emulator/server.mjs") {}
+namespace {
+// SLUICE_SQS_SERVER picks the SQS server: fauxqs (the default) or local-aws-sqs, an
+// independent implementation the SQS test groups also run against.
+std::string sqs_server_script() {
+  const char* chosen = std::getenv("SLUICE_SQS_SERVER");
+  const std::string name = chosen && *chosen ? chosen : "fauxqs";
+  if (name == "fauxqs") return "tools/emulator/server.mjs";
+  if (name == "local-aws-sqs") return "tools/emulator/local-aws-sqs.mjs";
+  throw std::runtime_error("SLUICE_SQS_SERVER: got '" + name +
+                           "', expected fauxqs or local-aws-sqs");
+}
+}  // namespace
+
+std::string Emulator::server_name() {
+  const char* chosen = std::getenv("SLUICE_SQS_SERVER");
+  return chosen && *chosen ? chosen : "fauxqs";
+}
+
+int Emulator::visible_messages(const std::map<std::string, std::string>& attributes) {
+  const int counted = std::stoi(attributes.at("ApproximateNumberOfMessages"));
+  if (server_name() != "local-aws-sqs") return counted;
+  return counted - std::stoi(attributes.at("ApproximateNumberOfMessagesNotVisible"));
+}
+
+int Emulator::all_messages(const std::map<std::string, std::string>& attributes) {
+  return visible_messages(attributes) +
+         std::stoi(attributes.at("ApproximateNumberOfMessagesNotVisible"));
+}
+
+Emulator::Emulator() : server_(sqs_server_script()) {}
 Emulator& Emulator::shared() {
   static Emulator instance;
   return instance;

@@ -1,9 +1,11 @@
 #pragma once
 // Real servers for the tests, each started once per test process on a loopback
 // ephemeral port and stopped when the process exits:
-//  - the SQS emulator (fauxqs) and the MongoDB-wire server (CongoDB): Node scripts
-//    whose stdin is our pipe, so they also exit if we die;
+//  - the SQS emulator (fauxqs, or local-aws-sqs: SLUICE_SQS_SERVER) and the
+//    MongoDB-wire server (CongoDB): Node scripts whose stdin is our pipe, so they
+//    also exit if we die;
 //  - PostgreSQL 15: a private cluster in a temporary directory, run as `postgres`.
+#include <map>
 #include <string>
 
 namespace sluice::test {
@@ -25,6 +27,13 @@ class NodeServer {
 class Emulator {
  public:
   static Emulator& shared();
+  // fauxqs, or local-aws-sqs when SLUICE_SQS_SERVER says so (docs/sqs-servers.md).
+  static std::string server_name();
+  // A queue's messages from its attributes, visible (available) and all of them (in
+  // flight too). local-aws-sqs counts those in flight in ApproximateNumberOfMessages
+  // too, where SQS and fauxqs count only the available ones.
+  static int visible_messages(const std::map<std::string, std::string>& attributes);
+  static int all_messages(const std::map<std::string, std::string>& attributes);
   int port() const { return server_.port(); }
   int pid() const { return server_.pid(); }  // the benchmarks read its CPU, pin it
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port()); }

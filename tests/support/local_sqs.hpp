@@ -34,6 +34,15 @@ inline std::string inventory_stages_yaml() {
          "identity:\n  versions:\n    V1: [skuId, locationId, eventType, quantity]\n";
 }
 
+// An inventory event of exactly `bytes` bytes (a "pad" field fills it), which the
+// stages above store.
+inline std::string inventory_event_of_size(std::size_t bytes, const std::string& sku) {
+  const std::string head =
+      R"({"skuId":")" + sku + R"(","locationId":"L","eventType":"RECEIVED","quantity":3,"pad":")";
+  const std::string tail = "\"}";
+  return head + std::string(bytes - head.size() - tail.size(), 'p') + tail;
+}
+
 // CPU time (user + system) of this process so far, seconds.
 inline double cpu_seconds() {
   rusage u{};

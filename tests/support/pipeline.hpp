@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "cli/publish.hpp"
 #include "app/run.hpp"
+#include "cli/publish.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "support/emulator.hpp"
@@ -58,9 +58,7 @@ class PipelineFixture : public ::testing::Test {
   }
   // Messages still in the queue, visible or not.
   int queue_total(const std::string& url) {
-    const auto a = run(io_, client_->get_queue_attributes(url));
-    return std::stoi(a.at("ApproximateNumberOfMessages")) +
-           std::stoi(a.at("ApproximateNumberOfMessagesNotVisible"));
+    return Emulator::all_messages(run(io_, client_->get_queue_attributes(url)));
   }
   // Runs the pipeline until the queue has been empty for 1.5 s; expects exit code 0.
   app::RunSummary run_until_drained(const app::PipelineConfig& config) {

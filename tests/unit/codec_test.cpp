@@ -9,6 +9,7 @@
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sluice/tracing.hpp"
+#include "sqs/group_ids.hpp"
 #include "sqs/md5.hpp"
 
 using namespace sluice;
@@ -393,4 +394,58 @@ TEST(Publisher, InjectsTheTraceWhereItFits) {
   sqs::inject_trace(e, context, Carrier::none);
   EXPECT_TRUE(e.aws_trace_header.empty());
   EXPECT_EQ(e.message_attributes.size(), 1u);
+}
+
+TEST(SqsCodec, GroupAndDeduplicationIdsFollowSqsRules) {
+  auto with_group = [](std::string id) {
+    auto e = entry("", 10);
+    e.message_group_id = std::move(id);
+    return e;
+  };
+  EXPECT_NO_THROW(
+      sqs::codec::validate_send(with_group("tenant-7!#$%&'()*+,./:;<=>?@[]^_`{|}~"), false));
+  EXPECT_NO_THROW(sqs::codec::validate_send(with_group(std::string(128, 'g')), false));
+  for (const std::string& bad : {std::string(129, 'g'), std::string("has space"),
+                                 std::string("caf\xC3\xA9"), std::string("tab\there")})
+    EXPECT_EQ(code_of([&] { sqs::codec::validate_send(with_group(bad), false); }),
+              "InvalidParameterValue")
+        << bad;
+  auto e = entry("", 10);
+  e.message_deduplication_id = "two words";
+  EXPECT_EQ(code_of([&] { sqs::codec::validate_send(e, false); }), "InvalidParameterValue");
+}
+
+// `sluice publish --group-id / --group-id-from`: one id for all, one from each event's
+// field, or (FIFO, neither given) g0..g15 in turn; a standard queue takes an event
+// without the field (no group), a FIFO queue does not.
+TEST(PublishGroupIds, FromAFlagAFieldOrInTurn) {
+  const std::string event = R"({"tenant":"acme","n":42,"f":1.5,"o":{}})";
+  EXPECT_EQ(sqs::GroupIds("all", "", false).of(event, 3).id, "all");
+  EXPECT_EQ(sqs::GroupIds("", "", false).of(event, 3).id, "") << "a standard queue: none";
+  EXPECT_EQ(sqs::GroupIds("", "", true).of(event, 17).id, "g1");
+  EXPECT_EQ(sqs::GroupIds("", "/tenant", false).of(event, 0).id, "acme");
+  EXPECT_EQ(sqs::GroupIds("", "/n", true).of(event, 0).id, "42");
+  const auto absent_standard = sqs::GroupIds("", "/missing", false).of(event, 0);
+  EXPECT_EQ(absent_standard.id, "");
+  EXPECT_EQ(absent_standard.error, "");
+  EXPECT_NE(sqs::GroupIds("", "/missing", true).of(event, 0).error.find("no /missing"),
+            std::string::npos);
+  EXPECT_NE(sqs::GroupIds("", "/f", false).of(event, 0).error.find("string or an integer"),
+            std::string::npos);
+  EXPECT_NE(sqs::GroupIds("", "/o", false).of(event, 0).error.find("string or an integer"),
+            std::string::npos);
+  EXPECT_NE(sqs::GroupIds("", "/tenant", false).of("{not json", 0).error.find("not JSON"),
+            std::string::npos);
+  EXPECT_NE(sqs::GroupIds("", "/t", false).of(R"({"t":"two words"})", 0).error.find("'two words'"),
+            std::string::npos);
+  // The flags.
+  EXPECT_FALSE(sqs::GroupIds("tenant-1", "", false).check());
+  EXPECT_FALSE(sqs::GroupIds("", "/tenant", false).check());
+  EXPECT_EQ(sqs::GroupIds("a", "/b", false).check().value_or(""),
+            "give --group-id or --group-id-from, not both");
+  EXPECT_EQ(sqs::GroupIds("a b", "", false).check().value_or(""),
+            "--group-id: got 'a b', expected 1 to 128 letters, digits or punctuation (no spaces)");
+  EXPECT_EQ(sqs::GroupIds("", "tenant", false).check().value_or(""),
+            "--group-id-from: got 'tenant', expected a JSON pointer to a field of the event, such "
+            "as /tenantId");
 }

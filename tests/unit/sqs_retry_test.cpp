@@ -163,6 +163,38 @@ TEST(SqsRetry, CorruptedBodiesAreRejected) {
   }
 }
 
+// An empty 200 body is an empty answer, as botocore and the AWS SDKs read it (an
+// independent SQS server answers an empty long poll so): no error, no retry. A body
+// that is there but not JSON is still refused.
+TEST(SqsRetry, AnEmptySuccessIsAnEmptyAnswerAndABodyThatIsNotJsonAnError) {
+  std::atomic<int> calls{0};
+  std::atomic<bool> garbage{false};
+  HttpServer server([&](const ServerRequest&) {
+    ++calls;
+    return ServerResponse{200, {}, garbage ? "<html>not json</html>" : ""};
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  sqs::ReceiveMessageRequest r;
+  r.queue_url = "http://q";
+  EXPECT_TRUE(test::run(io, client->receive_message(r)).empty());
+  std::size_t seen = 0;
+  EXPECT_EQ(test::run(io, client->receive_message(r, [&](const sqs::MessageView&) { ++seen; })),
+            0u);
+  EXPECT_EQ(seen, 0u);
+  EXPECT_NO_THROW(test::run(io, client->purge_queue("http://q")));
+  EXPECT_EQ(calls.load(), 3) << "each answered once, none retried";
+  EXPECT_EQ(client->stats().retries, 0u);
+  garbage = true;
+  try {
+    test::run(io, client->receive_message(r));
+    FAIL() << "a body that is not JSON was taken for an answer";
+  } catch (const aws::AwsError& e) {
+    EXPECT_EQ(e.kind(), aws::ErrorKind::integrity) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not JSON"), std::string::npos) << e.what();
+  }
+}
+
 // Issue 9, finding 8: entry ids of a batch answer used to index arrays unchecked
 // (std::stoul). An SQS that answers DeleteMessageBatch with ids it was never sent,
 // and leaves entries out: the container neither crashes nor loses permits; what the

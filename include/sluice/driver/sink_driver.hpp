@@ -62,6 +62,9 @@ struct SinkPipeline {
   // The normalized field `name`, of one type (and one timestamp output) in every
   // version; throws config::ConfigError naming `key` when it is not.
   std::function<FieldInfo(const std::string& key, const std::string& name)> field;
+  // Every normalized field, by name ("customer.id"), with its type wherever a version has
+  // it; a field whose type (or timestamp output) differs between versions is left out.
+  std::vector<std::pair<std::string, FieldInfo>> fields;
 };
 
 class SinkDriver {

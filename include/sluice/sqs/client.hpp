@@ -75,11 +75,14 @@ class SqsClient {
   boost::asio::awaitable<std::vector<std::string>> list_queues(std::string name_prefix = {});
   // The service's own redrive: moves a dead-letter queue's messages (by ARN) back to
   // their source queue, or to `destination_arn`; 0 messages a second: the service's
-  // pace. Returns the task's handle. Not every service has it (the local emulator
-  // answers an error): callers fall back to receive, send, delete.
+  // pace. Returns the task's handle. Not every service has it (fauxqs answers an
+  // error): callers fall back to receive, send, delete.
   boost::asio::awaitable<std::string> start_message_move_task(std::string source_arn,
                                                               std::string destination_arn,
                                                               int max_per_second);
+  // The dead-letter queue's move tasks, the latest first (at most 10).
+  boost::asio::awaitable<std::vector<MessageMoveTask>> list_message_move_tasks(
+      std::string source_arn);
 
   const std::string& region() const;
   const aws::Url& endpoint() const;

@@ -2,6 +2,7 @@
 // SQS request and response types (JSON 1.0 protocol), free of any JSON library.
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -128,5 +129,13 @@ struct BatchResult {
 };
 
 using QueueAttributes = std::map<std::string, std::string>;
+
+// A move task of ListMessageMoveTasks (the service's redrive of a dead-letter queue).
+struct MessageMoveTask {
+  std::string status;  // RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
+  std::int64_t moved = 0;
+  std::optional<std::int64_t> to_move;  // the count when it started, if the service says
+  std::string failure_reason;
+};
 
 }  // namespace sluice::sqs

@@ -39,6 +39,14 @@ std::vector<SinkOption> mongo_options() {
                 "index on identity.field, created at start (the test server lists it but does "
                 "not enforce it, so only a real MongoDB proves that mode end to end).",
                 [](S& s, auto& n, auto& k) { s.options.id_from_hash = as_bool(n, k); }),
+      option<S>("typed_values", "boolean", "true",
+                "Exact decimals stored as Decimal128 and timestamps as BSON dates (UTC "
+                "milliseconds; finer digits cut), so that $sum, $gt and date ranges work as "
+                "MongoDB users expect; a decimal beyond Decimal128's 34 digits is refused "
+                "(sink_refused), never rounded. A field whose type differs between payload "
+                "versions stays text. false: the canonical text, as earlier releases "
+                "stored them (a collection holding both needs queries that read both).",
+                [](S& s, auto& n, auto& k) { s.typed_values = as_bool(n, k); }),
   };
 }
 
@@ -62,6 +70,22 @@ class MongoDriver final : public SinkDriverOf<MongoSettings> {
     o.rejects_collection = pipeline.rejects_table;
     o.routes = pipeline.routes;
     o.hash_field = pipeline.hash_field;
+    o.typed_fields.clear();
+    if (!of(settings).typed_values) return;
+    for (const auto& [name, info] : pipeline.fields) {
+      if (info.type != pipeline::FieldType::decimal && info.type != pipeline::FieldType::timestamp)
+        continue;
+      TypedField field;
+      for (std::size_t from = 0;;) {
+        const auto dot = name.find('.', from);
+        field.path.push_back(name.substr(from, dot - from));
+        if (dot == std::string::npos) break;
+        from = dot + 1;
+      }
+      field.type = info.type;
+      field.epoch_ms = info.epoch_ms;
+      o.typed_fields.push_back(std::move(field));
+    }
   }
   Factory factory(const SinkSettings& settings) const override {
     return [o = of(settings).options] { return make_mongo_sink(o); };

@@ -8,7 +8,8 @@
 namespace sluice::sinks {
 
 struct MongoSettings : SinkSettings {
-  MongoOptions options;  // sink.table, sink.rejects_table and the routes filled in by finalize
+  MongoOptions options;      // sink.table, sink.rejects_table and the routes filled in by finalize
+  bool typed_values = true;  // sink.mongodb.typed_values: finalize fills options.typed_fields
 };
 
 const SinkDriver& mongodb_sink_driver();

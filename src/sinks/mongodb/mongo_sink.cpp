@@ -153,15 +153,6 @@ class MongoSink final : public Sink {
     std::vector<Batch> batches(collections_.size());
     for (std::size_t i = 0; i < records.size(); ++i) {
       const auto& r = records[i];
-      bson_error_t error;
-      const std::string json = r.document.dump();
-      BsonPtr body(bson_new_from_json(reinterpret_cast<const uint8_t*>(json.data()),
-                                      static_cast<ssize_t>(json.size()), &error));
-      if (!body) {  // this document, every time
-        result.outcomes[i] = WriteOutcome::refused;
-        result.reasons.emplace_back(i, std::string("document to BSON: ") + error.message);
-        continue;
-      }
       BsonPtr doc(bson_new());
       if (options_.id_from_hash) {
         bson_oid_t oid;
@@ -169,7 +160,11 @@ class MongoSink final : public Sink {
         bson_oid_init_from_string(&oid, hex.c_str());
         BSON_APPEND_OID(doc.get(), "_id", &oid);
       }
-      bson_concat(doc.get(), body.get());
+      if (std::string why; !append_document(doc.get(), r.document, options_.typed_fields, why)) {
+        result.outcomes[i] = WriteOutcome::refused;  // this document, every time
+        result.reasons.emplace_back(i, "document to BSON: " + why);
+        continue;
+      }
       auto& batch = batches.at(r.route);
       batch.docs.push_back(doc.get());
       batch.record_of.push_back(i);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sinks/mongodb/bson_document.hpp"
 #include "sluice/driver/sink.hpp"
 
 namespace sluice::sinks {
@@ -21,6 +22,8 @@ struct MongoOptions {
   bool id_from_hash = true;
   std::string hash_field = "documentHash";
   std::vector<std::string> routes;  // collections for Record::route 1, 2, ...
+  // Written as Decimal128 and dates rather than as the record's text (bson_document.hpp).
+  std::vector<TypedField> typed_fields;
 };
 
 std::unique_ptr<Sink> make_mongo_sink(MongoOptions options);
