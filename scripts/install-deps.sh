@@ -44,6 +44,13 @@ if [[ ! -x tools/emulator/node_modules/.bin/node ]] || [[ ! -d tools/emulator/no
   echo "install-deps: installing the SQS emulators (npm ci)"
   (cd tools/emulator && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# Kubernetes' OpenAPI schemas and KEDA's CRD schemas, compiled (kubernetes-models,
+# @kubernetes-models/keda), for the manifests' validation; pinned by tools/manifests'
+# lockfile.
+if [[ ! -d tools/manifests/node_modules/@kubernetes-models/keda ]]; then
+  echo "install-deps: installing the Kubernetes and KEDA schemas (npm ci)"
+  (cd tools/manifests && npm ci --no-audit --no-fund --loglevel=error)
+fi
 # OpenTelemetry's JS SDK and protobuf definitions for the tracing tests (a traced Node
 # producer, a loopback OTLP receiver), pinned by tools/otel's lockfile.
 if [[ ! -d tools/otel/node_modules/otlp-proto ]]; then

@@ -15,9 +15,9 @@
 #include <sstream>
 
 #include "../support/process.hpp"
+#include "app/run.hpp"
 #include "cli/autoscale.hpp"
 #include "config/config.hpp"
-#include "app/run.hpp"
 
 using namespace sluice;
 using nlohmann::json;
@@ -289,4 +289,97 @@ TEST(Deploy, ImageStagesUserAndLibrariesMatchTheBinary) {
     EXPECT_NE(check.find("inventory.db"), std::string::npos) << check;
     test::run_with_status("rm -rf " + dir);
   }
+}
+
+// Every Kubernetes manifest against Kubernetes' OpenAPI schemas and KEDA's CRD schemas
+// (tools/manifests: kubernetes-models, @kubernetes-models/keda), unknown fields refused
+// as `kubectl apply --validate=strict` refuses them; then each field name of each
+// manifest misspelled in turn (two ways), and every misspelling refused. Keys of maps
+// (labels, resources, a trigger's metadata, ConfigMap data) take any name by schema.
+TEST(Deploy, KubernetesManifestsPassTheirSchemasAndEveryMisspellingIsRefused) {
+  const std::string node =
+      std::string(SLUICE_SOURCE_DIR) + "/tools/emulator/node_modules/.bin/node";
+  const std::string validate =
+      node + " " + std::string(SLUICE_SOURCE_DIR) + "/tools/manifests/validate.mjs ";
+  std::string files;
+  std::size_t documents = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kDeploy + "kubernetes")) {
+    files += " " + entry.path().string();
+    documents += YAML::LoadAllFromFile(entry.path().string()).size();
+  }
+  ASSERT_GE(documents, 8u);
+  const auto [code, text] = test::run_with_status(validate + files);
+  EXPECT_EQ(code, 0) << text;
+  std::size_t valid = 0;
+  for (std::size_t at = 0; (at = text.find(": valid\n", at)) != std::string::npos; ++at) ++valid;
+  EXPECT_EQ(valid, documents) << text;
+
+  const auto [mutated_code, mutated] = test::run_with_status(validate + "--mutate" + files);
+  EXPECT_EQ(mutated_code, 0) << mutated;
+  EXPECT_EQ(mutated.find("was accepted"), std::string::npos) << mutated;
+  const std::smatch m = [&] {
+    std::smatch found;
+    std::regex_search(mutated, found,
+                      std::regex(R"((\d+) misspellings refused; (\d+) keys of maps)"));
+    return found;
+  }();
+  ASSERT_EQ(m.size(), 3u) << mutated;
+  EXPECT_GE(std::stoi(m[1]), 300) << mutated;
+  EXPECT_NE(mutated.find("ScaledObject /spec/triggers/0/metadata/queueURL"), std::string::npos)
+      << "a trigger's metadata is a map: " << mutated;
+
+  // The validator refuses what kubectl would: a misspelled field, a wrong type, a
+  // resource kind it has no schema for.
+  const std::string bad = ::testing::TempDir() + "/bad-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(bad) << "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n"
+                        "  replicas: two\n  selector:\n    matchLabels: {app: x}\n"
+                        "  template:\n    metadata:\n      labels: {app: x}\n    spec:\n"
+                        "      containers:\n        - name: x\n          image: x\n"
+                        "          imagePullPolicyy: Always\n"
+                        "---\napiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n"
+                        "  name: y\nspec:\n  scaleTargetRef: {name: x}\n  triggers: []\n"
+                        "  cooldownPeriods: 30\n"
+                        "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: z}\n";
+  const auto [bad_code, bad_text] = test::run_with_status(validate + bad);
+  std::filesystem::remove(bad);
+  EXPECT_EQ(bad_code, 1) << bad_text;
+  for (const char* expected : {"Deployment x: /spec/replicas: type",
+                               "/spec/template/spec/containers/0/imagePullPolicyy: "
+                               "unknown field",
+                               "ScaledObject y: /spec/cooldownPeriods: unknown field",
+                               "Widget z: no schema for example.com/v1 Widget"})
+    EXPECT_NE(bad_text.find(expected), std::string::npos) << expected << " in\n" << bad_text;
+}
+
+// The ECS task definitions and the scaling policy against the AWS services' own models,
+// as botocore checks a call before sending it (Debian's python3-botocore); each field
+// name misspelled in turn is refused too.
+TEST(Deploy, EcsDocumentsAreValidInputsOfTheirApiCallsAndEveryMisspellingIsRefused) {
+  const std::string check =
+      std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR + "/tests/tools/aws_input_check.py ";
+  const std::vector<std::array<std::string, 3>> documents = {
+      {"ecs", "RegisterTaskDefinition", "ecs/task-definition.json"},
+      {"ecs", "RegisterTaskDefinition", "ecs/autoscale-task-definition.json"},
+      {"application-autoscaling", "PutScalingPolicy", "ecs/scaling-policy.json"}};
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kDeploy + "ecs"))
+    files += entry.path().extension() == ".json";
+  EXPECT_EQ(files, documents.size()) << "a document under deploy/ecs with no check";
+  for (const auto& [service, operation, file] : documents) {
+    const auto [code, text] = test::run_with_status(check + "--mutate " + service + " " +
+                                                    operation + " " + kDeploy + file);
+    EXPECT_EQ(code, 0) << file << "\n" << text;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex(R"((\d+) misspellings refused)"))) << text;
+    EXPECT_GE(std::stoi(m[1]), 30) << text;
+  }
+  const std::string bad = ::testing::TempDir() + "/bad-task-" + std::to_string(getpid()) + ".json";
+  std::ofstream(bad) << R"({"family":"x","containerDefinitions":[{"name":"x","image":"x",)"
+                        R"("memory":"lots","essentail":true}]})";
+  const auto [bad_code, bad_text] =
+      test::run_with_status(check + "ecs RegisterTaskDefinition " + bad);
+  std::filesystem::remove(bad);
+  EXPECT_EQ(bad_code, 1) << bad_text;
+  EXPECT_NE(bad_text.find("essentail"), std::string::npos) << bad_text;
+  EXPECT_NE(bad_text.find("memory"), std::string::npos) << bad_text;
 }
