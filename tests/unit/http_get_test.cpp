@@ -118,6 +118,20 @@ TEST(LocalRequest, AnAnswerThatIsNotHttpIsSaidSo) {
   server.join();
 }
 
+// An answer over 64 MiB (no /metrics comes near it) is refused as it is read, not held.
+TEST(LocalRequest, AnAnswerOverItsLimitIsRefusedAndSaidSo) {
+  const std::string body((64u << 20) + 1, 'x');
+  test::HttpServer server(
+      [&](const test::ServerRequest&) { return test::ServerResponse(200, {}, body); });
+  try {
+    http_request(parse_local_url(server.url("/metrics")));
+    FAIL() << "an answer over the limit was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "answered with more than 64 MiB");
+  }
+  EXPECT_EQ(server.requests().size(), 1u) << "it was asked";
+}
+
 TEST(Ctl, APipelineNameThePathsCannotCarryIsRefusedBeforeAnyRequest) {
   test::HttpServer server([](const test::ServerRequest&) { return test::ServerResponse(); });
   app::CtlOptions o;

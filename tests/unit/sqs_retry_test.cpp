@@ -10,6 +10,7 @@
 #include "sluice/container.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/source.hpp"
+#include "sqs/large_payload.hpp"
 #include "support/http_server.hpp"
 #include "support/run.hpp"
 #include "support/wait.hpp"
@@ -193,6 +194,28 @@ TEST(SqsRetry, AnEmptySuccessIsAnEmptyAnswerAndABodyThatIsNotJsonAnError) {
     EXPECT_EQ(e.kind(), aws::ErrorKind::integrity) << e.what();
     EXPECT_NE(std::string(e.what()).find("not JSON"), std::string::npos) << e.what();
   }
+}
+
+// The publisher's S3 threshold is the queue's MaximumMessageSize; when it cannot be
+// read (the attribute refused by IAM, say), SQS's default since 2025: 1 MiB.
+TEST(SqsRetry, TheS3ThresholdIsTheQueuesMaximumOrOneMebibyte) {
+  std::atomic<bool> refuse{false};
+  HttpServer server([&](const ServerRequest& r) {
+    EXPECT_EQ(r.headers.at("x-amz-target"), "AmazonSQS.GetQueueAttributes");
+    return refuse ? sqs_error(400, "AccessDeniedException")
+                  : ServerResponse{200, {}, R"({"Attributes":{"MaximumMessageSize":"2048"}})"};
+  });
+  asio::io_context io;
+  auto client = client_for(io, server);
+  sqs::LargePayloadOptions options;
+  options.enabled = true;
+  options.bucket = "b";
+  sqs::PayloadOffloader read(client, "http://q", options);
+  EXPECT_EQ(test::run(io, read.threshold()), 2048u);
+  refuse = true;
+  sqs::PayloadOffloader unreadable(client, "http://q", options);
+  EXPECT_EQ(test::run(io, unreadable.threshold()), 1048576u);
+  EXPECT_EQ(server.requests().size(), 2u);
 }
 
 // Issue 9, finding 8: entry ids of a batch answer used to index arrays unchecked

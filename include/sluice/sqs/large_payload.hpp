@@ -32,7 +32,8 @@ struct LargePayloadOptions {
   std::string bucket;
   std::string key_prefix;  // prepended to the random object key
   // Body plus message attributes above this many bytes goes through S3; 0: the
-  // queue's MaximumMessageSize attribute (262,144 when it cannot be read).
+  // queue's MaximumMessageSize attribute (1,048,576, SQS's default since 2025, when it
+  // cannot be read).
   std::size_t threshold = 0;
   bool always_through_s3 = false;
 };
