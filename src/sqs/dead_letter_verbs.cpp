@@ -260,10 +260,9 @@ asio::awaitable<int> copy(SqsClient& client, const DlqRequest& f) {
       e.body = std::move(m.body);
       e.message_attributes = std::move(m.message_attributes);
       for (const char* ours : {kReason, kSourceQueue, kMessageId}) e.message_attributes.erase(ours);
-      if (fifo) {
-        e.message_group_id = m.group_id().value_or("redrive");
-        e.message_deduplication_id = m.message_id;  // a second redrive of it is deduplicated
-      }
+      // A standard (fair) queue's group id goes back with it too.
+      e.message_group_id = m.group_id().value_or(fifo ? "redrive" : "");
+      if (fifo) e.message_deduplication_id = m.message_id;  // a second redrive: deduplicated
       entries.push_back(std::move(e));
       receipts.push_back(std::move(m.receipt_handle));
       ids.push_back(m.message_id);
@@ -351,6 +350,11 @@ asio::awaitable<int> redrive(SqsClient& client, const DlqRequest& f) {
   // The service's pace is whole messages a second, 1 to 500.
   const bool whole_rate =
       f.rate == 0 || (f.rate >= 1 && f.rate <= 500 && f.rate == std::floor(f.rate));
+  if (f.method == "move-task" && picks) {
+    std::cerr << "sluice dlq redrive: --method move-task moves every message (the service "
+                 "picks none out): leave out --filter-reason and --max, or use --method copy\n";
+    co_return 2;
+  }
   if (f.method == "move-task" && !whole_rate) {
     std::cerr << "sluice dlq redrive: --method move-task takes --rate as whole messages a second "
                  "from 1 to 500 (StartMessageMoveTask's MaxNumberOfMessagesPerSecond)\n";
@@ -360,6 +364,12 @@ asio::awaitable<int> redrive(SqsClient& client, const DlqRequest& f) {
     try {
       co_return co_await move_task(client, f);
     } catch (const aws::AwsError& e) {
+      if (f.method == "move-task" && e.code().find("InvalidParameterValue") != std::string::npos) {
+        std::cerr << "sluice dlq redrive: StartMessageMoveTask refused: " << e.what()
+                  << " (the service moves only from a queue that some queue's RedrivePolicy "
+                     "names; --method copy moves from any)\n";
+        co_return 2;
+      }
       if (f.method == "move-task" || !unsupported(e)) throw;
       std::cerr << "sluice dlq redrive: StartMessageMoveTask refused (" << e.code()
                 << ": the service has none, or this queue is no queue's redrive target): moving "

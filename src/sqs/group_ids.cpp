@@ -14,11 +14,18 @@ bool valid_group_id(std::string_view id) {
 std::optional<std::string> GroupIds::check() const {
   if (!fixed_.empty() && !pointer_.empty()) return "give --group-id or --group-id-from, not both";
   if (!fixed_.empty() && !valid_group_id(fixed_))
-    return "--group-id: got '" + fixed_ +
-           "', expected 1 to 128 letters, digits or punctuation (no spaces)";
-  if (!pointer_.empty() && pointer_.front() != '/')
-    return "--group-id-from: got '" + pointer_ +
-           "', expected a JSON pointer to a field of the event, such as /tenantId";
+    return "--group-id: got '" + fixed_.substr(0, 160) + (fixed_.size() > 160 ? "..." : "") +
+           "' (" + std::to_string(fixed_.size()) +
+           " characters), expected 1 to 128 letters, digits or punctuation (no spaces)";
+  // RFC 6901: '/' then the tokens, in which '~' is followed by 0 or 1.
+  bool pointer_ok = pointer_.empty() || pointer_.front() == '/';
+  for (std::size_t i = 0; pointer_ok && i < pointer_.size(); ++i)
+    if (pointer_[i] == '~')
+      pointer_ok = i + 1 < pointer_.size() && (pointer_[i + 1] == '0' || pointer_[i + 1] == '1');
+  if (!pointer_ok)
+    return "--group-id-from: got '" + pointer_.substr(0, 160) +
+           "', expected a JSON pointer to a field of the event, such as /tenantId (a '~' "
+           "written ~0, a '/' in a name ~1)";
   return std::nullopt;
 }
 

@@ -234,6 +234,10 @@ std::optional<std::string> check_publish(const PublishFlags& options) {
   if ((!options.group_id.empty() || !options.group_id_from.empty()) && options.queue_url.empty())
     return "--group-id, --group-id-from: only with --queue-url (SQS)";
   if (auto wrong = GroupIds(options.group_id, options.group_id_from, false).check()) return wrong;
+  if (options.payload_threshold > kMaxMessageBytes)
+    return "--payload-threshold: got " + std::to_string(options.payload_threshold) +
+           ", expected at most " + std::to_string(kMaxMessageBytes) +
+           " (SQS's largest message; 0: the queue's MaximumMessageSize)";
   for (const auto& [flag, url] :
        {std::pair<const char*, std::string>{"--endpoint-url", options.endpoint_url},
         {"--s3-endpoint-url", options.s3_endpoint_url}}) {

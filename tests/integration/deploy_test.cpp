@@ -339,15 +339,19 @@ TEST(Deploy, KubernetesManifestsPassTheirSchemasAndEveryMisspellingIsRefused) {
                         "---\napiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n"
                         "  name: y\nspec:\n  scaleTargetRef: {name: x}\n  triggers: []\n"
                         "  cooldownPeriods: 30\n"
-                        "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: z}\n";
+                        "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: z}\n"
+                        "---\napiVersion: extensions/v1beta1\nkind: Deployment\n"
+                        "metadata: {name: old}\n";
   const auto [bad_code, bad_text] = test::run_with_status(validate + bad);
   std::filesystem::remove(bad);
   EXPECT_EQ(bad_code, 1) << bad_text;
-  for (const char* expected : {"Deployment x: /spec/replicas: type",
-                               "/spec/template/spec/containers/0/imagePullPolicyy: "
-                               "unknown field",
-                               "ScaledObject y: /spec/cooldownPeriods: unknown field",
-                               "Widget z: no schema for example.com/v1 Widget"})
+  for (const char* expected :
+       {"Deployment x: /spec/replicas: type",
+        "/spec/template/spec/containers/0/imagePullPolicyy: "
+        "unknown field",
+        "ScaledObject y: /spec/cooldownPeriods: unknown field",
+        "Widget z: no schema for example.com/v1 Widget",
+        "Deployment old: extensions/v1beta1 is no longer served (removed in Kubernetes 1.22)"})
     EXPECT_NE(bad_text.find(expected), std::string::npos) << expected << " in\n" << bad_text;
 }
 

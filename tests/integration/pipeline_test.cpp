@@ -129,11 +129,13 @@ TEST_F(PipelineTest, MongoWireSinkHoldsExactlyTheDistinctRecords) {
   EXPECT_EQ(queue_total(url), 0);
 }
 
-// SQS takes inline messages up to 1 MiB (since 2025; both servers here allow it and
-// refuse one byte more, as SQS does): with the defaults, a body of exactly 1 MiB is
-// stored, not dead-lettered. One byte more never reaches a queue: the publisher refuses
-// it before sending (the RabbitMQ test sends one through and sees it rejected).
-TEST_F(PipelineTest, AOneMebibyteBodyIsStoredWithTheDefaults) {
+// SQS takes inline messages up to 1 MiB (since 2025): with the defaults, a body of
+// exactly 1 MiB is stored, not dead-lettered. One byte more: Sluice's publisher refuses
+// it before sending, as SQS would. Sent unchecked (tests/tools/sqs_send_unchecked.py) in
+// two-byte characters, fauxqs refuses it as SQS does (it counts bytes) and local-aws-sqs takes it
+// (it counts UTF-16 units): the pipeline then rejects it as malformed, both sizes in the
+// reason (docs/sqs-servers.md).
+TEST_F(PipelineTest, AOneMebibyteBodyIsStoredWithTheDefaultsAndOneByteMoreRejected) {
   const std::string url = make_queue("pipe-1mib");
   constexpr std::size_t kMiB = 1024 * 1024;
   std::vector<sqs::SendMessageEntry> entries;
@@ -149,20 +151,40 @@ TEST_F(PipelineTest, AOneMebibyteBodyIsStoredWithTheDefaults) {
   EXPECT_FALSE(refused[0].ok);
   EXPECT_NE(refused[0].error_message.find("1048577"), std::string::npos)
       << refused[0].error_message;
+  const std::string body_file =
+      ::testing::TempDir() + "/sluice-1mib-" + std::to_string(getpid()) + ".json";
+  std::ofstream(body_file) << test::inventory_event_of_size(kMiB + 1, "WIDE", true);
+  const auto [sent_code, sent] = test::run_with_status(
+      std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR + "/tests/tools/sqs_send_unchecked.py " +
+      test::Emulator::shared().endpoint() + " " + url + " " + body_file);
+  std::filesystem::remove(body_file);
+  const bool server_took_it = test::Emulator::server_name() == "local-aws-sqs";
+  if (server_took_it) {
+    ASSERT_EQ(sent_code, 0) << sent;
+  } else {
+    EXPECT_EQ(sent_code, 1) << sent;
+    EXPECT_NE(sent.find("refused InvalidParameterValue"), std::string::npos) << sent;
+    EXPECT_NE(sent.find("Message must be shorter than 1048576 bytes"), std::string::npos) << sent;
+  }
   const std::string db = ::testing::TempDir() + "/sluice-1mib-" + std::to_string(getpid()) + ".db";
   test::remove_sqlite(db);
   const auto config = app::parse_config(
       pipeline_yaml(url, "sink:\n  type: sqlite\n  sqlite:\n    path: " + db + "\n"));
   ASSERT_EQ(config.transform.max_body_bytes, kMiB) << "the default";
   const auto summary = run_until_drained(config);
-  EXPECT_EQ(summary.received, 2u);
+  EXPECT_EQ(summary.received, server_took_it ? 3u : 2u);
   EXPECT_EQ(summary.records_in_sink, 2u);
-  EXPECT_EQ(summary.rejected_malformed, 0u);
+  EXPECT_EQ(summary.rejected_malformed, server_took_it ? 1u : 0u);
   EXPECT_EQ(queue_total(url), 0);
   EXPECT_EQ(test::run_command("sqlite3 " + db +
                               " \"select count(*) from records where json_extract(document, "
                               "'$.skuId') = 'BIG'\""),
             "1\n");
+  if (server_took_it) {
+    EXPECT_EQ(
+        test::run_command("sqlite3 " + db + " \"select reason || ': ' || detail from rejects\""),
+        "malformed: body of 1048577 bytes exceeds max_body_bytes 1048576\n");
+  }
   test::remove_sqlite(db);
 }
 

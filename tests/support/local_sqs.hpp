@@ -36,11 +36,18 @@ inline std::string inventory_stages_yaml() {
 
 // An inventory event of exactly `bytes` bytes (a "pad" field fills it), which the
 // stages above store.
-inline std::string inventory_event_of_size(std::size_t bytes, const std::string& sku) {
+// With `two_byte_pad`, the pad is "é" (two bytes in UTF-8, one character in UTF-16).
+inline std::string inventory_event_of_size(std::size_t bytes, const std::string& sku,
+                                           bool two_byte_pad = false) {
   const std::string head =
       R"({"skuId":")" + sku + R"(","locationId":"L","eventType":"RECEIVED","quantity":3,"pad":")";
   const std::string tail = "\"}";
-  return head + std::string(bytes - head.size() - tail.size(), 'p') + tail;
+  const std::size_t pad = bytes - head.size() - tail.size();
+  if (!two_byte_pad) return head + std::string(pad, 'p') + tail;
+  std::string body = head;
+  for (std::size_t i = 0; i < pad / 2; ++i) body += "\xC3\xA9";
+  if (pad % 2) body += 'p';
+  return body + tail;
 }
 
 // CPU time (user + system) of this process so far, seconds.

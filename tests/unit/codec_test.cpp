@@ -444,8 +444,18 @@ TEST(PublishGroupIds, FromAFlagAFieldOrInTurn) {
   EXPECT_EQ(sqs::GroupIds("a", "/b", false).check().value_or(""),
             "give --group-id or --group-id-from, not both");
   EXPECT_EQ(sqs::GroupIds("a b", "", false).check().value_or(""),
-            "--group-id: got 'a b', expected 1 to 128 letters, digits or punctuation (no spaces)");
+            "--group-id: got 'a b' (3 characters), expected 1 to 128 letters, digits or "
+            "punctuation (no spaces)");
+  EXPECT_NE(sqs::GroupIds(std::string(6000, 'g'), "", false)
+                .check()
+                .value_or("")
+                .find("...' (6000 characters)"),
+            std::string::npos)
+      << "a long value is cut, its length said";
+  EXPECT_FALSE(sqs::GroupIds("", "/a~1b/c~0", false).check()) << "RFC 6901 escapes";
+  EXPECT_NE(sqs::GroupIds("", "/t~x", false).check().value_or("").find("~0"), std::string::npos);
+  EXPECT_EQ(sqs::GroupIds("", "/a~1b", false).of(R"({"a/b":"slash"})", 0).id, "slash");
   EXPECT_EQ(sqs::GroupIds("", "tenant", false).check().value_or(""),
             "--group-id-from: got 'tenant', expected a JSON pointer to a field of the event, such "
-            "as /tenantId");
+            "as /tenantId (a '~' written ~0, a '/' in a name ~1)");
 }

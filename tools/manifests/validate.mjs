@@ -14,24 +14,37 @@
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 
+// API versions Kubernetes no longer serves, and the release that removed them (its
+// Deprecated API Migration Guide): the packages keep their schemas, kubectl refuses them.
+const REMOVED = {
+  "extensions/v1beta1": "1.22", "apps/v1beta1": "1.16", "apps/v1beta2": "1.16",
+  "admissionregistration.k8s.io/v1beta1": "1.22", "apiextensions.k8s.io/v1beta1": "1.22",
+  "apiregistration.k8s.io/v1beta1": "1.22", "authentication.k8s.io/v1beta1": "1.22",
+  "authorization.k8s.io/v1beta1": "1.22", "certificates.k8s.io/v1beta1": "1.22",
+  "coordination.k8s.io/v1beta1": "1.22", "networking.k8s.io/v1beta1": "1.22",
+  "rbac.authorization.k8s.io/v1beta1": "1.22", "scheduling.k8s.io/v1beta1": "1.22",
+  "storage.k8s.io/v1beta1": "1.27", "batch/v1beta1": "1.25", "discovery.k8s.io/v1beta1": "1.25",
+  "events.k8s.io/v1beta1": "1.25", "autoscaling/v2beta1": "1.25", "autoscaling/v2beta2": "1.26",
+  "policy/v1beta1": "1.25", "node.k8s.io/v1beta1": "1.25",
+  "flowcontrol.apiserver.k8s.io/v1beta1": "1.26", "flowcontrol.apiserver.k8s.io/v1beta2": "1.29",
+  "flowcontrol.apiserver.k8s.io/v1beta3": "1.32",
+};
+
+// The compiled schema of a kind: its model's module names it.
 async function schemaFor(apiVersion, kind) {
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
-  const cap = (s) => s.charAt(0).toUpperCase() + s.slice(1);
-  let module;
-  if (group === "keda.sh") {
-    // Not among the package's exports: imported by its file.
-    module = new URL(
-      `./node_modules/@kubernetes-models/keda/_schemas/ComGithubKedacoreKedaV2ApisKeda${cap(version)}${kind}.js`,
-      import.meta.url,
-    ).href;
-  } else if (group === "" || !group.includes(".") || group.endsWith(".k8s.io")) {
-    const name = group === "" ? "Core" : group.split(".").map(cap).join("").replace(/K8sIo$/, "");
-    module = `kubernetes-models/_schemas/IoK8sApi${name}${cap(version)}${kind}`;
-  } else {
+  if (!/^[A-Za-z0-9.-]*$/.test(group) || !/^v[0-9a-z]+$/.test(version) || !/^[A-Za-z]+$/.test(kind))
     return null;
-  }
+  const model =
+    group === "keda.sh" || group === "eventing.keda.sh"
+      ? `@kubernetes-models/keda/${group}/${version}/${kind}`
+      : `kubernetes-models/${group || version}${group ? "/" + version : ""}/${kind}`;
   try {
-    return (await import(module)).validate;
+    const url = import.meta.resolve(model);
+    const source = readFileSync(new URL(url), "utf8");
+    const schema = source.match(/from\s*"(\.\.\/[^"]*_schemas\/[A-Za-z0-9]+\.js)"/);
+    if (!schema) return null;
+    return (await import(new URL(schema[1], url).href)).validate;
   } catch {
     return null;
   }
@@ -69,6 +82,11 @@ async function problemsOf(document) {
   const { apiVersion, kind } = document ?? {};
   if (typeof apiVersion !== "string" || typeof kind !== "string")
     return { problems: ["no apiVersion and kind"], maps: [] };
+  if (REMOVED[apiVersion])
+    return {
+      problems: [`${apiVersion} is no longer served (removed in Kubernetes ${REMOVED[apiVersion]})`],
+      maps: [],
+    };
   const validate = await schemaFor(apiVersion, kind);
   if (!validate) return { problems: [`no schema for ${apiVersion} ${kind}`], maps: [] };
   const records = [];

@@ -1,6 +1,7 @@
 #include "sinks/mongodb/bson_document.hpp"
 
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "pipeline/typed_values.hpp"
@@ -33,41 +34,47 @@ bool append_members(bson_t* out, const Json& object, const std::vector<TypedFiel
   return true;
 }
 
-bool append_decimal(bson_t* out, std::string_view key, const std::string& text, std::string& why) {
+std::string dotted(const std::vector<std::string_view>& path, std::string_view key) {
+  std::string out;
+  for (const auto& step : path) (out += step) += '.';
+  return out += key;
+}
+
+// Not a number at all (another version's field of that path): nullopt, appended as it is.
+std::optional<bool> append_decimal(bson_t* out, std::string_view key, const std::string& text,
+                                   const std::string& where, std::string& why) {
+  std::string unused;
+  const auto original = pipeline::canonical_decimal(text, std::nullopt, unused);
+  if (!original) return std::nullopt;
+  // Decimal128 holds 34 significant digits: libbson refuses more, or rounds; read back,
+  // it must be the same number, or the record is refused rather than stored changed.
   bson_decimal128_t decimal;
-  std::string back_why;
-  char back[BSON_DECIMAL128_STRING];
-  // Decimal128 rounds what has more than 34 significant digits: read back, it must be
-  // the same number, or the record is refused rather than stored changed.
   if (bson_decimal128_from_string(text.c_str(), &decimal)) {
+    char back[BSON_DECIMAL128_STRING];
     bson_decimal128_to_string(&decimal, back);
-    const auto canonical = pipeline::canonical_decimal(back, std::nullopt, back_why);
-    const auto original = pipeline::canonical_decimal(text, std::nullopt, back_why);
-    if (canonical && original && pipeline::compare_decimals(*canonical, *original) == 0)
+    const auto canonical = pipeline::canonical_decimal(back, std::nullopt, unused);
+    if (canonical && pipeline::compare_decimals(*canonical, *original) == 0)
       return bson_append_decimal128(out, key.data(), static_cast<int>(key.size()), &decimal);
   }
-  why = std::string(key) + ": the decimal " + text.substr(0, 64) + (text.size() > 64 ? "..." : "") +
+  why = where + ": the decimal " + text.substr(0, 64) + (text.size() > 64 ? "..." : "") +
         " does not fit MongoDB's Decimal128 (34 significant digits) exactly";
   return false;
 }
 
-bool append_date(bson_t* out, std::string_view key, const Json& value, bool epoch_ms,
-                 std::string& why) {
+// Not of the timestamp's form (another version's field of that path): nullopt.
+std::optional<bool> append_date(bson_t* out, std::string_view key, const Json& value,
+                                bool epoch_ms) {
   std::int64_t ms = 0;
   if (epoch_ms && value.is_number_integer()) {
     ms = value.get<std::int64_t>();
   } else if (!epoch_ms && value.is_string()) {
-    std::string parse_why;
-    const auto micros = pipeline::parse_iso8601(value.get_ref<const std::string&>(), parse_why);
-    if (!micros) {
-      why = std::string(key) + ": " + parse_why;
-      return false;
-    }
+    std::string unused;
+    const auto micros = pipeline::parse_iso8601(value.get_ref<const std::string&>(), unused);
+    if (!micros) return std::nullopt;
     // Floor to milliseconds, BSON's precision (as normalize's own precision does).
     ms = *micros / 1000 - (*micros % 1000 < 0 ? 1 : 0);
   } else {
-    why = std::string(key) + ": a timestamp of an unexpected form: " + value.dump().substr(0, 64);
-    return false;
+    return std::nullopt;
   }
   return bson_append_date_time(out, key.data(), static_cast<int>(key.size()), ms);
 }
@@ -76,16 +83,22 @@ bool append_value(bson_t* out, std::string_view key, const Json& value,
                   const std::vector<TypedField>& typed, std::vector<std::string_view>& path,
                   std::string& why) {
   if (key.find('\0') != std::string_view::npos) {
-    why = "a key with a NUL byte has no BSON form";
+    why = dotted(path, key.substr(0, key.find('\0'))) + ": a key with a NUL byte has no BSON form";
     return false;
   }
   const int length = static_cast<int>(key.size());
   bool ok = true;
   if (const auto* field = typed_at(typed, path, key); field && !value.is_null()) {
+    std::optional<bool> typed_ok;
     if (field->type == pipeline::FieldType::decimal && value.is_string())
-      return append_decimal(out, key, value.get_ref<const std::string&>(), why);
-    if (field->type == pipeline::FieldType::timestamp)
-      return append_date(out, key, value, field->epoch_ms, why);
+      typed_ok =
+          append_decimal(out, key, value.get_ref<const std::string&>(), dotted(path, key), why);
+    else if (field->type == pipeline::FieldType::timestamp)
+      typed_ok = append_date(out, key, value, field->epoch_ms);
+    if (typed_ok) {
+      if (!*typed_ok && why.empty()) why = "the document is over BSON's size limit";
+      return *typed_ok;
+    }
   }
   switch (value.type()) {
     case Json::value_t::null:
@@ -99,9 +112,13 @@ bool append_value(bson_t* out, std::string_view key, const Json& value,
       break;
     case Json::value_t::number_unsigned: {
       const auto n = value.get<std::uint64_t>();
-      ok = n <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
-               ? bson_append_int64(out, key.data(), length, static_cast<std::int64_t>(n))
-               : bson_append_double(out, key.data(), length, static_cast<double>(n));
+      if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        // As libbson's own JSON reader does: refused, not rounded into a double.
+        why = dotted(path, key) + ": the integer " + std::to_string(n) +
+              " is beyond BSON's 64-bit integers";
+        return false;
+      }
+      ok = bson_append_int64(out, key.data(), length, static_cast<std::int64_t>(n));
       break;
     }
     case Json::value_t::number_float:
@@ -135,7 +152,7 @@ bool append_value(bson_t* out, std::string_view key, const Json& value,
       break;
     }
     default:
-      why = std::string(key) + ": a value with no BSON form";
+      why = dotted(path, key) + ": a value with no BSON form";
       return false;
   }
   if (!ok && why.empty()) why = "the document is over BSON's size limit";

@@ -18,9 +18,10 @@ struct TypedField {
   bool epoch_ms = false;  // a timestamp the record holds as epoch milliseconds
 };
 
-// Appends the document's members to `out`. False, with `why`, when a value has no BSON
-// form: a decimal beyond Decimal128, a timestamp out of its range, a key with a NUL, a
-// document over BSON's size limit.
+// Appends the document's members to `out`. False, with `why` naming the field, when a
+// value has no BSON form: a decimal beyond Decimal128, an integer beyond 64 bits, a key
+// with a NUL, a document over BSON's size limit. A typed path whose value is not of its
+// type's form (another payload version's field there) is appended as it is.
 bool append_document(bson_t* out, const nlohmann::ordered_json& document,
                      const std::vector<TypedField>& typed, std::string& why);
 
