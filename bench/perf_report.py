@@ -11,7 +11,9 @@
 
 Debian packages perf but no flame-graph tool: the SVG is drawn here (one rectangle per
 frame, its width its share of the samples; hover shows the frame and its share)."""
+import gzip
 import html
+import os
 import re
 import sys
 from collections import Counter, defaultdict
@@ -71,6 +73,14 @@ def short(symbol):
     return name[:120] or "[unknown]"
 
 
+def thread_name(header):
+    """"sluice-work-1  1234 12345.678901: 2004008 cpu-clock:" (perf script's first line of
+    a sample; a pid/tid or a [cpu] may be there too): the thread, its number made N."""
+    m = re.match(r"^\s*(.*?)\s+\d+(?:/\d+)?\s+(?:\[\d+\]\s+)?[\d.]+:", header)
+    name = (m.group(1) if m else header.split(None, 1)[0] if header.strip() else "?").strip()
+    return re.sub(r"-\d+$", "-N", name) or "?"
+
+
 def fold(lines):
     stacks = Counter()
     thread, frames = None, []
@@ -84,9 +94,7 @@ def fold(lines):
             flush()
             thread, frames = None, []
         elif not line[0].isspace():
-            # "sluice-work-1 1234/1240 12345.678901: 2004008 cpu-clock:"
-            thread = re.sub(r"\s+\d+/\d+\s.*$|\s+\d+\s+\[\d+\].*$", "", line.rstrip())
-            thread = re.sub(r"-\d+$", "-N", thread.strip()) or "?"
+            thread = thread_name(line)
         else:
             parts = line.strip().split(None, 1)
             if len(parts) == 2:
@@ -101,13 +109,18 @@ def fold(lines):
 
 
 def read_folded(path):
-    stacks = []
-    with open(path) as f:
+    """DIR/PATH.folded, or .folded.gz; the same stacks merged."""
+    merged = Counter()
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
         for line in f:
             stack, _, count = line.rstrip("\n").rpartition(" ")
             if stack:
-                stacks.append((stack.split(";"), int(count)))
-    return stacks
+                frames = stack.split(";")
+                if ":" in frames[0]:  # a whole perf header: folded before thread_name
+                    frames[0] = thread_name(frames[0])
+                merged[tuple(frames)] += int(count)
+    return [(list(frames), count) for frames, count in merged.items()]
 
 
 def stage_of(frames):
@@ -138,7 +151,7 @@ def flame_svg(stacks, title, path):
 
     def walk(node, name, x, level):
         w = node["count"] / total * width
-        if w < 0.3:
+        if w < 1.0:  # narrower than a pixel: left out (its share is in its parent)
             return
         y = height - (level + 1) * row - 4
         share = 100.0 * node["count"] / total
@@ -170,7 +183,8 @@ def report(directory, events, paths):
     per_stage = {}
     totals = {}
     for path in paths:
-        stacks = read_folded(f"{directory}/{path}.folded")
+        folded = f"{directory}/{path}.folded"
+        stacks = read_folded(folded if os.path.exists(folded) else folded + ".gz")
         counts = defaultdict(int)
         for frames, count in stacks:
             counts[stage_of(frames)] += count

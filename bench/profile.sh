@@ -46,11 +46,12 @@ cleanup() {
   stop_rabbitmq 2>/dev/null || true
   stop_postgres
 }
+start_postgres
 trap cleanup EXIT
 start_emulator
-start_postgres
-endpoint="http://127.0.0.1:$EMULATOR_PORT"
 if [[ " ${paths[*]} " == *" rabbitmq "* ]]; then start_rabbitmq; fi
+trap cleanup EXIT # each start set a trap of its own: stop all of them
+endpoint="http://127.0.0.1:$EMULATOR_PORT"
 
 stages='normalize:
   fields:
@@ -101,8 +102,12 @@ for path in "${paths[@]}"; do
   perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -o "$out/$path.data" -- \
     $bin run --config "$out/$path.yaml" --until-drained >"$out/$path-run.txt" 2>&1
   grep -E "received|written|elapsed" "$out/$path-run.txt" || true
-  perf script -i "$out/$path.data" 2>/dev/null | python3 bench/perf_report.py fold >"$out/$path.folded"
+  # --no-inline: no addr2line per address (it takes minutes); inlined frames are their caller.
+  perf script --no-inline -i "$out/$path.data" 2>/dev/null |
+    python3 bench/perf_report.py fold >"$out/$path.folded"
   rm -f "$out/$path.data"
 done
 python3 bench/perf_report.py report "$out" "$events" "${paths[@]}" | tee "$out/stages.md"
-echo "profile: $out/stages.md and $out/flame-*.svg"
+# The folded stacks are large (tens of MB): kept compressed, to redraw or regroup.
+gzip -f "$out"/*.folded
+echo "profile: $out/stages.md, $out/flame-*.svg and the folded stacks ($out/*.folded.gz)"
