@@ -26,7 +26,7 @@ SAMPLE_HZ = 499  # bench/profile.sh: perf record -F 499
 STAGES = [
     ("allocation", r"^(malloc|free|calloc|realloc|cfree|_int_malloc|_int_free|je_|"
                    r"operator new|operator delete|__libc_malloc|__libc_free|tcache|arena_|"
-                   r"malloc_consolidate|sdallocx|mallocx|rallocx)"),
+                   r"malloc_consolidate|sdallocx|mallocx|rallocx|\[libjemalloc)"),
     ("locks and wake-ups", r"(futex|pthread_mutex|pthread_cond|__lll_lock|__lll_unlock|"
                            r"std::condition_variable|std::mutex|sem_wait|sem_post|eventfd|"
                            r"try_to_wake_up|schedule$|__schedule|finish_task_switch|"
@@ -42,12 +42,14 @@ STAGES = [
     ("writer and libpq", r"(PQ|pqsecure|pqPutMsg|pqGet|libpq|sinks::|BatchWriter|"
                          r"WriteQueue|write_batch|postgres)"),
     ("broker client (rabbitmq-c)", r"(amqp_|librabbitmq|amqp::)"),
-    ("HTTP and TLS-free I/O", r"(beast::|http::|tcp_stream|asio::detail::reactive_socket|"
+    ("I/O: HTTP and sockets (no TLS)", r"(beast::|http::|tcp_stream|asio::detail::reactive_socket|"
                               r"__sys_sendto|__sys_recvfrom|tcp_sendmsg|tcp_recvmsg|"
                               r"sock_sendmsg|sock_recvmsg|__libc_send|__libc_recv|"
                               r"^send$|^recv$|aws::HttpClient|aws::ServiceClient)"),
-    ("the container (settle, dispatch)", r"(sluice::runtime|Container|dispatch|Message::|"
-                                         r"ack|settle|delivery)"),
+    ("Asio's event loop", r"boost::asio::detail::(scheduler|epoll_reactor|reactive_|"
+                          r"executor_op|completion_handler|awaitable_thread|awaitable_frame)"),
+    ("the container (settle, dispatch)", r"(sluice::runtime::|sluice::Container|"
+                                         r"sluice::Message::|sluice::spi::)"),
     ("kernel, other", r"^(\[k\]|entry_SYSCALL|do_syscall|__x64_sys|syscall_exit|"
                       r"asm_|irq|__softirqentry|ret_from_fork)"),
 ]
