@@ -31,14 +31,15 @@ STAGES = [
                            r"std::condition_variable|std::mutex|sem_wait|sem_post|eventfd|"
                            r"try_to_wake_up|schedule$|__schedule|finish_task_switch|"
                            r"epoll_wait|do_epoll|ep_poll)"),
-    ("signing (SigV4)", r"(sigv4|SigV4|Signer|HMAC|hmac|EVP_Digest|SHA256|sha256_block)"),
-    ("JSON of SQS answers", r"(sqs::codec|decode_receive|decode_batch|encode_send|"
-                            r"encode_delete|encode_receive)"),
-    ("decode (body parse)", r"(Transformer::decode|pipeline::Transformer::parse|"
-                            r"simdjson::.*parse|dom::parser)"),
+    # The stages below name Sluice's own functions, never a library's: OpenSSL's digests
+    # and nlohmann's serializer serve signing, MD5 checks, the hash and the writer alike,
+    # and are counted in the stage that called them.
+    ("signing (SigV4)", r"(sluice::aws::SigV4Signer|derive_signing_key)"),
+    ("SQS requests and answers (JSON, MD5)", r"(sqs::codec|sluice::sqs::md5|md5_of_message_attributes)"),
+    ("decode (body parse)", r"(pipeline::Transformer::transform|pipeline::::duplicate_key)"),
     ("normalize", r"(Projection|projection|typed_values|canonical_decimal|parse_iso8601|"
-                  r"canonical_text|FieldSpec)"),
-    ("hash", r"(content_hash|CanonicalWriter|serializer|Sha256|sha256)"),
+                  r"canonical_text|FieldSpec|FieldProgram|pipeline::at_pointer)"),
+    ("hash", r"(pipeline::::hash_text|append_canonical|CanonicalWriter)"),
     ("writer and libpq", r"(PQ|pqsecure|pqPutMsg|pqGet|libpq|sinks::|BatchWriter|"
                          r"WriteQueue|write_batch|postgres)"),
     ("broker client (rabbitmq-c)", r"(amqp_|librabbitmq|amqp::)"),
@@ -48,6 +49,7 @@ STAGES = [
                               r"^send$|^recv$|aws::HttpClient|aws::ServiceClient)"),
     ("Asio's event loop", r"boost::asio::detail::(scheduler|epoll_reactor|reactive_|"
                           r"executor_op|completion_handler|awaitable_thread|awaitable_frame)"),
+    ("the record stage (meta, routing, settling)", r"sluice::ingest::"),
     ("the container (settle, dispatch)", r"(sluice::runtime::|sluice::Container|"
                                          r"sluice::Message::|sluice::spi::)"),
     ("kernel, other", r"^(\[k\]|entry_SYSCALL|do_syscall|__x64_sys|syscall_exit|"

@@ -20,6 +20,7 @@
 #include "runtime/token_bucket.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/sqs/client.hpp"
+#include "sqs/verbs.hpp"
 
 namespace sluice::sqs {
 namespace asio = boost::asio;
@@ -68,9 +69,7 @@ int run(const char* verb, const std::function<asio::awaitable<int>(SqsClient&)>&
     return result.get();
   } catch (const aws::AwsError& e) {
     std::cerr << "sluice dlq " << verb << ": " << e.what() << "\n";
-    const bool users = e.kind() == aws::ErrorKind::configuration ||
-                       e.code() == "QueueDoesNotExist" || e.code().ends_with("NonExistentQueue");
-    return users ? 2 : 1;
+    return exit_code_of(e);
   }
 }
 

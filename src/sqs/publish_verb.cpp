@@ -21,18 +21,11 @@
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sqs/group_ids.hpp"
+#include "sqs/verbs.hpp"
 
 namespace sluice::sqs {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
-
-// The exit code an SQS error means for a command: the user's to fix (2) or not (1).
-int exit_code_of(const aws::AwsError& e) {
-  const bool users_to_fix = e.kind() == aws::ErrorKind::configuration ||
-                            e.code() == "QueueDoesNotExist" ||
-                            e.code().ends_with("NonExistentQueue");
-  return users_to_fix ? 2 : 1;
-}
 
 namespace {
 

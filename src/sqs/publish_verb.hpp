@@ -7,7 +7,6 @@
 #include <string>
 
 #include "driver/verbs.hpp"
-#include "sluice/aws/error.hpp"
 
 namespace sluice::sqs {
 
@@ -30,8 +29,5 @@ struct PublishFlags {
 std::optional<std::string> check_publish(const PublishFlags& options);
 // The exit code (README: 0, 1 failed, 2 bad usage).
 int run_publish(const PublishFlags& options, driver::PublishRequest request);
-
-// The exit code an SQS error means for a command: the user's to fix (2) or not (1).
-int exit_code_of(const aws::AwsError& e);
 
 }  // namespace sluice::sqs

@@ -40,6 +40,13 @@ namespace {
 using test::Gate;
 using test::wait_until;
 
+// The most handlers seen running at once: `peak` raised to `now` if below.
+void raise_peak(std::atomic<int>& peak, int now) {
+  int seen = peak.load();
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  }
+}
+
 class ContainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -182,9 +189,7 @@ TEST_F(ContainerTest, MoreThanTenMessagesInProgressAtOnce) {
   options.worker_threads = 110;
   Container container(options, source(url), MessageHandler([&](Message&) {
                         const int n = ++now;
-                        int seen = peak.load();
-                        while (n > seen && !peak.compare_exchange_weak(seen, n)) {
-                        }
+                        raise_peak(peak, n);
                         if (peak >= 90) gate.open();
                         gate.wait();
                         --now;
@@ -237,9 +242,7 @@ TEST_F(ContainerTest, AStandardQueueWithGroupIdsIsConsumedAsAStandardQueue) {
         }
         if (tenant == "acme") {
           const int n = ++acme_now;
-          int seen = acme_peak.load();
-          while (n > seen && !acme_peak.compare_exchange_weak(seen, n)) {
-          }
+          raise_peak(acme_peak, n);
           if (n >= 10) gate.open();
           gate.wait();
           --acme_now;
@@ -302,9 +305,7 @@ TEST_F(ContainerTest, HeldMessagesAndMemoryStayBoundedWhateverTheBacklog) {
   options.worker_threads = 20;  // fewer workers than permits: the hand-off queue holds the rest
   Container container(options, source(url), MessageHandler([&](Message&) {
                         const int n = ++inside;
-                        int seen = inside_peak.load();
-                        while (n > seen && !inside_peak.compare_exchange_weak(seen, n)) {
-                        }
+                        raise_peak(inside_peak, n);
                         gate.wait();
                         --inside;
                       }));
@@ -437,9 +438,7 @@ TEST_F(ContainerTest, FifoKeepsOrderPerGroupRunsGroupsInParallelAndReleasesAfter
   options.failure_backoff_base = 1s;
   Container container(options, source(url), MessageHandler([&](Message& msg) {
                         const int n = ++now;
-                        int seen = peak.load();
-                        while (n > seen && !peak.compare_exchange_weak(seen, n)) {
-                        }
+                        raise_peak(peak, n);
                         test::work_for(10ms);
                         --now;
                         const auto colon = msg.body().find(':');

@@ -317,13 +317,10 @@ TEST(Deploy, KubernetesManifestsPassTheirSchemasAndEveryMisspellingIsRefused) {
   const auto [mutated_code, mutated] = test::run_with_status(validate + "--mutate" + files);
   EXPECT_EQ(mutated_code, 0) << mutated;
   EXPECT_EQ(mutated.find("was accepted"), std::string::npos) << mutated;
-  const std::smatch m = [&] {
-    std::smatch found;
-    std::regex_search(mutated, found,
-                      std::regex(R"((\d+) misspellings refused; (\d+) keys of maps)"));
-    return found;
-  }();
-  ASSERT_EQ(m.size(), 3u) << mutated;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(mutated, m,
+                                std::regex(R"((\d+) misspellings refused; (\d+) keys of maps)")))
+      << mutated;
   EXPECT_GE(std::stoi(m[1]), 300) << mutated;
   EXPECT_NE(mutated.find("ScaledObject /spec/triggers/0/metadata/queueURL"), std::string::npos)
       << "a trigger's metadata is a map: " << mutated;
