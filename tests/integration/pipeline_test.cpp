@@ -3,6 +3,7 @@
 // holds exactly the distinct business records that were published.
 #include "support/pipeline.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -378,18 +379,34 @@ TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
   test::remove_sqlite(db);
   const std::string config_path =
       ::testing::TempDir() + "/sluice-sigterm-" + std::to_string(getpid()) + ".yaml";
-  std::ofstream(config_path) << pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db + "\n");
-  pid_t pid = 0;
-  const char* argv[] = {SLUICE_BINARY, "run", "--config", config_path.c_str(), nullptr};
-  ASSERT_EQ(posix_spawn(&pid, SLUICE_BINARY, nullptr, nullptr, const_cast<char**>(argv), environ),
-            0);
-  // Let it work a little, then ask it to stop while messages are in flight.
-  EXPECT_TRUE(test::wait_until([&] { return queue_total(url) < 2000; })) << "work had started";
+  // At info: the log says when the container is up.
+  std::string yaml = pipeline_yaml(url, "sink:\n  sqlite:\n    path: " + db + "\n");
+  yaml.replace(yaml.find("level: warn"), 11, "level: info");
+  std::ofstream(config_path) << yaml;
+  const std::string log_path = config_path + ".log";
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const pid_t pid =
+      test::spawn_child({SLUICE_BINARY, "run", "--config", config_path}, null_fd, log_fd, log_fd);
+  ::close(null_fd);
+  ::close(log_fd);
+  const auto log = [&] {
+    std::ifstream in(log_path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // Asked to stop while messages are in flight, once it has started (its container is
+  // up: the signal is handled from before then) and deleted some.
+  const bool started = test::wait_until(
+      [&] { return log().find("event=started") != std::string::npos && queue_total(url) < 2000; });
+  if (!started) {
+    ::kill(pid, SIGKILL);
+    test::wait_exit(pid);
+    FAIL() << "work never started\n" << log();
+  }
   kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const int status = test::wait_exit(pid);
+  EXPECT_EQ(status, 0) << "exit code, or minus the signal\n" << log();
+  EXPECT_NE(log().find("event=signal"), std::string::npos) << "the signal was handled";
   // Whatever it wrote was acked and deleted; whatever it did not is still queued.
   auto sink = sinks::make_sqlite_sink({db, "records", "rejects", "FULL", 1000ms, {}});
   const auto written = sink->count_records();
@@ -397,6 +414,7 @@ TEST_F(PipelineTest, SigtermStopsGracefullyWithExitCodeZero) {
       << "nothing lost, nothing acked without its record";
   test::remove_sqlite(db);
   std::filesystem::remove(config_path);
+  std::filesystem::remove(log_path);
 }
 
 TEST_F(PipelineTest, KillNineThenRestartLeavesExactlyTheDistinctRecords) {
