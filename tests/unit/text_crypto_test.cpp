@@ -16,6 +16,26 @@ TEST(Crypto, KnownDigests) {
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
+// RFC 4231's HMAC-SHA-256 cases around the block size (HMAC is built on the digest
+// here): a short key, a key longer than the block (hashed first), long data; and the
+// same again, so that a reused context carries nothing over.
+TEST(Crypto, HmacSha256IsRfc4231s) {
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(crypto::hex(crypto::hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+              "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    EXPECT_EQ(
+        crypto::hex(crypto::hmac_sha256(std::string(131, '\xaa'),
+                                        "Test Using Larger Than Block-Size Key - Hash Key First")),
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    EXPECT_EQ(crypto::hex(crypto::hmac_sha256(
+                  std::string(131, '\xaa'),
+                  "This is a test using a larger than block-size key and a larger than block-size "
+                  "data. The key needs to be hashed before being used by the HMAC algorithm.")),
+              "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+    EXPECT_EQ(crypto::md5_hex("hi"), "49f68a5c8493ec2c0bf489821c21fc3b");
+  }
+}
+
 TEST(Crypto, Base64RoundTripsAllLengthsAndRejectsGarbage) {
   std::string bytes;
   for (int n = 0; n < 40; ++n) {
