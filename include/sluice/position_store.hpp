@@ -1,15 +1,23 @@
 #pragma once
 // Where a source that reads a log rather than a queue keeps how far it has handled
 // it, so that a restart resumes there: a RabbitMQ stream read over AMQP 0-9-1, for
-// which the broker stores no offset. `sluice run` keeps positions in its sink's
-// database (table or collection sluice_positions), written apart from the records
-// (see docs/rabbitmq.md); a program linking the library gives the container its own
+// which the broker stores no offset, or a file. `sluice run` keeps positions in its
+// sink's database (table or collection sluice_positions): a SQL sink writes each batch's
+// position in the batch's own transaction (spi::BatchPositions), and the source saves
+// its settled position apart as well; a restart takes the further of the two (see
+// docs/rabbitmq.md). A program linking the library gives the container its own store
 // (Container::set_position_store) or none (a restart starts where its options say).
 
 #include <optional>
 #include <string>
 
 namespace sluice {
+
+// A position, under its PositionStore key: what a batch of records brings forward.
+struct PositionUpdate {
+  std::string key;
+  std::string value;
+};
 
 class PositionStore {
  public:

@@ -68,9 +68,12 @@ AmqpSource::AmqpSource(AmqpSourceOptions options, spi::SourceContext context)
     stream_start_ = *amqp::parse_stream_start(options_.stream_offset);  // validated
     position_key_ =
         "rabbitmq vhost=" + uri_.vhost + " queue=" + options_.queue + " pipeline=" + context_.name;
-    if (context_.positions)
+    if (context_.positions) {
       saver_ = std::make_unique<runtime::PositionSaver>(context_.positions, position_key_,
                                                         kPositionSaveInterval);
+      batch_positions_ = std::make_shared<runtime::SourceBatchPositions>(
+          static_cast<runtime::PositionsOfBatches&>(*this));
+    }
   }
   const int max_in_flight = max_in_flight_;
   if (options_.max_consumers > max_in_flight) {
@@ -99,6 +102,7 @@ AmqpSource::AmqpSource(AmqpSourceOptions options, spi::SourceContext context)
 }
 
 AmqpSource::~AmqpSource() {
+  if (batch_positions_) batch_positions_->detach();
   stop_ = true;
   wake();
   if (io_thread_.joinable()) {

@@ -19,6 +19,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -34,6 +35,7 @@
 #include "amqp/stream.hpp"
 #include "common/mutex.hpp"
 #include "runtime/async_wait.hpp"
+#include "runtime/batch_positions.hpp"
 #include "runtime/position_saver.hpp"
 #include "runtime/prefix_tracker.hpp"
 #include "sluice/amqp/source.hpp"
@@ -75,7 +77,7 @@ Overloaded(F...) -> Overloaded<F...>;
 std::string str(std::chrono::milliseconds d);
 SourceError source_error(const amqp::AmqpError& e);
 
-class AmqpSource final : public spi::Source {
+class AmqpSource final : public spi::Source, private runtime::PositionsOfBatches {
  public:
   AmqpSource(AmqpSourceOptions options, spi::SourceContext context);
 
@@ -94,6 +96,7 @@ class AmqpSource final : public spi::Source {
   asio::awaitable<bool> reject(Delivery state, std::string reason) override;
 
   asio::awaitable<void> flush() override;
+  std::shared_ptr<spi::BatchPositions> batch_positions() override { return batch_positions_; }
 
   std::string describe() const override { return describe_; }
   std::string message_source() const override { return message_source_; }
@@ -170,7 +173,12 @@ class AmqpSource final : public spi::Source {
   // between. Consuming stops instead (nothing read is acked: the stream keeps it all).
   void refuse_stream_read_as_queue();
 
-  void track_stream_delivery(std::uint64_t tag, const amqp_message_t& message);
+  // A delivery of consumer `lease` (tracked when it is the stream's consumer's).
+  void track_stream_delivery(std::uint64_t lease, std::uint64_t tag, const amqp_message_t& message);
+  // For the writers (spi::BatchPositions): the offset done once `batch` is; `batch`
+  // written, its deliveries done.
+  std::optional<PositionUpdate> done_with(std::span<const spi::Delivery> batch) override;
+  void written(std::span<const spi::Delivery> batch) override;
   void report_stream_redeliveries();
 
   void act(Consumer& consumer, amqp::ConsumerScaler::Decision decision);
@@ -312,8 +320,13 @@ class AmqpSource final : public spi::Source {
   std::string position_key_;
   std::unique_ptr<runtime::PositionSaver> saver_;  // with a PositionStore
   bool stream_loaded_ = false;
-  std::uint64_t stream_lease_ = 0;         // the consumer whose deliveries are tracked
-  runtime::PrefixTracker stream_tracker_;  // its delivery tags, positioned by offset
+  // Changed on the I/O thread, read by the writers too (done_with, written).
+  Mutex stream_mutex_;
+  // The consumer whose deliveries are tracked.
+  std::uint64_t stream_lease_ SLUICE_GUARDED_BY(stream_mutex_) = 0;
+  // Its delivery tags, positioned by offset.
+  runtime::PrefixTracker stream_tracker_ SLUICE_GUARDED_BY(stream_mutex_);
+  std::shared_ptr<runtime::SourceBatchPositions> batch_positions_;  // with a PositionStore
   // The last offset handled along with every one before it (saved, or since).
   std::optional<std::int64_t> stream_done_, reported_offset_;
   std::optional<std::int64_t> stream_expected_;        // the offset a resumed consumer asked for

@@ -121,8 +121,11 @@ bool AmqpSource::start_consumer() {
   amqp::stream_offset_argument(from, entry);
   const amqp_table_t arguments{1, &entry};
   if (!pool_.start(*connection_, arguments)) return false;
-  stream_lease_ = pool_.latest_lease();
-  stream_tracker_.resume(0, 0);
+  {
+    MutexLock lock(stream_mutex_);
+    stream_lease_ = pool_.latest_lease();
+    stream_tracker_.resume(0, 0);
+  }
   spdlog::info("amqp event=stream_consumer_started source=\"{}\" from=\"{}\"", describe_,
                stream_done_ ? std::to_string(*stream_done_ + 1) : options_.stream_offset);
   report_consumers();
@@ -278,7 +281,7 @@ void AmqpSource::on_deliver(std::uint16_t channel, const amqp_basic_deliver_t& d
     return_unprocessed(consumer, tag);
     return;
   }
-  if (stream_ && consumer.lease == stream_lease_) track_stream_delivery(tag, message);
+  if (stream_) track_stream_delivery(consumer.lease, tag, message);
   if (!stream_ && !stream_checked_) {
     stream_checked_ = true;
     if (amqp::stream_offset_of(message.properties)) {

@@ -1,6 +1,7 @@
 // A RabbitMQ stream read by the source: where a consumer starts (the saved offset or
 // source.rabbitmq.stream_offset), which offsets are done and saved, and redeliveries.
 
+#include <algorithm>
 #include <charconv>
 
 #include "amqp/amqp_source.hpp"
@@ -9,35 +10,79 @@ namespace sluice::amqp_source {
 
 void AmqpSource::load_stream_position() {
   if (!stream_ || stream_loaded_ || !context_.positions) return;
-  std::optional<std::string> stored;
-  try {
-    stored = context_.positions->load(position_key_);
-  } catch (const std::exception& e) {
-    throw amqp::AmqpError(
-        amqp::AmqpError::Kind::connection, 0,
-        "reading the stream's saved position (" + position_key_ + "): " + e.what());
-  }
-  if (stored) {
+  // Two keys: the source's own (saved apart, from what is settled) and the one each
+  // batch saves with its rows; each alone is never ahead of the rows, so the further.
+  std::optional<std::int64_t> done;
+  std::string said;
+  for (const auto& key : {position_key_, runtime::with_rows_key(position_key_)}) {
+    std::optional<std::string> stored;
+    try {
+      stored = context_.positions->load(key);
+    } catch (const std::exception& e) {
+      throw amqp::AmqpError(amqp::AmqpError::Kind::connection, 0,
+                            "reading the stream's saved position (" + key + "): " + e.what());
+    }
+    said += (said.empty() ? "" : " ") +
+            std::string(key == position_key_ ? "saved=" : "with_rows=") +
+            (stored ? *stored : std::string("none"));
+    if (!stored) continue;
     std::int64_t offset = -1;
     const auto [end, error] =
         std::from_chars(stored->data(), stored->data() + stored->size(), offset);
     if (error != std::errc() || end != stored->data() + stored->size() || offset < -1)
       throw amqp::AmqpError(amqp::AmqpError::Kind::connection, 0,
-                            "the stream's saved position (" + position_key_ + ") is '" +
+                            "the stream's saved position (" + key + ") is '" +
                                 stored->substr(0, 40) +
                                 "', expected an offset: delete that row to start from "
                                 "source.rabbitmq.stream_offset");
-    stream_done_ = offset;
+    done = std::max(done.value_or(offset), offset);
   }
+  if (done) stream_done_ = done;
   stream_loaded_ = true;
-  spdlog::info("amqp event=stream_position source=\"{}\" key=\"{}\" saved={}", describe_,
-               position_key_, stored ? *stored : std::string("none"));
+  spdlog::info("amqp event=stream_position source=\"{}\" key=\"{}\" {} from={}", describe_,
+               position_key_, said, done ? std::to_string(*done + 1) : options_.stream_offset);
 }
 
 void AmqpSource::stream_settled(std::uint64_t lease, std::uint64_t tag) {
-  if (!stream_ || lease != stream_lease_) return;
-  if (stream_tracker_.settled(tag) && stream_tracker_.done_sequence() > 0)
+  if (!stream_) return;
+  MutexLock lock(stream_mutex_);
+  if (lease != stream_lease_) return;
+  // Settled here, or already when its batch was written (written()).
+  stream_tracker_.settled(tag);
+  if (stream_tracker_.done_sequence() > 0)
     stream_done_ = static_cast<std::int64_t>(stream_tracker_.done_position());
+}
+
+namespace {
+// The delivery tags of the stream consumer's (`lease`) deliveries in `batch`, sorted:
+// those of a consumer since lost are read again.
+std::vector<std::uint64_t> tags_of(std::span<const spi::Delivery> batch, std::uint64_t lease) {
+  std::vector<std::uint64_t> tags;
+  tags.reserve(batch.size());
+  for (const auto& delivery : batch) {
+    if (spi::lease_of(delivery) != lease) continue;
+    const auto receipt = spi::receipt_of(delivery);
+    std::uint64_t tag = 0;
+    if (std::from_chars(receipt.data(), receipt.data() + receipt.size(), tag).ec == std::errc())
+      tags.push_back(tag);
+  }
+  std::sort(tags.begin(), tags.end());
+  return tags;
+}
+}  // namespace
+
+void AmqpSource::written(std::span<const spi::Delivery> batch) {
+  MutexLock lock(stream_mutex_);
+  for (const auto tag : tags_of(batch, stream_lease_)) stream_tracker_.settled(tag);
+}
+
+std::optional<PositionUpdate> AmqpSource::done_with(std::span<const spi::Delivery> batch) {
+  MutexLock lock(stream_mutex_);
+  const auto tags = tags_of(batch, stream_lease_);
+  const auto done = stream_tracker_.done_with(
+      [&](std::uint64_t tag) { return std::binary_search(tags.begin(), tags.end(), tag); });
+  if (!done) return std::nullopt;
+  return PositionUpdate{runtime::with_rows_key(position_key_), std::to_string(done->second)};
 }
 
 void AmqpSource::save_stream_position(bool now) {
@@ -72,7 +117,10 @@ void AmqpSource::refuse_stream_read_as_queue() {
   }
 }
 
-void AmqpSource::track_stream_delivery(std::uint64_t tag, const amqp_message_t& message) {
+void AmqpSource::track_stream_delivery(std::uint64_t lease, std::uint64_t tag,
+                                       const amqp_message_t& message) {
+  MutexLock lock(stream_mutex_);
+  if (lease != stream_lease_) return;
   const auto offset = amqp::stream_offset_of(message.properties);
   if (offset && stream_expected_) {
     if (*offset > *stream_expected_)

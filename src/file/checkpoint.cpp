@@ -59,11 +59,15 @@ std::map<std::string, Position> parse_checkpoint(std::string_view text, const st
   return files;
 }
 
-void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files) {
+std::string format_checkpoint(const std::map<std::string, Position>& files) {
   nlohmann::json doc = {{"version", 1}, {"files", nlohmann::json::object()}};
   for (const auto& [name, at] : files)
     doc["files"][name] = {{"line", at.line}, {"offset", at.offset}, {"inode", at.inode}};
-  const std::string text = doc.dump(1) + "\n";
+  return doc.dump(1) + "\n";
+}
+
+void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files) {
+  const std::string text = format_checkpoint(files);
   const std::string temporary = path + ".tmp";
   auto fail = [&](const char* what) {
     return std::runtime_error("checkpoint " + path + ": " + what + " (" + std::strerror(errno) +

@@ -8,7 +8,6 @@
 #include "file/file_source.hpp"
 
 #include <fcntl.h>
-#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,8 +25,8 @@
 #include <optional>
 
 #include "file/input.hpp"
+#include "runtime/batch_positions.hpp"
 #include "runtime/prefix_tracker.hpp"
-#include "sluice/option_error.hpp"
 #include "sluice/spi/source.hpp"
 
 namespace sluice {
@@ -38,34 +37,6 @@ using spi::SourceErrorKind;
 using Clock = std::chrono::steady_clock;
 
 namespace file {
-
-bool is_glob(const std::string& path) {
-  return path.find_first_of("*?[") != std::string::npos;
-}
-
-std::vector<std::string> matching_files(const std::string& path) {
-  std::vector<std::string> files;
-  if (!is_glob(path)) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(path, ec)) files.push_back(path);
-    return files;
-  }
-  glob_t found{};
-  if (::glob(path.c_str(), 0, nullptr, &found) == 0)  // sorted by name
-    for (std::size_t i = 0; i < found.gl_pathc; ++i) {
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(found.gl_pathv[i], ec))
-        files.emplace_back(found.gl_pathv[i]);
-    }
-  globfree(&found);
-  return files;
-}
-
-std::string checkpoint_path(const FileSourceOptions& options) {
-  if (!options.checkpoint.empty()) return options.checkpoint;
-  if (options.path == "-" || is_glob(options.path)) return {};
-  return options.path + ".checkpoint";
-}
 
 namespace {
 
@@ -78,7 +49,7 @@ std::pair<std::size_t, std::uint64_t> parse_receipt(std::string_view receipt) {
           std::stoull(std::string(receipt.substr(colon + 1)))};
 }
 
-class FileSource final : public spi::Source {
+class FileSource final : public spi::Source, private runtime::PositionsOfBatches {
  public:
   FileSource(FileSourceOptions options, spi::SourceContext context,
              std::shared_ptr<Progress> progress)
@@ -86,9 +57,16 @@ class FileSource final : public spi::Source {
         context_(std::move(context)),
         progress_(progress ? std::move(progress) : std::make_shared<Progress>()),
         checkpoint_(checkpoint_path(options_)),
-        checkpoint_timer_(context_.executor) {}
+        checkpoint_timer_(context_.executor) {
+    // Lines read from a file that can be read again, with a PositionStore: each batch
+    // saves how far the files are done with its rows, where the sink can.
+    if (!checkpoint_.empty() && context_.positions)
+      batch_positions_ = std::make_shared<runtime::SourceBatchPositions>(
+          static_cast<runtime::PositionsOfBatches&>(*this));
+  }
 
   ~FileSource() override {
+    if (batch_positions_) batch_positions_->detach();
     if (stdin_flags_ >= 0) ::fcntl(STDIN_FILENO, F_SETFL, stdin_flags_);
   }
 
@@ -98,6 +76,7 @@ class FileSource final : public spi::Source {
       std::lock_guard lock(mutex_);
       trackers_.clear();
       names_.clear();
+      inodes_.clear();
       retries_.clear();
     }
     inputs_.clear();
@@ -123,6 +102,7 @@ class FileSource final : public spi::Source {
       } catch (const std::exception& e) {
         throw SourceError(SourceErrorKind::permanent, "checkpoint", e.what());
       }
+      if (batch_positions_) resume_from_rows();
       const auto files = inputs_matching();
       if (files.empty())  // it may yet be written: tried again with backoff
         throw SourceError(SourceErrorKind::transient, "not_found",
@@ -188,6 +168,7 @@ class FileSource final : public spi::Source {
     save_checkpoint();
     co_return;
   }
+  std::shared_ptr<spi::BatchPositions> batch_positions() override { return batch_positions_; }
 
   std::string describe() const override { return "file " + options_.path; }
   std::string message_source() const override { return options_.path; }
@@ -245,10 +226,10 @@ class FileSource final : public spi::Source {
     }
     input.taken = at.offset;
     input.line = at.line;
-    if (at.offset != input.start.offset || at.line != input.start.line) {
-      std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_);
+    inodes_[index_of(input)] = input.inode;
+    if (at.offset != input.start.offset || at.line != input.start.line)
       trackers_[index_of(input)].resume(at.line, at.offset);
-    }
     return true;
   }
 
@@ -277,6 +258,8 @@ class FileSource final : public spi::Source {
     tracker.resume(at.line, at.offset);
     trackers_.insert(trackers_.begin() + static_cast<long>(at_index), tracker);
     names_.insert(names_.begin() + static_cast<long>(at_index), input->path);
+    inodes_.insert(inodes_.begin() + static_cast<long>(at_index),
+                   input->opened ? input->inode : input->start.inode);
     inputs_.insert(inputs_.begin() + static_cast<long>(at_index), std::move(input));
   }
 
@@ -424,6 +407,59 @@ class FileSource final : public spi::Source {
     retries_.insert(at, Retry{due, std::move(next)});
   }
 
+  // The key of the files' position saved with the rows (runtime::with_rows_key).
+  std::string rows_key() const { return runtime::with_rows_key("file checkpoint=" + checkpoint_); }
+
+  // For the writers (spi::BatchPositions): every input's position once `batch` is done
+  // too, as a checkpoint's text.
+  std::optional<PositionUpdate> done_with(std::span<const Delivery> batch) override {
+    std::vector<std::pair<std::size_t, std::uint64_t>> lines;  // (input, line), sorted
+    lines.reserve(batch.size());
+    for (const auto& delivery : batch) lines.push_back(parse_receipt(spi::receipt_of(delivery)));
+    std::sort(lines.begin(), lines.end());
+    std::map<std::string, Position> files;
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < trackers_.size(); ++i) {
+      const auto done = trackers_[i].done_with([&](std::uint64_t line) {
+        return std::binary_search(lines.begin(), lines.end(), std::pair{i, line});
+      });
+      if (done) files[names_[i]] = {done->first, done->second, inodes_[i]};
+    }
+    if (files.empty()) return std::nullopt;
+    return PositionUpdate{rows_key(), format_checkpoint(files)};
+  }
+
+  // Written with its rows: its lines are done (their acks may come later).
+  void written(std::span<const Delivery> batch) override {
+    for (const auto& delivery : batch) done(delivery);
+  }
+
+  // At open: the position saved with the rows, where it is further than the checkpoint
+  // file's (each is never ahead of the rows written; the file's lags when a crash came
+  // between two of its writes).
+  void resume_from_rows() {
+    std::optional<std::string> stored;
+    try {
+      stored = context_.positions->load(rows_key());
+    } catch (const std::exception& e) {
+      throw SourceError(
+          SourceErrorKind::transient, "position",
+          "reading the files' position saved with the rows (" + rows_key() + "): " + e.what());
+    }
+    if (!stored) return;
+    std::map<std::string, Position> with_rows;
+    try {
+      with_rows = parse_checkpoint(*stored, rows_key());
+    } catch (const std::exception& e) {
+      throw SourceError(SourceErrorKind::permanent, "position",
+                        std::string(e.what()) + " (a row of sluice_positions)");
+    }
+    for (const auto& [name, at] : with_rows) {
+      auto [it, added] = positions_.try_emplace(name, at);
+      if (!added && at.line > it->second.line) it->second = at;
+    }
+  }
+
   void checkpoint_loop() {
     if (checkpoint_.empty()) return;
     checkpoint_timer_.expires_after(options_.checkpoint_interval);
@@ -444,8 +480,7 @@ class FileSource final : public spi::Source {
       dirty_ = false;
       // A path read again (truncated, replaced) has a later input: the later one counts.
       for (std::size_t i = 0; i < trackers_.size(); ++i)
-        files[names_[i]] = {trackers_[i].done_sequence(), trackers_[i].done_position(),
-                            inputs_[i]->opened ? inputs_[i]->inode : inputs_[i]->start.inode};
+        files[names_[i]] = {trackers_[i].done_sequence(), trackers_[i].done_position(), inodes_[i]};
     }
     try {
       write_checkpoint(checkpoint_, files);
@@ -523,12 +558,14 @@ class FileSource final : public spi::Source {
   std::mutex mutex_;
   std::vector<runtime::PrefixTracker> trackers_;  // one per input, by index
   std::vector<std::string> names_;                // each input's path, by index
+  std::vector<std::uint64_t> inodes_;             // each input's inode (0: unknown), by index
   struct Retry {
     Clock::time_point due;
     Delivery state;
   };
   std::deque<Retry> retries_;  // in due order
   bool dirty_ = false;         // the trackers moved since the latest checkpoint
+  std::shared_ptr<runtime::SourceBatchPositions> batch_positions_;  // with a PositionStore
 };
 
 }  // namespace
@@ -542,33 +579,6 @@ SourceFactory make_file_source(FileSourceOptions options, std::shared_ptr<Progre
 }
 
 }  // namespace file
-
-namespace {
-[[noreturn]] void bad_option(const std::string& name, const std::string& value,
-                             const std::string& expected) {
-  throw OptionError("file source", name, value, expected);
-}
-}  // namespace
-
-void validate(const FileSourceOptions& o) {
-  if (o.path.empty()) bad_option("path", "(empty)", "a file, a glob or - (standard input)");
-  if (file::is_glob(o.path) && o.checkpoint.empty())
-    bad_option("checkpoint", "(empty)",
-               "a checkpoint file: path is a glob, whose files share one checkpoint");
-  if (o.path == "-" && !o.checkpoint.empty())
-    bad_option("checkpoint", "'" + o.checkpoint + "'", "none: standard input cannot be read again");
-  if (o.max_batch < 1 || o.max_batch > 10000)
-    bad_option("max_batch", std::to_string(o.max_batch), "1..10000");
-  if (o.poll_interval < std::chrono::milliseconds(1))
-    bad_option("poll_interval", std::to_string(o.poll_interval.count()) + " ms", "at least 1 ms");
-  if (o.checkpoint_interval < std::chrono::milliseconds(1))
-    bad_option("checkpoint_interval", std::to_string(o.checkpoint_interval.count()) + " ms",
-               "at least 1 ms");
-  if (o.partial_line_wait < std::chrono::milliseconds(0))
-    bad_option("partial_line_wait", std::to_string(o.partial_line_wait.count()) + " ms",
-               "0 or more");
-  if (o.max_line_bytes < 1) bad_option("max_line_bytes", "0", "at least 1");
-}
 
 SourceFactory make_file_source(FileSourceOptions options) {
   return file::make_file_source(std::move(options), nullptr);

@@ -38,6 +38,8 @@ struct Position {
 std::map<std::string, Position> read_checkpoint(const std::string& path);
 // The same from the file's text (`path` names it in errors).
 std::map<std::string, Position> parse_checkpoint(std::string_view text, const std::string& path);
+// Its text (JSON, version 1).
+std::string format_checkpoint(const std::map<std::string, Position>& files);
 // Atomically: a temporary file beside it, flushed to disk, renamed over it.
 void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files);
 

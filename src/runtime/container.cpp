@@ -76,7 +76,8 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     core.source = source_factory(source_context());  // throws SourceError (configuration)
     // The settler shares the container's lifetime: a settlement keeps it alive.
     settlement.set_origin(core.source->message_source(),
-                          std::shared_ptr<detail::Settler>(shared_from_this(), &settlement));
+                          std::shared_ptr<detail::Settler>(shared_from_this(), &settlement),
+                          core.source->batch_positions());
     if (core.options.worker_threads > 0) workers.start(core.options.worker_threads);
     intake.start([this] { compose(); });
     // The I/O thread runs until stop(), even while a source has nothing pending.
@@ -97,7 +98,8 @@ struct Container::Impl : std::enable_shared_from_this<Container::Impl> {
     core.owner = weak_from_this();
     core.source = source_factory(source_context());
     settlement.set_origin(core.source->message_source(),
-                          std::shared_ptr<detail::Settler>(shared_from_this(), &settlement));
+                          std::shared_ptr<detail::Settler>(shared_from_this(), &settlement),
+                          core.source->batch_positions());
     if (core.options.worker_threads > 0) workers.start(core.options.worker_threads);
     intake.start([this] { compose(); });
     state = State::running;

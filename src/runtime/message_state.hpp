@@ -12,6 +12,10 @@
 
 #include "sluice/message.hpp"
 
+namespace sluice::spi {
+class BatchPositions;  // sluice/spi/source.hpp
+}
+
 namespace sluice::detail {
 
 struct MessageTrace;  // runtime/message_trace.hpp
@@ -104,6 +108,8 @@ class MessageText {
 struct Origin {
   std::string source;  // what Message::source() says (the queue's URL or address)
   std::weak_ptr<Settler> settler;
+  // A log-reading source's positions, for the writers (spi::BatchPositions); or null.
+  std::shared_ptr<spi::BatchPositions> positions;
 };
 
 struct MessageState {
@@ -171,6 +177,9 @@ std::int64_t steady_now_ms();
 // Builds the public handle around a state (sluice::Message's constructor is private).
 struct MessageAccess {
   static Message wrap(std::shared_ptr<MessageState> state) { return Message(std::move(state)); }
+  static const std::shared_ptr<MessageState>& state(const Message& message) {
+    return message.state_;
+  }
 };
 
 }  // namespace sluice::detail

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "runtime/fault_switch.hpp"
 
@@ -53,6 +55,20 @@ class PrefixTracker {
       open_.erase(open_.begin());
     }
     return true;
+  }
+  // Where the done prefix would end were the items `in_batch(sequence)` says settled
+  // too (a batch about to be written): the position of its last item, and its
+  // sequence; none when it would not reach past sequence 0 (nothing is done).
+  template <typename InBatch>
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> done_with(InBatch in_batch) const {
+    std::uint64_t sequence = done_sequence_, position = done_position_;
+    for (const auto& [item, entry] : open_) {
+      if (!entry.settled && !in_batch(item)) break;
+      sequence = item;
+      position = entry.position;
+    }
+    if (sequence == 0) return std::nullopt;
+    return std::pair{sequence, position};
   }
   std::uint64_t done_sequence() const { return done_sequence_; }  // every item up to it is done
   std::uint64_t done_position() const { return done_position_; }  // the last done item's

@@ -40,9 +40,10 @@ Settlement::Settlement(Core& core, WorkerStage& workers)
       std::min<std::size_t>(static_cast<std::size_t>(core.options.max_in_flight), 100000));
 }
 
-void Settlement::set_origin(std::string source, std::weak_ptr<detail::Settler> settler) {
-  origin_ =
-      std::make_shared<const detail::Origin>(detail::Origin{std::move(source), std::move(settler)});
+void Settlement::set_origin(std::string source, std::weak_ptr<detail::Settler> settler,
+                            std::shared_ptr<spi::BatchPositions> positions) {
+  origin_ = std::make_shared<const detail::Origin>(
+      detail::Origin{std::move(source), std::move(settler), std::move(positions)});
 }
 
 void Settlement::hold(std::vector<StatePtr>& states, int permits_taken) {

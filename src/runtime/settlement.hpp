@@ -45,8 +45,10 @@ class Settlement final : public detail::Settler {
   // Stopping, from any thread: no permit is handed out again (waiting receives get 0).
   void close() { permits_.close(); }
   // Every message of this container settles here (through `settler`, which keeps the
-  // container alive while a settlement runs).
-  void set_origin(std::string source, std::weak_ptr<detail::Settler> settler);
+  // container alive while a settlement runs), carrying the source's positions for the
+  // writers (null: none).
+  void set_origin(std::string source, std::weak_ptr<detail::Settler> settler,
+                  std::shared_ptr<spi::BatchPositions> positions);
 
   // A receive's messages, on the I/O thread: held from now on. Drops (and gives the
   // permits of) those settled before the core took them (they told no one).

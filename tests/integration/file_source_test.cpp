@@ -17,9 +17,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "config/config.hpp"
-#include "cli/publish.hpp"
 #include "app/run.hpp"
+#include "cli/publish.hpp"
+#include "config/config.hpp"
 #include "sluice/driver/sink.hpp"
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
@@ -204,6 +204,79 @@ TEST(FileSource, KillNineTwiceThenRestartLeavesExactlyTheDistinctRecordsInPostgr
         return ids;
       });
   pg.query("DROP TABLE " + table + "; DROP TABLE " + table + "_rejects");
+}
+
+// A figure of `sluice run`'s summary ("received", "written (new)", "duplicates"), or -1.
+long summary_figure(const std::string& text, const std::string& label) {
+  const auto at = text.find("\n  " + label + " ");
+  if (at == std::string::npos) return -1;
+  return std::stol(text.substr(text.find_first_not_of(' ', at + 3 + label.size())));
+}
+
+// A file into PostgreSQL killed (-9) mid-run: each batch committed the files' position
+// with its rows (the run writes no checkpoint file: its interval is an hour), so the
+// restart reads exactly the lines after the last row written: it finds no duplicate,
+// and the two runs together wrote each record once.
+TEST(FileSource, AKilledRunsPositionIsCommittedWithItsRowsAndTheRestartRedoesNothing) {
+  Scratch scratch("rows-position");
+  auto& pg = test::Postgres::shared();
+  const std::string table = "file_rows_" + std::to_string(getpid());
+  const std::string input = scratch.path("events.jsonl");
+  const auto events = app::generate_events(20000, 0.0, 0.0, 11);
+  {
+    std::ofstream out(input);
+    for (const auto& body : events.bodies) out << body << "\n";
+  }
+  const long total = static_cast<long>(events.distinct_records);
+  ASSERT_EQ(total, 20000);
+  const std::string config_path = scratch.path("pipeline.yaml");
+  // One writer: with several, a batch's position stops before a batch written beside it.
+  std::ofstream(config_path) << file_yaml(input,
+                                          "sink:\n  type: postgres\n  batch_size: 50\n  writers: "
+                                          "1\n  table: " +
+                                              table + "\n  rejects_table: " + table +
+                                              "_rejects\n  postgres:\n    dsn: " + pg.dsn() + "\n",
+                                          "    checkpoint_interval: 1h\n");
+  auto number = [&](const std::string& sql) {
+    try {
+      const auto text = pg.query(sql);
+      return text.find_first_of("0123456789") == std::string::npos ? -1L : std::stol(text);
+    } catch (const std::exception&) {
+      return -1L;  // the table is not there yet
+    }
+  };
+  auto rows = [&] { return number("SELECT count(*) FROM " + table); };
+  const std::string key = "file checkpoint=" + input + ".checkpoint#rows";
+  auto position = [&] {
+    return number("SELECT position::json->'files'->'" + input +
+                  "'->>'line' FROM sluice_positions WHERE key = '" + key + "'");
+  };
+  const pid_t killed = spawn_sluice({"run", "--config", config_path});
+  ASSERT_TRUE(test::wait_until([&] { return rows() >= 3000; }, 60s)) << "no rows written";
+  kill(killed, SIGKILL);
+  EXPECT_EQ(wait_exit(killed), -SIGKILL);
+  const long written = rows();
+  EXPECT_LT(written, total) << "killed mid-run";
+  EXPECT_FALSE(std::filesystem::exists(input + ".checkpoint")) << "no checkpoint file yet";
+  EXPECT_EQ(position(), written) << "the position committed with the last batch";
+
+  const std::string out = scratch.path("summary.txt");
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const pid_t restarted = test::spawn_child(
+      {SLUICE_BINARY, "run", "--config", config_path, "--until-drained"}, null_fd, out_fd, 2);
+  ::close(null_fd);
+  ::close(out_fd);
+  EXPECT_EQ(wait_exit(restarted), 0);
+  std::ifstream in(out);
+  const std::string summary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(summary_figure(summary, "received"), total - written) << summary;
+  EXPECT_EQ(summary_figure(summary, "written (new)"), total - written) << summary;
+  EXPECT_EQ(summary_figure(summary, "duplicates"), 0) << summary;
+  EXPECT_EQ(rows(), total);
+  EXPECT_EQ(position(), total);
+  pg.query("DROP TABLE " + table + "; DROP TABLE " + table + "_rejects; DELETE FROM " +
+           "sluice_positions WHERE key LIKE 'file checkpoint=" + input + "%'");
 }
 
 TEST(FileSource, ACleanStopIsResumedNotReadAgain) {

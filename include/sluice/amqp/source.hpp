@@ -53,8 +53,9 @@ struct AmqpSourceOptions {
   // "last", "next", an offset ("12345") or a UTC time ("2026-12-01T08:00:00Z"); empty: not
   // a stream. The broker keeps no position for AMQP 0-9-1 consumers: the source saves
   // the last offset it has handled along with every one before it in the container's
-  // PositionStore (key "rabbitmq:VHOST/QUEUE@CONTAINER", about every second and at a
-  // stop) and resumes after it. One consumer (each consumer of a stream reads all of it);
+  // PositionStore (key "rabbitmq vhost=VHOST queue=QUEUE pipeline=CONTAINER", about
+  // every second and at a stop), offers each batch's offset to the writers to commit
+  // with its rows (spi::BatchPositions, key ...#rows), and resumes after the further. One consumer (each consumer of a stream reads all of it);
   // a failure or release re-reads the stream from the oldest message not yet handled,
   // after the failure's backoff; a reject is acked (a stream has no dead-lettering).
   std::string stream_offset;

@@ -63,10 +63,7 @@ class SinkError : public std::runtime_error {
 
 // A source's position that a batch brings forward (a RabbitMQ stream's offset, a file's
 // checkpoint), under its PositionStore key.
-struct PositionUpdate {
-  std::string key;
-  std::string value;
-};
+using PositionUpdate = sluice::PositionUpdate;
 
 struct RejectRow {
   std::string message_id;
@@ -109,7 +106,9 @@ class Sink {
   // write(records) with positions that the batch brings forward: where
   // positions_with_records() (SQLite, PostgreSQL) they are saved in the batch's own
   // transaction, so the records and the positions are durable together or not at all,
-  // and a restart resumes exactly after the last batch written. Otherwise (MongoDB)
+  // and a restart resumes exactly after the last batch written. Such a sink writes a
+  // batch whole or not at all: its outcomes are inserted or duplicate, else it throws
+  // (the writers save a batch's position with it only then). Otherwise (MongoDB)
   // the records first, then the positions (save_position): a stop between the two
   // reads again what came after the last position saved, which the content hash
   // stores once. A position replaces the value under its key (the caller never offers

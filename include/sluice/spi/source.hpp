@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -96,6 +97,25 @@ struct SourceContext {
   std::shared_ptr<PositionStore> positions;
 };
 
+// A source that reads a log (a stream, a file) tells the writers how far the log is
+// done once a batch is: a sink that writes positions with its records
+// (Sink::positions_with_records) then saves that position in the batch's transaction,
+// and a restart resumes right after the last batch committed. Thread-safe: called by
+// the writer threads, before each write of a batch.
+class BatchPositions {
+ public:
+  virtual ~BatchPositions() = default;
+  // The position done once `batch` (deliveries of this source) is, along with every
+  // delivery settled already: the longest run, from where the log is done, of
+  // deliveries settled or in `batch` (a delivery still open before them holds it
+  // back). None when nothing is done yet, or when `batch` is of a lease since lost.
+  virtual std::optional<PositionUpdate> done_with(std::span<const Delivery> batch) = 0;
+  // `batch` is written (its rows, and the position done_with gave, are committed): it
+  // counts as done for the next batches' positions from now, before its settlements
+  // reach the source.
+  virtual void written(std::span<const Delivery> batch) = 0;
+};
+
 class Source {
  public:
   virtual ~Source() = default;
@@ -138,6 +158,9 @@ class Source {
 
   // Sends every pending ack and settlement and waits for them.
   virtual boost::asio::awaitable<void> flush() = 0;
+  // A source reading a log with a PositionStore: its positions for the writers (see
+  // BatchPositions); null: none. Asked once, after the source is made.
+  virtual std::shared_ptr<BatchPositions> batch_positions() { return nullptr; }
   virtual std::string describe() const = 0;
   // What Message::source() says for each of its messages (the queue's URL or address).
   virtual std::string message_source() const = 0;
