@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "amqp/amqp_source.hpp"
 #include "runtime/backoff.hpp"
 
@@ -113,7 +115,14 @@ bool AmqpSource::start_consumer() {
     return true;
   }
   // A stream: after the last offset handled (with every one before it), else where
-  // the options say.
+  // the options say. Handled includes what the writers committed whose acks the lost
+  // consumer never sent (written()).
+  {
+    MutexLock lock(stream_mutex_);
+    if (stream_tracker_.done_sequence() > 0)
+      stream_done_ = std::max(stream_done_.value_or(-1),
+                              static_cast<std::int64_t>(stream_tracker_.done_position()));
+  }
   amqp::StreamStart from = stream_start_;
   if (stream_done_) from = {amqp::StreamStart::Kind::offset, *stream_done_ + 1};
   stream_expected_ = stream_done_ ? std::optional(*stream_done_ + 1) : std::nullopt;

@@ -82,7 +82,8 @@ std::optional<PositionUpdate> AmqpSource::done_with(std::span<const spi::Deliver
   const auto done = stream_tracker_.done_with(
       [&](std::uint64_t tag) { return std::binary_search(tags.begin(), tags.end(), tag); });
   if (!done) return std::nullopt;
-  return PositionUpdate{runtime::with_rows_key(position_key_), std::to_string(done->second)};
+  return PositionUpdate{runtime::with_rows_key(position_key_),
+                        std::to_string(static_cast<std::int64_t>(done->second))};
 }
 
 void AmqpSource::save_stream_position(bool now) {

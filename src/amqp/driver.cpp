@@ -163,7 +163,7 @@ std::vector<driver::SourceOption> amqp_options() {
                 "before it) in the sink's database (sluice_positions: in each batch's own "
                 "transaction on PostgreSQL and SQLite, and apart about every second and at a "
                 "stop) and resumes after it; after a crash PostgreSQL and SQLite read nothing "
-                "twice, MongoDB reads again what came after, which the content hash stores "
+                "twice (handlers inline, the default), MongoDB reads again what came after, which the content hash stores "
                 "once. One consumer (source.concurrency 1); a "
                 "failure re-reads the stream from the oldest message not yet written; rejects "
                 "are kept in the rejects table (a stream dead-letters nothing). See "

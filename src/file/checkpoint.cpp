@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,7 @@
 
 namespace sluice::file {
 
-std::map<std::string, Position> read_checkpoint(const std::string& path) {
+std::map<std::string, Position> read_checkpoint(const std::string& path, std::uint64_t* saved_at) {
   std::map<std::string, Position> files;
   std::ifstream in(path);
   if (!in) {
@@ -25,10 +26,11 @@ std::map<std::string, Position> read_checkpoint(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  return parse_checkpoint(text.str(), path);
+  return parse_checkpoint(text.str(), path, saved_at);
 }
 
-std::map<std::string, Position> parse_checkpoint(std::string_view text, const std::string& path) {
+std::map<std::string, Position> parse_checkpoint(std::string_view text, const std::string& path,
+                                                 std::uint64_t* saved_at) {
   std::map<std::string, Position> files;
   const auto doc = nlohmann::json::parse(text, nullptr, false);
   auto malformed = [&](const std::string& why) {
@@ -40,6 +42,10 @@ std::map<std::string, Position> parse_checkpoint(std::string_view text, const st
   const auto version = doc.find("version");
   if (version == doc.end() || !version->is_number_integer() || *version != 1)
     throw malformed("not version 1");
+  if (saved_at) {
+    const auto at = doc.find("saved_at");
+    *saved_at = at != doc.end() && at->is_number_unsigned() ? at->get<std::uint64_t>() : 0;
+  }
   const auto it = doc.find("files");
   if (it == doc.end() || !it->is_object()) throw malformed("no \"files\" object");
   for (const auto& [name, at] : it->items()) {
@@ -60,7 +66,12 @@ std::map<std::string, Position> parse_checkpoint(std::string_view text, const st
 }
 
 std::string format_checkpoint(const std::map<std::string, Position>& files) {
-  nlohmann::json doc = {{"version", 1}, {"files", nlohmann::json::object()}};
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  nlohmann::json doc = {{"version", 1},
+                        {"saved_at", static_cast<std::uint64_t>(now)},
+                        {"files", nlohmann::json::object()}};
   for (const auto& [name, at] : files)
     doc["files"][name] = {{"line", at.line}, {"offset", at.offset}, {"inode", at.inode}};
   return doc.dump(1) + "\n";

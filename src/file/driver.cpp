@@ -165,7 +165,8 @@ class FileDriver final : public driver::DriverOf<FileSettings> {
     return "JSON lines from files (a file, a glob, standard input) read as a queue: each line a "
            "message, acked lines kept as a checkpoint so that a restart resumes where the last "
            "run stopped. PostgreSQL and SQLite also save the files' position in each batch's "
-           "transaction (sluice_positions), so that after a crash nothing is read twice; "
+           "transaction (sluice_positions), so that after a crash nothing is read twice "
+           "(handlers inline, the default); "
            "otherwise lines acked since the last checkpoint are read again and deduped by the "
            "sink. For backfills and for replaying a rejects export.";
   }

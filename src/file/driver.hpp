@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "sluice/driver/source_driver.hpp"
 #include "file/file_source.hpp"
+#include "sluice/driver/source_driver.hpp"
 
 namespace sluice::file {
 

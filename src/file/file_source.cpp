@@ -96,13 +96,14 @@ class FileSource final : public spi::Source, private runtime::PositionsOfBatches
       input->opened = true;
       add_input(std::move(input), {});
     } else {
+      std::uint64_t saved_at = 0;
       try {
-        positions_ =
-            checkpoint_.empty() ? std::map<std::string, Position>{} : read_checkpoint(checkpoint_);
+        positions_ = checkpoint_.empty() ? std::map<std::string, Position>{}
+                                         : read_checkpoint(checkpoint_, &saved_at);
       } catch (const std::exception& e) {
         throw SourceError(SourceErrorKind::permanent, "checkpoint", e.what());
       }
-      if (batch_positions_) resume_from_rows();
+      if (batch_positions_) resume_from_rows(saved_at);
       const auto files = inputs_matching();
       if (files.empty())  // it may yet be written: tried again with backoff
         throw SourceError(SourceErrorKind::transient, "not_found",
@@ -351,6 +352,8 @@ class FileSource final : public spi::Source, private runtime::PositionsOfBatches
     auto again = std::make_unique<Input>();
     again->path = input.path;
     add_input(std::move(again), {}, reading_);
+    std::lock_guard lock(mutex_);
+    dirty_ = true;  // the checkpoint says so even if none of it is read yet
   }
 
   void look_for_new_files() {
@@ -408,24 +411,35 @@ class FileSource final : public spi::Source, private runtime::PositionsOfBatches
   }
 
   // The key of the files' position saved with the rows (runtime::with_rows_key).
-  std::string rows_key() const { return runtime::with_rows_key("file checkpoint=" + checkpoint_); }
+  std::string rows_key() const {
+    return runtime::with_rows_key("file checkpoint=" + checkpoint_ + " pipeline=" + context_.name);
+  }
 
   // For the writers (spi::BatchPositions): every input's position once `batch` is done
-  // too, as a checkpoint's text.
+  // too, as a checkpoint's text (a path read again counts by its later input, as in the
+  // checkpoint file).
   std::optional<PositionUpdate> done_with(std::span<const Delivery> batch) override {
     std::vector<std::pair<std::size_t, std::uint64_t>> lines;  // (input, line), sorted
     lines.reserve(batch.size());
     for (const auto& delivery : batch) lines.push_back(parse_receipt(spi::receipt_of(delivery)));
     std::sort(lines.begin(), lines.end());
-    std::map<std::string, Position> files;
-    std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < trackers_.size(); ++i) {
-      const auto done = trackers_[i].done_with([&](std::uint64_t line) {
-        return std::binary_search(lines.begin(), lines.end(), std::pair{i, line});
-      });
-      if (done) files[names_[i]] = {done->first, done->second, inodes_[i]};
+    std::vector<std::pair<std::string, Position>> inputs;
+    {
+      std::lock_guard lock(mutex_);
+      inputs.reserve(trackers_.size());
+      for (std::size_t i = 0; i < trackers_.size(); ++i) {
+        const auto done =
+            trackers_[i]
+                .done_with([&](std::uint64_t line) {
+                  return std::binary_search(lines.begin(), lines.end(), std::pair{i, line});
+                })
+                .value_or(std::pair{trackers_[i].done_sequence(), trackers_[i].done_position()});
+        inputs.emplace_back(names_[i], Position{done.first, done.second, inodes_[i]});
+      }
     }
-    if (files.empty()) return std::nullopt;
+    if (inputs.empty()) return std::nullopt;
+    std::map<std::string, Position> files;
+    for (auto& [name, at] : inputs) files[name] = at;
     return PositionUpdate{rows_key(), format_checkpoint(files)};
   }
 
@@ -434,10 +448,11 @@ class FileSource final : public spi::Source, private runtime::PositionsOfBatches
     for (const auto& delivery : batch) done(delivery);
   }
 
-  // At open: the position saved with the rows, where it is further than the checkpoint
-  // file's (each is never ahead of the rows written; the file's lags when a crash came
-  // between two of its writes).
-  void resume_from_rows() {
+  // At open: the files' position saved with the rows, when it was saved after the
+  // checkpoint file (each is never ahead of the rows written; the later one knows of a
+  // file truncated and read again since, and the file lags when a crash came between
+  // two of its writes).
+  void resume_from_rows(std::uint64_t file_saved_at) {
     std::optional<std::string> stored;
     try {
       stored = context_.positions->load(rows_key());
@@ -447,17 +462,15 @@ class FileSource final : public spi::Source, private runtime::PositionsOfBatches
           "reading the files' position saved with the rows (" + rows_key() + "): " + e.what());
     }
     if (!stored) return;
+    std::uint64_t rows_saved_at = 0;
     std::map<std::string, Position> with_rows;
     try {
-      with_rows = parse_checkpoint(*stored, rows_key());
+      with_rows = parse_checkpoint(*stored, rows_key(), &rows_saved_at);
     } catch (const std::exception& e) {
       throw SourceError(SourceErrorKind::permanent, "position",
                         std::string(e.what()) + " (a row of sluice_positions)");
     }
-    for (const auto& [name, at] : with_rows) {
-      auto [it, added] = positions_.try_emplace(name, at);
-      if (!added && at.line > it->second.line) it->second = at;
-    }
+    if (rows_saved_at > file_saved_at) positions_ = std::move(with_rows);
   }
 
   void checkpoint_loop() {

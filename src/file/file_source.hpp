@@ -35,10 +35,13 @@ struct Position {
 };
 // Throws std::runtime_error naming the file and what is wrong; a missing file is an
 // empty checkpoint.
-std::map<std::string, Position> read_checkpoint(const std::string& path);
+// `saved_at`: when it was written (ms since the epoch; 0: not said, an earlier release's).
+std::map<std::string, Position> read_checkpoint(const std::string& path,
+                                                std::uint64_t* saved_at = nullptr);
 // The same from the file's text (`path` names it in errors).
-std::map<std::string, Position> parse_checkpoint(std::string_view text, const std::string& path);
-// Its text (JSON, version 1).
+std::map<std::string, Position> parse_checkpoint(std::string_view text, const std::string& path,
+                                                 std::uint64_t* saved_at = nullptr);
+// Its text (JSON, version 1), saved now.
 std::string format_checkpoint(const std::map<std::string, Position>& files);
 // Atomically: a temporary file beside it, flushed to disk, renamed over it.
 void write_checkpoint(const std::string& path, const std::map<std::string, Position>& files);

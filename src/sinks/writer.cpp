@@ -11,31 +11,11 @@
 #include "common/mutex.hpp"
 #include "common/thread_name.hpp"
 #include "runtime/backoff.hpp"
-#include "runtime/message_state.hpp"
+#include "sinks/log_positions.hpp"
 #include "sinks/write_queue.hpp"
-#include "sluice/spi/source.hpp"
 
 namespace sluice::sinks {
 using Clock = std::chrono::steady_clock;
-
-namespace {
-// A batch's messages of log-reading sources (spi::BatchPositions), by source: none for a
-// queue's messages.
-using BySource = std::vector<std::pair<spi::BatchPositions*, std::vector<spi::Delivery>>>;
-BySource by_log_source(std::span<const BatchWriter::Item> items) {
-  BySource by_source;
-  for (const auto& item : items) {
-    const auto& state = detail::MessageAccess::state(item.message);
-    if (!state || !state->origin || !state->origin->positions) continue;
-    auto* positions = state->origin->positions.get();
-    auto it = std::find_if(by_source.begin(), by_source.end(),
-                           [&](const auto& entry) { return entry.first == positions; });
-    if (it == by_source.end()) it = by_source.insert(by_source.end(), {positions, {}});
-    it->second.push_back(state);
-  }
-  return by_source;
-}
-}  // namespace
 
 struct BatchWriter::Core {
   Core(SinkFactory factory, WriterOptions options, WriterEvents events)
@@ -67,6 +47,7 @@ struct BatchWriter::Core {
   WriterOptions options_;
   WriterEvents events_;
   mutable std::mutex mutex_;
+  std::mutex positions_mutex_;  // a batch carrying a log's position, from asking to written
   std::condition_variable ready_;
   OrderedWriteQueue<Item> queue_{[](const Item& item) { return item.message.group_id(); }};
   bool stopping_ = false;
@@ -344,13 +325,17 @@ bool BatchWriter::Core::write_range(Sink& sink, std::span<Item> items,
     try {
       // A log's position goes in the batch's own transaction where the sink can: the
       // rows and how far the log is done are durable together.
-      const auto logs = sink.positions_with_records() ? by_log_source(items) : BySource{};
-      std::vector<PositionUpdate> positions;
-      for (const auto& [log, deliveries] : logs)
-        if (auto position = log->done_with(deliveries)) positions.push_back(std::move(*position));
+      // One such batch at a time: each position then counts the batches committed before
+      // it, and the saved position only moves forward.
+      const LogPositions logs(sink.positions_with_records() ? std::span<const Item>(items)
+                                                            : std::span<const Item>{});
+      std::unique_lock<std::mutex> in_turn;
+      if (!logs.empty()) in_turn = std::unique_lock(positions_mutex_);
+      const auto positions = logs.done_with();
       WriteResult result =
           positions.empty() ? sink.write(records) : sink.write_with_positions(records, positions);
-      for (const auto& [log, deliveries] : logs) log->written(deliveries);
+      logs.written(sink, result);
+      if (in_turn.owns_lock()) in_turn.unlock();
       span.end();
       if (events_.batch_written) events_.batch_written(records.size(), Clock::now() - started);
       healthy_ = true;

@@ -17,12 +17,12 @@
 #include <sstream>
 #include <thread>
 
-#include "config/config.hpp"
-#include "cli/publish.hpp"
 #include "app/run.hpp"
-#include "sluice/driver/sink.hpp"
+#include "cli/publish.hpp"
+#include "config/config.hpp"
 #include "sluice/aws/http.hpp"
 #include "sluice/container.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sluice/sqs/source.hpp"
 #include "support/emulator.hpp"

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <thread>
 
-#include "config/config.hpp"
 #include "app/run.hpp"
+#include "config/config.hpp"
 #include "sinks/postgres/postgres_sink.hpp"
-#include "sluice/driver/sink.hpp"
 #include "sinks/sqlite/sqlite_sink.hpp"
+#include "sluice/driver/sink.hpp"
 #include "sluice/sqs/client.hpp"
 #include "sluice/sqs/publisher.hpp"
 #include "sqs/driver.hpp"

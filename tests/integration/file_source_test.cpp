@@ -230,13 +230,16 @@ TEST(FileSource, AKilledRunsPositionIsCommittedWithItsRowsAndTheRestartRedoesNot
   const long total = static_cast<long>(events.distinct_records);
   ASSERT_EQ(total, 20000);
   const std::string config_path = scratch.path("pipeline.yaml");
-  // One writer: with several, a batch's position stops before a batch written beside it.
-  std::ofstream(config_path) << file_yaml(input,
-                                          "sink:\n  type: postgres\n  batch_size: 50\n  writers: "
-                                          "1\n  table: " +
-                                              table + "\n  rejects_table: " + table +
-                                              "_rejects\n  postgres:\n    dsn: " + pg.dsn() + "\n",
-                                          "    checkpoint_interval: 1h\n");
+  // Rate-limited, so that the kill comes mid-file.
+  std::string yaml = file_yaml(input,
+                               "sink:\n  type: postgres\n  batch_size: 50\n  table: " + table +
+                                   "\n  rejects_table: " + table +
+                                   "_rejects\n  postgres:\n    dsn: " + pg.dsn() + "\n",
+                               "    checkpoint_interval: 1h\n");
+  const std::string in_flight = "  max_in_flight: 100\n";
+  yaml.replace(yaml.find(in_flight), in_flight.size(),
+               in_flight + "  max_messages_per_second: 4000\n");
+  std::ofstream(config_path) << yaml;
   auto number = [&](const std::string& sql) {
     try {
       const auto text = pg.query(sql);
@@ -246,7 +249,7 @@ TEST(FileSource, AKilledRunsPositionIsCommittedWithItsRowsAndTheRestartRedoesNot
     }
   };
   auto rows = [&] { return number("SELECT count(*) FROM " + table); };
-  const std::string key = "file checkpoint=" + input + ".checkpoint#rows";
+  const std::string key = "file checkpoint=" + input + ".checkpoint pipeline=default#rows";
   auto position = [&] {
     return number("SELECT position::json->'files'->'" + input +
                   "'->>'line' FROM sluice_positions WHERE key = '" + key + "'");

@@ -15,9 +15,9 @@
 #include <regex>
 #include <set>
 
-#include "config/config.hpp"
-#include "cli/publish.hpp"
 #include "app/run.hpp"
+#include "cli/publish.hpp"
+#include "config/config.hpp"
 #include "sluice/aws/error.hpp"
 #include "sluice/container.hpp"
 #include "sluice/s3/client.hpp"

@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "config/config.hpp"
 #include "cli/publish.hpp"
+#include "config/config.hpp"
 #include "sluice/driver/sink.hpp"
 #include "support/pipeline.hpp"
 #include "support/process.hpp"

@@ -1,8 +1,8 @@
 // deploy/prometheus and deploy/grafana against the real thing: promtool checks and
 // unit-tests the rules, then a real Prometheus (Debian's, on a private loopback port)
 // scrapes a live `sluice run` of three pipelines (SQS with a dead-letter queue into
-// SQLite, RabbitMQ into SQLite, a file into SQLite), evaluates the rules, and answers every dashboard query
-// and every rule's expression through its HTTP API. A query that returns no series
+// SQLite, RabbitMQ into SQLite, a file into SQLite), evaluates the rules, and answers every
+// dashboard query and every rule's expression through its HTTP API. A query that returns no series
 // (a misspelled metric, a label that is not there) fails the test.
 #include <gtest/gtest.h>
 #include <signal.h>

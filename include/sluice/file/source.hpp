@@ -19,6 +19,14 @@
 // reaches them. A file that is not the one its checkpoint names (another inode), or is
 // shorter than it, is read from its start; so is one truncated or replaced while it is
 // read (its lines not yet acked then are not read again: the old file is gone).
+//
+// With the container's PositionStore, the writers of a sink that saves positions with
+// its records (`sluice run` into PostgreSQL or SQLite) also commit the files' position
+// in each batch's transaction (spi::BatchPositions), as a checkpoint's text under the
+// key "file checkpoint=CHECKPOINT pipeline=CONTAINER#rows"; a restart takes whichever
+// of it and the checkpoint file was saved later. So after a crash nothing written is
+// read again when lines reach the writers in order. To read the files again from their
+// start, delete the checkpoint file and that row.
 
 #include <chrono>
 #include <cstddef>

@@ -108,7 +108,8 @@ class BatchPositions {
   // The position done once `batch` (deliveries of this source) is, along with every
   // delivery settled already: the longest run, from where the log is done, of
   // deliveries settled or in `batch` (a delivery still open before them holds it
-  // back). None when nothing is done yet, or when `batch` is of a lease since lost.
+  // back; a delivery of a lease since lost counts for nothing). None when nothing is
+  // done yet.
   virtual std::optional<PositionUpdate> done_with(std::span<const Delivery> batch) = 0;
   // `batch` is written (its rows, and the position done_with gave, are committed): it
   // counts as done for the next batches' positions from now, before its settlements
