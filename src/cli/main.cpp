@@ -40,6 +40,17 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
+// The logging thread joined before the logger goes: spdlog::shutdown() alone may leave
+// the logger's last reference to the exit handlers while that thread still runs
+// (ThreadSanitizer saw the formatter freed under it).
+void shutdown_logging() {
+  auto logger = spdlog::default_logger();
+  auto pool = spdlog::thread_pool();
+  spdlog::shutdown();
+  pool.reset();  // the last reference: joins the thread, after the lines it had queued
+  logger.reset();
+}
+
 // A shared verb (queue stats, queue create, dlq): the first source whose choosing flag was
 // given runs it, else a source that answers it by default.
 int run_verb(const char* name, const std::vector<sluice::driver::SourceVerbs>& sources,
@@ -382,7 +393,7 @@ int main(int argc, char** argv) {
                       [](const auto& s) { return s.count_abandoned; })) {
         // A thread of the closing count is still in the database's client library:
         // exiting normally would destroy that library's statics under it.
-        spdlog::shutdown();
+        shutdown_logging();
         std::cout.flush();
         std::cerr.flush();
         std::_Exit(code);
@@ -436,6 +447,6 @@ int main(int argc, char** argv) {
     std::cerr << "sluice: configuration error: " << e.what() << "\n";
     code = 2;
   }
-  spdlog::shutdown();
+  shutdown_logging();
   return code;
 }
