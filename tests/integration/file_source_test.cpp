@@ -24,6 +24,7 @@
 #include "support/emulator.hpp"
 #include "support/local_sqs.hpp"
 #include "support/pipeline.hpp"
+#include "support/postgres_number.hpp"
 #include "support/process.hpp"
 #include "support/wait.hpp"
 #include "support/work.hpp"
@@ -240,14 +241,7 @@ TEST(FileSource, AKilledRunsPositionIsCommittedWithItsRowsAndTheRestartRedoesNot
   yaml.replace(yaml.find(in_flight), in_flight.size(),
                in_flight + "  max_messages_per_second: 4000\n");
   std::ofstream(config_path) << yaml;
-  auto number = [&](const std::string& sql) {
-    try {
-      const auto text = pg.query(sql);
-      return text.find_first_of("0123456789") == std::string::npos ? -1L : std::stol(text);
-    } catch (const std::exception&) {
-      return -1L;  // the table is not there yet
-    }
-  };
+  const auto number = test::postgres_number;
   auto rows = [&] { return number("SELECT count(*) FROM " + table); };
   const std::string key = "file checkpoint=" + input + ".checkpoint pipeline=default#rows";
   auto position = [&] {

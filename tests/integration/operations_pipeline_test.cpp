@@ -24,6 +24,7 @@
 #include "config/config.hpp"
 #include "sinks/sqlite/driver.hpp"
 #include "support/pipeline.hpp"
+#include "support/postgres_number.hpp"
 #include "support/process.hpp"
 #include "support/rabbitmq.hpp"
 #include "support/wait.hpp"
@@ -1133,14 +1134,7 @@ TEST_F(OperationsPipeline, RabbitMqStreamOffsetIsCommittedWithItsRowsInPostgres)
                       << "    - {name: id, from: /id, type: string, required: true}\n"
                       << "    - {name: seq, from: /seq, type: integer, required: true}\n"
                       << "identity:\n  versions:\n    V1: [id]\n";
-  auto number = [&](const std::string& sql) {
-    try {
-      const auto text = pg.query(sql);
-      return text.find_first_of("0123456789") == std::string::npos ? -1L : std::stol(text);
-    } catch (const std::exception&) {
-      return -1L;  // the table is not there yet
-    }
-  };
+  const auto number = test::postgres_number;
   auto rows = [&] { return number("SELECT count(*) FROM " + table); };
   auto position = [&](const std::string& suffix) {
     return number("SELECT position FROM sluice_positions WHERE key LIKE 'rabbitmq vhost=% queue=" +
@@ -1222,14 +1216,7 @@ TEST_F(OperationsPipeline, RabbitMqStreamOffsetNeverPassesARowNotWrittenWithWork
                       << "    - {name: id, from: /id, type: string, required: true}\n"
                       << "    - {name: seq, from: /seq, type: integer, required: true}\n"
                       << "identity:\n  versions:\n    V1: [id]\n";
-  auto number = [&](const std::string& sql) {
-    try {
-      const auto text = pg.query(sql);
-      return text.find_first_of("0123456789") == std::string::npos ? -1L : std::stol(text);
-    } catch (const std::exception&) {
-      return -1L;  // the table is not there yet
-    }
-  };
+  const auto number = test::postgres_number;
   auto rows = [&] { return number("SELECT count(*) FROM " + table); };
   const std::string key = "rabbitmq vhost=% queue=" + queue + " pipeline=default#rows";
   const pid_t killed = spawn_sluice({"run", "--config", path});

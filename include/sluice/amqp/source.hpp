@@ -55,9 +55,10 @@ struct AmqpSourceOptions {
   // the last offset it has handled along with every one before it in the container's
   // PositionStore (key "rabbitmq vhost=VHOST queue=QUEUE pipeline=CONTAINER", about
   // every second and at a stop), offers each batch's offset to the writers to commit
-  // with its rows (spi::BatchPositions, key ...#rows), and resumes after the further. One consumer (each consumer of a stream reads all of it);
-  // a failure or release re-reads the stream from the oldest message not yet handled,
-  // after the failure's backoff; a reject is acked (a stream has no dead-lettering).
+  // with its rows (spi::BatchPositions, key ...#rows), and resumes after the further. One consumer
+  // (each consumer of a stream reads all of it); a failure or release re-reads the stream from the
+  // oldest message not yet handled, after the failure's backoff; a reject is acked (a stream has no
+  // dead-lettering).
   std::string stream_offset;
   std::chrono::seconds heartbeat{60};
   std::string connection_name = "sluice";
